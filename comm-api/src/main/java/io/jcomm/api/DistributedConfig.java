@@ -1,0 +1,256 @@
+package io.jcomm.api;
+
+import java.net.InetAddress;
+import java.net.UnknownHostException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+
+/**
+ * Immutable description of this process's place in a job: where the rendezvous store is, this
+ * process's rank, and the job-wide choices. Built in code with {@link #builder()} or read once from
+ * the environment with torchrun's variable names ({@link #fromEnvironment()}).
+ *
+ * <table>
+ *   <caption>Environment variables</caption>
+ *   <tr><th>variable</th><th>meaning</th><th>default</th></tr>
+ *   <tr><td>{@code MASTER_ADDR}</td><td>store host</td><td>{@code 127.0.0.1}</td></tr>
+ *   <tr><td>{@code MASTER_PORT}</td><td>store port</td><td>{@code 29500}</td></tr>
+ *   <tr><td>{@code RANK}</td><td>global rank</td><td>{@code 0}</td></tr>
+ *   <tr><td>{@code WORLD_SIZE}</td><td>number of processes</td><td>{@code 1}</td></tr>
+ *   <tr><td>{@code LOCAL_RANK}</td><td>rank on this host</td><td>{@code RANK}</td></tr>
+ *   <tr><td>{@code LOCAL_WORLD_SIZE}</td><td>processes on this host</td><td>{@code WORLD_SIZE}</td></tr>
+ *   <tr><td>{@code JCOMM_TIMEOUT_MS}</td><td>default timeout of every blocking call</td><td>{@code 60000}</td></tr>
+ *   <tr><td>{@code JCOMM_HOST_ID}</td><td>identity of this host for same-host detection</td><td>the host name</td></tr>
+ *   <tr><td>{@code JCOMM_CPU_BACKEND}</td><td>{@code auto}, {@code tcp} or {@code gloo}</td><td>{@code auto}</td></tr>
+ *   <tr><td>{@code JCOMM_DEVICE_COMM}</td><td>device communicator provider name or {@code auto}</td><td>{@code auto}</td></tr>
+ *   <tr><td>{@code JCOMM_TOKEN_FILE}</td><td>file holding the job token for the store</td><td>none</td></tr>
+ * </table>
+ */
+public final class DistributedConfig {
+
+    public static final String MASTER_ADDR = "MASTER_ADDR";
+    public static final String MASTER_PORT = "MASTER_PORT";
+    public static final String RANK = "RANK";
+    public static final String WORLD_SIZE = "WORLD_SIZE";
+    public static final String LOCAL_RANK = "LOCAL_RANK";
+    public static final String LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE";
+    public static final String TIMEOUT_MS = "JCOMM_TIMEOUT_MS";
+    public static final String HOST_ID = "JCOMM_HOST_ID";
+    public static final String CPU_BACKEND = "JCOMM_CPU_BACKEND";
+    public static final String DEVICE_COMM = "JCOMM_DEVICE_COMM";
+    public static final String TOKEN_FILE = "JCOMM_TOKEN_FILE";
+
+    public static final String MASTER_ADDR_DEFAULT = "127.0.0.1";
+    public static final int MASTER_PORT_DEFAULT = 29500;
+    public static final Duration TIMEOUT_DEFAULT = Duration.ofSeconds(60);
+
+    private final String masterAddr;
+    private final int masterPort;
+    private final int rank;
+    private final int worldSize;
+    private final int localRank;
+    private final int localWorldSize;
+    private final Duration timeout;
+    private final String hostId;
+    private final String cpuBackend;
+    private final String deviceCommunicator;
+    private final Path tokenFile;
+
+    private DistributedConfig(Builder b) {
+        this.masterAddr = Objects.requireNonNull(b.masterAddr, "masterAddr");
+        this.masterPort = b.masterPort;
+        this.rank = b.rank;
+        this.worldSize = b.worldSize;
+        this.localRank = b.localRank < 0 ? b.rank : b.localRank;
+        this.localWorldSize = b.localWorldSize < 0 ? b.worldSize : b.localWorldSize;
+        this.timeout = Objects.requireNonNull(b.timeout, "timeout");
+        this.hostId = b.hostId != null ? b.hostId : defaultHostId();
+        this.cpuBackend = Objects.requireNonNull(b.cpuBackend, "cpuBackend");
+        this.deviceCommunicator = Objects.requireNonNull(b.deviceCommunicator, "deviceCommunicator");
+        this.tokenFile = b.tokenFile;
+        if (masterPort < 0 || masterPort > 65535) {
+            throw new IllegalArgumentException(MASTER_PORT + " out of range: " + masterPort);
+        }
+        if (worldSize < 1) {
+            throw new IllegalArgumentException(WORLD_SIZE + " must be >= 1, got " + worldSize);
+        }
+        if (rank < 0 || rank >= worldSize) {
+            throw new IllegalArgumentException(RANK + " " + rank + " not in [0, " + worldSize + ")");
+        }
+        if (localWorldSize < 1 || localWorldSize > worldSize) {
+            throw new IllegalArgumentException(LOCAL_WORLD_SIZE + " " + localWorldSize + " not in [1, " + worldSize + "]");
+        }
+        if (localRank < 0 || localRank >= localWorldSize) {
+            throw new IllegalArgumentException(LOCAL_RANK + " " + localRank + " not in [0, " + localWorldSize + ")");
+        }
+        if (timeout.isNegative() || timeout.isZero()) {
+            throw new IllegalArgumentException("timeout must be positive, got " + timeout);
+        }
+    }
+
+    private static String defaultHostId() {
+        try {
+            return InetAddress.getLocalHost().getHostName();
+        } catch (UnknownHostException e) {
+            return "localhost";
+        }
+    }
+
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /** Reads {@link System#getenv()} once. */
+    public static DistributedConfig fromEnvironment() {
+        return fromEnvironment(System.getenv());
+    }
+
+    /**
+     * Reads the variables listed in the class documentation from {@code env}.
+     *
+     * @throws IllegalArgumentException naming the variable when a value is malformed or inconsistent
+     */
+    public static DistributedConfig fromEnvironment(Map<String, String> env) {
+        Builder b = builder();
+        String v;
+        if ((v = env.get(MASTER_ADDR)) != null && !v.isBlank()) {
+            b.masterAddr(v.trim());
+        }
+        if ((v = env.get(MASTER_PORT)) != null && !v.isBlank()) {
+            b.masterPort(parseInt(MASTER_PORT, v));
+        }
+        if ((v = env.get(RANK)) != null && !v.isBlank()) {
+            b.rank(parseInt(RANK, v));
+        }
+        if ((v = env.get(WORLD_SIZE)) != null && !v.isBlank()) {
+            b.worldSize(parseInt(WORLD_SIZE, v));
+        }
+        if ((v = env.get(LOCAL_RANK)) != null && !v.isBlank()) {
+            b.localRank(parseInt(LOCAL_RANK, v));
+        }
+        if ((v = env.get(LOCAL_WORLD_SIZE)) != null && !v.isBlank()) {
+            b.localWorldSize(parseInt(LOCAL_WORLD_SIZE, v));
+        }
+        if ((v = env.get(TIMEOUT_MS)) != null && !v.isBlank()) {
+            b.timeout(Duration.ofMillis(parseInt(TIMEOUT_MS, v)));
+        }
+        if ((v = env.get(HOST_ID)) != null && !v.isBlank()) {
+            b.hostId(v.trim());
+        }
+        if ((v = env.get(CPU_BACKEND)) != null && !v.isBlank()) {
+            b.cpuBackend(v.trim());
+        }
+        if ((v = env.get(DEVICE_COMM)) != null && !v.isBlank()) {
+            b.deviceCommunicator(v.trim());
+        }
+        if ((v = env.get(TOKEN_FILE)) != null && !v.isBlank()) {
+            b.tokenFile(Path.of(v.trim()));
+        }
+        return b.build();
+    }
+
+    private static int parseInt(String name, String value) {
+        try {
+            return Integer.parseInt(value.trim());
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(name + " is not an integer: '" + value + "'", e);
+        }
+    }
+
+    public String masterAddr() {
+        return masterAddr;
+    }
+
+    public int masterPort() {
+        return masterPort;
+    }
+
+    public int rank() {
+        return rank;
+    }
+
+    public int worldSize() {
+        return worldSize;
+    }
+
+    public int localRank() {
+        return localRank;
+    }
+
+    public int localWorldSize() {
+        return localWorldSize;
+    }
+
+    public Duration timeout() {
+        return timeout;
+    }
+
+    /** Identity of this host for same-host detection; ranks with equal ids share memory. */
+    public String hostId() {
+        return hostId;
+    }
+
+    public String cpuBackend() {
+        return cpuBackend;
+    }
+
+    public String deviceCommunicator() {
+        return deviceCommunicator;
+    }
+
+    public Optional<Path> tokenFile() {
+        return Optional.ofNullable(tokenFile);
+    }
+
+    /** A builder initialised with this configuration's values. */
+    public Builder toBuilder() {
+        return builder().masterAddr(masterAddr).masterPort(masterPort).rank(rank).worldSize(worldSize)
+                .localRank(localRank).localWorldSize(localWorldSize).timeout(timeout).hostId(hostId)
+                .cpuBackend(cpuBackend).deviceCommunicator(deviceCommunicator).tokenFile(tokenFile);
+    }
+
+    @Override
+    public String toString() {
+        return "DistributedConfig{master=" + masterAddr + ":" + masterPort + ", rank=" + rank + "/" + worldSize
+                + ", local=" + localRank + "/" + localWorldSize + ", host=" + hostId + ", timeout=" + timeout
+                + ", cpu=" + cpuBackend + ", device=" + deviceCommunicator
+                + (tokenFile != null ? ", token=" + tokenFile : "") + "}";
+    }
+
+    /** Mutable builder; {@link #build()} validates and returns an immutable config. */
+    public static final class Builder {
+        private String masterAddr = MASTER_ADDR_DEFAULT;
+        private int masterPort = MASTER_PORT_DEFAULT;
+        private int rank = 0;
+        private int worldSize = 1;
+        private int localRank = -1;
+        private int localWorldSize = -1;
+        private Duration timeout = TIMEOUT_DEFAULT;
+        private String hostId;
+        private String cpuBackend = "auto";
+        private String deviceCommunicator = "auto";
+        private Path tokenFile;
+
+        private Builder() {
+        }
+
+        public Builder masterAddr(String v) { this.masterAddr = v; return this; }
+        public Builder masterPort(int v) { this.masterPort = v; return this; }
+        public Builder rank(int v) { this.rank = v; return this; }
+        public Builder worldSize(int v) { this.worldSize = v; return this; }
+        public Builder localRank(int v) { this.localRank = v; return this; }
+        public Builder localWorldSize(int v) { this.localWorldSize = v; return this; }
+        public Builder timeout(Duration v) { this.timeout = v; return this; }
+        public Builder hostId(String v) { this.hostId = v; return this; }
+        public Builder cpuBackend(String v) { this.cpuBackend = v; return this; }
+        public Builder deviceCommunicator(String v) { this.deviceCommunicator = v; return this; }
+        public Builder tokenFile(Path v) { this.tokenFile = v; return this; }
+
+        public DistributedConfig build() {
+            return new DistributedConfig(this);
+        }
+    }
+}

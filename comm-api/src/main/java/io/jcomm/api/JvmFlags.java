@@ -1,0 +1,29 @@
+package io.jcomm.api;
+
+import java.util.List;
+
+/**
+ * The JVM flags every process of this SDK needs (Aeron/Agrona's access to
+ * {@code jdk.internal.misc}, Chronicle Map's runtime compilation, Netty's direct buffers), and the
+ * switch that keeps Chronicle from sending usage analytics. Launchers ({@code commrun}, the test
+ * harness) put these on every worker's command line; the Maven build's surefire/failsafe
+ * {@code argLine} carries the same list.
+ */
+public final class JvmFlags {
+
+    /** Flags for {@code java} command lines, in order. */
+    public static final List<String> REQUIRED = List.of(
+            "--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED",
+            "--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED",
+            "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED",
+            "--add-exports", "jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED",
+            "--add-opens", "java.base/java.lang=ALL-UNNAMED",
+            "--add-opens", "java.base/java.lang.reflect=ALL-UNNAMED",
+            "--add-opens", "java.base/java.nio=ALL-UNNAMED",
+            "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+            "-Dchronicle.analytics.disable=true",
+            "-Dio.netty.tryReflectionSetAccessible=true");
+
+    private JvmFlags() {
+    }
+}

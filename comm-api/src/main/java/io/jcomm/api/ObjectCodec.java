@@ -1,0 +1,31 @@
+package io.jcomm.api;
+
+/**
+ * Turns registered objects into bytes and back, for object collectives and message queues.
+ *
+ * <p>Contract for implementations: only types registered with the codec are accepted on either
+ * side; decoding bytes that name an unregistered type, that are malformed, or that decode to a type
+ * other than the expected one throws {@link ProtocolException} and never instantiates anything else.
+ * Java serialization ({@code ObjectInputStream}) is never used. Implementations are thread safe.
+ */
+public interface ObjectCodec {
+
+    /**
+     * Encodes {@code value}.
+     *
+     * @throws ProtocolException if the value's type is not registered
+     */
+    byte[] encode(Object value);
+
+    /**
+     * Decodes {@code length} bytes at {@code offset} and checks the result is an instance of
+     * {@code expected} (or {@code null}).
+     *
+     * @throws ProtocolException on malformed input, an unregistered type, or a type mismatch
+     */
+    <T> T decode(byte[] bytes, int offset, int length, Class<T> expected);
+
+    default <T> T decode(byte[] bytes, Class<T> expected) {
+        return decode(bytes, 0, bytes.length, expected);
+    }
+}

@@ -1,0 +1,209 @@
+package io.jcomm.api;
+
+import io.jcomm.api.work.Work;
+import java.time.Duration;
+import java.util.List;
+
+/**
+ * The control plane of one group of processes (c10d's {@code ProcessGroup} for CPU tensors):
+ * barrier, collectives on host tensors, point-to-point, and object collectives through a
+ * registered {@link ObjectCodec}.
+ *
+ * <h2>Contract</h2>
+ * <ul>
+ *   <li>{@code src}, {@code dst} and peer arguments are <em>group-local</em> ranks in
+ *       {@code [0, size())}; {@link #globalRanks()} maps them to global ranks.</li>
+ *   <li>Every member must call the same collectives in the same order with consistent arguments.
+ *       Out-of-range ranks and buffers of the wrong size or dtype fail locally with
+ *       {@link ProtocolException} before anything is sent; inconsistencies across ranks that a
+ *       backend detects fail with {@link CollectiveMismatchException}.</li>
+ *   <li>Every blocking call is bounded: the overloads without a timeout use
+ *       {@link #defaultTimeout()}. A peer that dies yields {@link PeerFailureException} (or
+ *       {@link CommTimeoutException}) on every survivor within the timeout; after such a failure
+ *       the group is <em>poisoned</em> and every later call fails at once with the original cause.</li>
+ *   <li>With {@code size() == 1} every collective returns immediately (outputs receive a copy of the
+ *       input where shapes require it).</li>
+ *   <li>Tensors must be host tensors ({@link Tensor#isHost()}). Reductions of {@code F16}/{@code BF16}
+ *       accumulate in {@code float}. {@link ReduceOp#AVG} divides the sum by {@code size()}.</li>
+ *   <li>Asynchronous variants start the operation in call order and return a {@link Work}; the
+ *       group keeps the buffers reachable until completion. Synchronous calls are ordered after
+ *       every earlier asynchronous call of the same group.</li>
+ *   <li>A group is used by one application thread at a time (like a torch process group);
+ *       {@link #close()} may be called from any thread and makes blocked calls fail with
+ *       {@link CommClosedException}.</li>
+ * </ul>
+ */
+public interface ProcessGroup extends AutoCloseable {
+
+    /** Unique group name, e.g. {@code world} or {@code tp:0}. */
+    String name();
+
+    /** This process's rank in the group. */
+    int rank();
+
+    /** Number of processes in the group. */
+    int size();
+
+    /** Global rank of each group rank, in group-rank order. */
+    List<Integer> globalRanks();
+
+    /** The backend's name, e.g. {@code tcp} or {@code gloo}. */
+    String backendName();
+
+    /** Timeout used by the overloads that take none. */
+    Duration defaultTimeout();
+
+    /** The codec used by the object collectives. */
+    ObjectCodec codec();
+
+    // ---- synchronisation ----
+
+    void barrier(Duration timeout);
+
+    default void barrier() {
+        barrier(defaultTimeout());
+    }
+
+    // ---- tensor collectives (in place where noted) ----
+
+    /** Broadcasts {@code tensor} from group rank {@code src} into {@code tensor} on every rank. */
+    void broadcast(Tensor tensor, int src, Duration timeout);
+
+    default void broadcast(Tensor tensor, int src) {
+        broadcast(tensor, src, defaultTimeout());
+    }
+
+    /** In-place all-reduce. */
+    void allReduce(Tensor tensor, ReduceOp op, Duration timeout);
+
+    default void allReduce(Tensor tensor, ReduceOp op) {
+        allReduce(tensor, op, defaultTimeout());
+    }
+
+    /**
+     * Gathers {@code input} from every rank into {@code output}, concatenated in rank order:
+     * {@code output.numel() == size() * input.numel()}, same dtype.
+     */
+    void allGather(Tensor output, Tensor input, Duration timeout);
+
+    default void allGather(Tensor output, Tensor input) {
+        allGather(output, input, defaultTimeout());
+    }
+
+    /**
+     * Variable-size all-gather: rank r contributes {@code counts[r]} elements
+     * ({@code input.numel() == counts[rank()]}); {@code output} holds their concatenation.
+     */
+    void allGatherV(Tensor output, Tensor input, long[] counts, Duration timeout);
+
+    default void allGatherV(Tensor output, Tensor input, long[] counts) {
+        allGatherV(output, input, counts, defaultTimeout());
+    }
+
+    /**
+     * Gathers {@code input} from every rank into {@code output} on rank {@code dst} only
+     * ({@code output} may be {@code null} on other ranks).
+     */
+    void gather(Tensor output, Tensor input, int dst, Duration timeout);
+
+    default void gather(Tensor output, Tensor input, int dst) {
+        gather(output, input, dst, defaultTimeout());
+    }
+
+    /**
+     * Splits {@code input} (on {@code src} only, {@code size() * output.numel()} elements; may be
+     * {@code null} elsewhere) into equal parts and delivers part r to rank r's {@code output}.
+     */
+    void scatter(Tensor output, Tensor input, int src, Duration timeout);
+
+    default void scatter(Tensor output, Tensor input, int src) {
+        scatter(output, input, src, defaultTimeout());
+    }
+
+    /**
+     * Reduces {@code input} ({@code size() * output.numel()} elements) across ranks and delivers
+     * the r-th part of the result to rank r's {@code output}.
+     */
+    void reduceScatter(Tensor output, Tensor input, ReduceOp op, Duration timeout);
+
+    default void reduceScatter(Tensor output, Tensor input, ReduceOp op) {
+        reduceScatter(output, input, op, defaultTimeout());
+    }
+
+    // ---- point to point ----
+
+    /** Sends {@code tensor} to group rank {@code dst}; {@code tag} matches a {@link #recv}. */
+    void send(Tensor tensor, int dst, int tag, Duration timeout);
+
+    default void send(Tensor tensor, int dst, int tag) {
+        send(tensor, dst, tag, defaultTimeout());
+    }
+
+    /** Receives into {@code tensor} (exactly its byte size) from group rank {@code src}. */
+    void recv(Tensor tensor, int src, int tag, Duration timeout);
+
+    default void recv(Tensor tensor, int src, int tag) {
+        recv(tensor, src, tag, defaultTimeout());
+    }
+
+    // ---- objects, through the registered codec ----
+
+    /**
+     * Broadcasts {@code value} (meaningful on {@code src} only) and returns the value from
+     * {@code src} on every rank, checked to be of {@code type}.
+     */
+    <T> T broadcastObject(T value, int src, Class<T> type, Duration timeout);
+
+    default <T> T broadcastObject(T value, int src, Class<T> type) {
+        return broadcastObject(value, src, type, defaultTimeout());
+    }
+
+    /** Every rank's value, in rank order. */
+    <T> List<T> allGatherObject(T value, Class<T> type, Duration timeout);
+
+    default <T> List<T> allGatherObject(T value, Class<T> type) {
+        return allGatherObject(value, type, defaultTimeout());
+    }
+
+    /** Every rank's value in rank order on {@code dst}; an empty list on other ranks. */
+    <T> List<T> gatherObject(T value, int dst, Class<T> type, Duration timeout);
+
+    default <T> List<T> gatherObject(T value, int dst, Class<T> type) {
+        return gatherObject(value, dst, type, defaultTimeout());
+    }
+
+    void sendObject(Object value, int dst, Duration timeout);
+
+    default void sendObject(Object value, int dst) {
+        sendObject(value, dst, defaultTimeout());
+    }
+
+    <T> T recvObject(int src, Class<T> type, Duration timeout);
+
+    default <T> T recvObject(int src, Class<T> type) {
+        return recvObject(src, type, defaultTimeout());
+    }
+
+    // ---- asynchronous variants ----
+
+    Work<Void> barrierAsync(Duration timeout);
+
+    Work<Void> broadcastAsync(Tensor tensor, int src, Duration timeout);
+
+    Work<Void> allReduceAsync(Tensor tensor, ReduceOp op, Duration timeout);
+
+    Work<Void> allGatherAsync(Tensor output, Tensor input, Duration timeout);
+
+    Work<Void> reduceScatterAsync(Tensor output, Tensor input, ReduceOp op, Duration timeout);
+
+    Work<Void> sendAsync(Tensor tensor, int dst, int tag, Duration timeout);
+
+    Work<Void> recvAsync(Tensor tensor, int src, int tag, Duration timeout);
+
+    /** True once the group failed (peer death, timeout) or was closed; later calls fail fast. */
+    boolean isPoisoned();
+
+    /** Releases connections and native resources; blocked calls fail. Idempotent. */
+    @Override
+    void close();
+}

@@ -1,0 +1,36 @@
+package io.jcomm.api.device;
+
+import io.jcomm.api.Availability;
+
+/**
+ * A pluggable source of {@link DeviceCommunicator}s, found with {@link java.util.ServiceLoader}
+ * (declare the implementation in {@code META-INF/services/io.jcomm.api.device.DeviceCommunicatorProvider}).
+ * Implementations need a public no-argument constructor that does no work: probing happens in
+ * {@link #availability()}.
+ */
+public interface DeviceCommunicatorProvider {
+
+    /** Unique name used to select the provider, e.g. {@code cuda:nccl}, {@code cpu}, {@code npu:hccl}. */
+    String name();
+
+    /** The device type whose tensors this provider moves, e.g. {@code cuda}, {@code cpu}, {@code npu}. */
+    String deviceType();
+
+    /** Preference among available providers for the same device type; higher wins. */
+    int priority();
+
+    /**
+     * Whether this provider can work here, with a reason. Computed once and cached; never throws
+     * and never leaves a class half-initialised (probe native libraries without loading them until
+     * it is known to be safe).
+     */
+    Availability availability();
+
+    /**
+     * Creates a communicator for the members of {@code context.cpuGroup()}. Collective: every member
+     * calls it.
+     *
+     * @throws io.jcomm.api.BackendException when unavailable (with the reason) or bootstrap fails
+     */
+    DeviceCommunicator create(DeviceCommunicatorContext context);
+}

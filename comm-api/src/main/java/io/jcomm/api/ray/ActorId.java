@@ -1,0 +1,66 @@
+package io.jcomm.api.ray;
+
+import io.jcomm.api.ProtocolException;
+import java.nio.charset.StandardCharsets;
+
+/**
+ * A 128-bit actor id written as 32 lower-case hex characters, as Ray prints them. On the wire (the
+ * actor-id all-gather of the PP adapter) an id travels as its 32 ASCII characters, one
+ * {@code uint8} each, exactly as vLLM encodes it.
+ *
+ * @param high the first 64 bits (first 16 hex characters)
+ * @param low  the last 64 bits
+ */
+public record ActorId(long high, long low) {
+
+    /** Number of hex characters, and of bytes in the wire form. */
+    public static final int HEX_LENGTH = 32;
+
+    /**
+     * Parses 32 hex characters (either case).
+     *
+     * @throws ProtocolException for anything else
+     */
+    public static ActorId parse(String hex) {
+        if (hex == null || hex.length() != HEX_LENGTH) {
+            throw new ProtocolException("actor id must be " + HEX_LENGTH + " hex characters, got "
+                    + (hex == null ? "null" : "'" + hex + "'"));
+        }
+        return new ActorId(parseHalf(hex, 0), parseHalf(hex, 16));
+    }
+
+    private static long parseHalf(String hex, int from) {
+        long v = 0;
+        for (int i = from; i < from + 16; i++) {
+            int d = Character.digit(hex.charAt(i), 16);
+            if (d < 0) {
+                throw new ProtocolException("actor id has a non-hex character: '" + hex + "'");
+            }
+            v = (v << 4) | d;
+        }
+        return v;
+    }
+
+    /** Decodes the 32 ASCII bytes at {@code offset}. */
+    public static ActorId fromAsciiBytes(byte[] bytes, int offset) {
+        if (offset < 0 || bytes.length - offset < HEX_LENGTH) {
+            throw new ProtocolException("actor id needs " + HEX_LENGTH + " bytes at offset " + offset);
+        }
+        return parse(new String(bytes, offset, HEX_LENGTH, StandardCharsets.US_ASCII));
+    }
+
+    /** The 32 lower-case hex characters. */
+    public String toHex() {
+        return String.format("%016x%016x", high, low);
+    }
+
+    /** The wire form: 32 ASCII bytes. */
+    public byte[] toAsciiBytes() {
+        return toHex().getBytes(StandardCharsets.US_ASCII);
+    }
+
+    @Override
+    public String toString() {
+        return toHex();
+    }
+}

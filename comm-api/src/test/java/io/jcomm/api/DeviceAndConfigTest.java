@@ -1,0 +1,85 @@
+package io.jcomm.api;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+class DeviceAndConfigTest {
+
+    @Test
+    void devicesParseAndPrint() {
+        assertEquals(Device.CPU, Device.parse("cpu"));
+        assertEquals(Device.cuda(0), Device.parse("cuda"));
+        assertEquals(new Device("npu", 3), Device.parse("npu:3"));
+        assertEquals("cuda:2", Device.cuda(2).toString());
+        assertTrue(Device.parse("cpu:0").isCpu());
+        assertThrows(IllegalArgumentException.class, () -> Device.parse("cuda:x"));
+        assertThrows(IllegalArgumentException.class, () -> new Device("CUDA", 0));
+        assertThrows(IllegalArgumentException.class, () -> new Device("cuda", -1));
+    }
+
+    @Test
+    void configReadsTorchrunVariables() {
+        DistributedConfig c = DistributedConfig.fromEnvironment(Map.of(
+                "MASTER_ADDR", "10.0.0.1", "MASTER_PORT", "1234", "RANK", "5", "WORLD_SIZE", "8",
+                "LOCAL_RANK", "1", "LOCAL_WORLD_SIZE", "4", "JCOMM_TIMEOUT_MS", "1500",
+                "JCOMM_HOST_ID", "node-b", "JCOMM_CPU_BACKEND", "tcp", "JCOMM_TOKEN_FILE", "/tmp/t"));
+        assertEquals("10.0.0.1", c.masterAddr());
+        assertEquals(1234, c.masterPort());
+        assertEquals(5, c.rank());
+        assertEquals(8, c.worldSize());
+        assertEquals(1, c.localRank());
+        assertEquals(4, c.localWorldSize());
+        assertEquals(Duration.ofMillis(1500), c.timeout());
+        assertEquals("node-b", c.hostId());
+        assertEquals("tcp", c.cpuBackend());
+        assertEquals("auto", c.deviceCommunicator());
+        assertEquals(Path.of("/tmp/t"), c.tokenFile().orElseThrow());
+        assertEquals(c.toString(), c.toBuilder().build().toString());
+    }
+
+    @Test
+    void configDefaultsAndValidation() {
+        DistributedConfig c = DistributedConfig.fromEnvironment(Map.of());
+        assertEquals("127.0.0.1", c.masterAddr());
+        assertEquals(29500, c.masterPort());
+        assertEquals(0, c.rank());
+        assertEquals(1, c.worldSize());
+        assertEquals(1, c.localWorldSize());
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> DistributedConfig.fromEnvironment(Map.of("RANK", "4", "WORLD_SIZE", "4")));
+        assertTrue(e.getMessage().contains("RANK"));
+        e = assertThrows(IllegalArgumentException.class,
+                () -> DistributedConfig.fromEnvironment(Map.of("MASTER_PORT", "http")));
+        assertTrue(e.getMessage().contains("MASTER_PORT"));
+    }
+
+    @Test
+    void exceptionsNameGroupRankAndOperation() {
+        PeerFailureException e = new PeerFailureException(OpContext.of("tp:0", 1, "allReduce"), 3, "connection reset");
+        assertEquals("[group=tp:0 rank=1 op=allReduce] peer rank 3: connection reset", e.getMessage());
+        assertEquals(3, e.peerRank());
+        assertEquals("tp:0", e.group());
+        assertEquals(1, e.rank());
+        assertEquals("allReduce", e.operation());
+        assertTrue(new CommTimeoutException("x") instanceof CommException);
+    }
+
+    @Test
+    void deadlinesAreBounded() throws InterruptedException {
+        Deadline d = Deadline.after(Duration.ofMillis(20));
+        assertTrue(d.remainingNanos() > 0);
+        Thread.sleep(30);
+        assertTrue(d.isExpired());
+        assertEquals(0, d.remainingNanos());
+        Deadline far = Deadline.after(Duration.ofDays(365 * 1000L));
+        assertTrue(far.remainingNanos() > 0);
+        assertEquals(d, d.min(far));
+        assertThrows(IllegalArgumentException.class, () -> Deadline.after(Duration.ofMillis(-1)));
+    }
+}

@@ -1,0 +1,163 @@
+package io.jcomm.cpu.codec;
+
+import io.jcomm.api.ObjectCodec;
+import io.jcomm.api.ProtocolException;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Set;
+import org.apache.fory.Fory;
+import org.apache.fory.ThreadSafeFory;
+import org.apache.fory.config.Language;
+import org.apache.fory.memory.MemoryBuffer;
+
+/**
+ * The SDK's {@link ObjectCodec}: Apache Fory with class registration required.
+ *
+ * <p>Applications register their types on the {@link Builder}. Registration ids are assigned in
+ * the order of the sorted class names, so every process that registers the same set of classes
+ * (in any order) agrees on the ids; {@link #fingerprint()} summarises the set so that groups can
+ * check agreement at creation. Fory's own built-in types (strings, boxed primitives, primitive
+ * arrays, common collections) need no registration.
+ *
+ * <p>Decoding is hardened: unknown classes are rejected rather than materialised, nesting depth and
+ * graph memory are bounded, and the decoded value must be an instance of the expected type; every
+ * failure is a {@link ProtocolException}. Thread safe.
+ */
+public final class ForyCodec implements ObjectCodec {
+
+    /** First registration id used for application classes. */
+    public static final int FIRST_USER_ID = 256;
+    /** Maximum nesting depth of a decoded object graph. */
+    public static final int MAX_DEPTH = 64;
+
+    private final ThreadSafeFory fory;
+    private final List<Class<?>> registered;
+    private final String fingerprint;
+
+    private ForyCodec(Builder b) {
+        List<Class<?>> sorted = new ArrayList<>(b.types);
+        sorted.sort(Comparator.comparing(Class::getName));
+        this.registered = List.copyOf(sorted);
+        this.fory = Fory.builder()
+                .withLanguage(Language.JAVA)
+                .requireClassRegistration(true)
+                .withDeserializeUnknownClass(false)
+                .withRefTracking(false)
+                .withMaxDepth(MAX_DEPTH)
+                .withMaxGraphMemoryBytes(b.maxGraphBytes)
+                .withCodegen(b.codegen)
+                .suppressClassRegistrationWarnings(true)
+                .buildThreadSafeFory();
+        int id = FIRST_USER_ID;
+        for (Class<?> c : registered) {
+            fory.register(c, id++);
+        }
+        this.fingerprint = digest(registered);
+    }
+
+    private static String digest(List<Class<?>> classes) {
+        try {
+            MessageDigest md = MessageDigest.getInstance("SHA-256");
+            for (Class<?> c : classes) {
+                md.update(c.getName().getBytes(StandardCharsets.UTF_8));
+                md.update((byte) 0);
+            }
+            byte[] d = md.digest();
+            StringBuilder sb = new StringBuilder();
+            for (int i = 0; i < 8; i++) {
+                sb.append(String.format("%02x", d[i]));
+            }
+            return sb.toString();
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** A codec with no application types (built-in types only). */
+    public static ForyCodec defaults() {
+        return builder().build();
+    }
+
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /** The application classes registered, in id order. */
+    public List<Class<?>> registeredTypes() {
+        return registered;
+    }
+
+    /** A short hash of the registered class names; equal on every process with the same registrations. */
+    public String fingerprint() {
+        return fingerprint;
+    }
+
+    @Override
+    public byte[] encode(Object value) {
+        try {
+            return fory.serialize(value);
+        } catch (RuntimeException e) {
+            throw new ProtocolException("cannot encode " + (value == null ? "null" : value.getClass().getName())
+                    + " (is the type registered with the codec?): " + e.getMessage());
+        }
+    }
+
+    @Override
+    public <T> T decode(byte[] bytes, int offset, int length, Class<T> expected) {
+        if (offset < 0 || length < 0 || offset > bytes.length - length) {
+            throw new ProtocolException("decode range [" + offset + ", +" + length + ") outside " + bytes.length + " bytes");
+        }
+        if (length == 0) {
+            throw new ProtocolException("cannot decode an empty payload");
+        }
+        Object v;
+        try {
+            v = fory.deserialize(MemoryBuffer.fromByteArray(bytes, offset, length));
+        } catch (RuntimeException | StackOverflowError e) {
+            throw new ProtocolException("malformed or unregistered payload of " + length + " bytes: " + e);
+        }
+        if (v != null && !expected.isInstance(v)) {
+            throw new ProtocolException("expected " + expected.getName() + " but decoded " + v.getClass().getName());
+        }
+        return expected.cast(v);
+    }
+
+    /** Registers application types; build once, share everywhere (the codec is thread safe). */
+    public static final class Builder {
+        private final Set<Class<?>> types = new LinkedHashSet<>();
+        private long maxGraphBytes = 256L << 20;
+        private boolean codegen = false;
+
+        private Builder() {
+        }
+
+        /** Registers classes (records, enums, plain classes with a no-arg or canonical constructor). */
+        public Builder register(Class<?>... classes) {
+            for (Class<?> c : classes) {
+                types.add(c);
+            }
+            return this;
+        }
+
+        /** Upper bound on memory a decoded graph may claim (default 256 MiB). */
+        public Builder maxGraphBytes(long bytes) {
+            this.maxGraphBytes = bytes;
+            return this;
+        }
+
+        /** Use Fory's generated serializers (faster steady state, slower first use; default off). */
+        public Builder codegen(boolean on) {
+            this.codegen = on;
+            return this;
+        }
+
+        public ForyCodec build() {
+            return new ForyCodec(this);
+        }
+    }
+}

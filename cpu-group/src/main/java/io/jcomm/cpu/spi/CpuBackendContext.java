@@ -1,0 +1,41 @@
+package io.jcomm.cpu.spi;
+
+import io.jcomm.api.store.Store;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+
+/**
+ * Everything a {@link CpuBackendProvider} needs to create a backend for one group.
+ *
+ * @param store       rendezvous store, already prefixed for this group (keys are private to it)
+ * @param groupName   unique group name (for error messages)
+ * @param rank        this process's rank in the group
+ * @param size        group size ({@code > 1}; the group handles size 1 without a backend)
+ * @param globalRanks global rank of each group rank
+ * @param hostname    address peers should use to reach this process (e.g. {@code 127.0.0.1})
+ * @param timeout     deadline for connection set-up
+ * @param options     backend-specific options, e.g. {@code gloo.devices}, {@code gloo.ifname},
+ *                    {@code tcp.transport} (immutable copy)
+ */
+public record CpuBackendContext(Store store, String groupName, int rank, int size, List<Integer> globalRanks,
+                                String hostname, Duration timeout, Map<String, String> options) {
+
+    public CpuBackendContext {
+        Objects.requireNonNull(store, "store");
+        Objects.requireNonNull(groupName, "groupName");
+        Objects.requireNonNull(hostname, "hostname");
+        Objects.requireNonNull(timeout, "timeout");
+        globalRanks = List.copyOf(globalRanks);
+        options = Map.copyOf(options);
+        if (size < 1 || rank < 0 || rank >= size || globalRanks.size() != size) {
+            throw new IllegalArgumentException("inconsistent group: rank " + rank + " size " + size + " ranks " + globalRanks);
+        }
+    }
+
+    /** An option's value or {@code def}. */
+    public String option(String key, String def) {
+        return options.getOrDefault(key, def);
+    }
+}

@@ -1,0 +1,94 @@
+package io.jcomm.cpu.codec;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.jcomm.api.ProtocolException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import org.junit.jupiter.api.Test;
+
+class ForyCodecTest {
+
+    public record Meta(String key, long[] shape, int dtype) {
+    }
+
+    public record Other(int x) {
+    }
+
+    public static final class NotRegistered {
+        public int v = 7;
+    }
+
+    @Test
+    void registeredRecordsAndBuiltinsRoundTrip() {
+        ForyCodec c = ForyCodec.builder().register(Meta.class).build();
+        Meta m = new Meta("hidden", new long[] {2, 3}, 3);
+        Meta back = c.decode(c.encode(m), Meta.class);
+        assertEquals("hidden", back.key());
+        assertArrayEquals(new long[] {2, 3}, back.shape());
+        assertEquals("hello", c.decode(c.encode("hello"), String.class));
+        assertEquals(42L, c.decode(c.encode(42L), Long.class));
+        Map<String, Object> map = new HashMap<>();
+        map.put("a", 1);
+        map.put("b", List.of(1, 2));
+        assertEquals(1, c.decode(c.encode(map), Map.class).get("a"));
+        List<Object> list = new ArrayList<>();
+        list.add(m);
+        assertEquals(m.key(), ((Meta) c.decode(c.encode(list), List.class).get(0)).key());
+        assertNull(c.decode(c.encode(null), Object.class));
+        byte[] framed = new byte[100];
+        byte[] enc = c.encode("x");
+        System.arraycopy(enc, 0, framed, 10, enc.length);
+        assertEquals("x", c.decode(framed, 10, enc.length, String.class));
+    }
+
+    @Test
+    void idsDependOnTheSetNotTheOrder() {
+        ForyCodec a = ForyCodec.builder().register(Meta.class, Other.class).build();
+        ForyCodec b = ForyCodec.builder().register(Other.class).register(Meta.class).build();
+        assertEquals(a.fingerprint(), b.fingerprint());
+        assertEquals(5, b.decode(a.encode(new Other(5)), Other.class).x());
+        assertNotEquals(a.fingerprint(), ForyCodec.defaults().fingerprint());
+    }
+
+    @Test
+    void unregisteredTypesAreRejectedBothWays() {
+        ForyCodec c = ForyCodec.builder().register(Meta.class).build();
+        assertThrows(ProtocolException.class, () -> c.encode(new NotRegistered()));
+        ForyCodec sender = ForyCodec.builder().register(Meta.class, NotRegistered.class).build();
+        byte[] bytes = sender.encode(new NotRegistered());
+        ProtocolException e = assertThrows(ProtocolException.class, () -> c.decode(bytes, Object.class));
+        assertTrue(e.getMessage().contains("payload"), e.getMessage());
+    }
+
+    @Test
+    void wrongExpectedTypeAndGarbageAreRejected() {
+        ForyCodec c = ForyCodec.builder().register(Meta.class, Other.class).build();
+        byte[] other = c.encode(new Other(1));
+        ProtocolException e = assertThrows(ProtocolException.class, () -> c.decode(other, Meta.class));
+        assertTrue(e.getMessage().contains("expected"), e.getMessage());
+        Random rnd = new Random(1);
+        for (int i = 0; i < 2000; i++) {
+            byte[] junk = new byte[1 + rnd.nextInt(64)];
+            rnd.nextBytes(junk);
+            try {
+                Object v = c.decode(junk, Object.class);
+                // rare junk happens to be a valid small value; it must be a harmless built-in
+                assertTrue(v == null || v.getClass().getName().startsWith("java.")
+                        || v instanceof Meta || v instanceof Other, () -> String.valueOf(v.getClass()));
+            } catch (ProtocolException expected) {
+                // the normal outcome
+            }
+        }
+        assertThrows(ProtocolException.class, () -> c.decode(new byte[0], Object.class));
+        assertThrows(ProtocolException.class, () -> c.decode(new byte[4], 2, 5, Object.class));
+    }
+}
