@@ -2,7 +2,13 @@ package io.jcomm.api;
 
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.io.IOException;
 import java.lang.management.ManagementFactory;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -23,5 +29,17 @@ class JvmFlagsTest {
                 assertTrue(args.contains(f), "test JVM lacks " + f + "; argLine is " + joined);
             }
         }
+    }
+
+    @Test
+    void launcherArgFileMatches() throws IOException {
+        Path file = Path.of("..", "bin", "jvm.flags");
+        List<String> lines = new ArrayList<>();
+        for (String l : Files.readAllLines(file)) {
+            if (!l.isBlank()) {
+                lines.add(l.trim());
+            }
+        }
+        assertEquals(JvmFlags.REQUIRED, lines, "bin/jvm.flags must list JvmFlags.REQUIRED, one per line");
     }
 }
