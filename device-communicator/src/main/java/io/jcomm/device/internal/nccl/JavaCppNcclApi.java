@@ -140,6 +140,11 @@ public final class JavaCppNcclApi implements NcclApi {
     }
 
     @Override
+    public int cudaGetDevice(int[] out) {
+        return cudart.cudaGetDevice(out);
+    }
+
+    @Override
     public int cudaDriverGetVersion(int[] out) {
         return cudart.cudaDriverGetVersion(out);
     }

@@ -44,6 +44,9 @@ public interface NcclApi {
 
     int cudaSetDevice(int device);
 
+    /** The calling thread's current device into {@code out[0]}. */
+    int cudaGetDevice(int[] out);
+
     int cudaDriverGetVersion(int[] out);
 
     String cudaGetErrorString(int error);

@@ -63,6 +63,7 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
     private final NcclSettings settings;
     private final OpTracker tracker;
     private final long[] alloc = new long[1];
+    private final ThreadLocal<int[]> deviceScratch = ThreadLocal.withInitial(() -> new int[1]);
     private final AtomicBoolean aborted = new AtomicBoolean();
     private final AtomicBoolean closing = new AtomicBoolean();
     /** Held while an operation calls into the communicator; abort takes it (bounded) so that it never frees the communicator under a call. */
@@ -95,7 +96,22 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
             throw new BackendException(c, "NCCL moves cuda tensors, not " + device + " tensors");
         }
         Deadline deadline = Deadline.after(settings.initTimeout());
+        int[] cur = new int[1];
+        int previous = api.cudaGetDevice(cur) == NcclConstants.CUDA_SUCCESS ? cur[0] : -1;
         cuda(api, c, api.cudaSetDevice(device.index()), "cudaSetDevice(" + device.index() + ")");
+        try {
+            return bootstrap(providerName, api, context, settings, c, deadline);
+        } finally {
+            if (previous >= 0 && previous != device.index()) {
+                api.cudaSetDevice(previous);
+            }
+        }
+    }
+
+    private static NcclCommunicator bootstrap(String providerName, NcclApi api, DeviceCommunicatorContext context,
+                                              NcclSettings settings, OpContext c, Deadline deadline) {
+        ProcessGroup group = context.cpuGroup();
+        Device device = context.device();
         byte[] id = exchangeUniqueId(api, group, c, deadline);
         NcclComm comm = initRank(api, group.size(), id, group.rank(), device.index(), c, deadline);
         OpTracker tracker;
@@ -218,9 +234,11 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
     @Override
     public void allReduce(Tensor input, Tensor output, ReduceOp op, StreamHandle stream) {
         opLock.lock();
+        int prev = enterDevice();
         try {
             allReduce0(input, output, op, stream);
         } finally {
+            exitDevice(prev);
             opLock.unlock();
         }
     }
@@ -248,9 +266,11 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
     @Override
     public void allGather(Tensor input, Tensor output, int dim, StreamHandle stream) {
         opLock.lock();
+        int prev = enterDevice();
         try {
             allGather0(input, output, dim, stream);
         } finally {
+            exitDevice(prev);
             opLock.unlock();
         }
     }
@@ -286,9 +306,11 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
     @Override
     public void reduceScatter(Tensor input, Tensor output, ReduceOp op, int dim, StreamHandle stream) {
         opLock.lock();
+        int prev = enterDevice();
         try {
             reduceScatter0(input, output, op, dim, stream);
         } finally {
+            exitDevice(prev);
             opLock.unlock();
         }
     }
@@ -330,9 +352,11 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
     @Override
     public void gather(Tensor input, Tensor output, int dst, int dim, StreamHandle stream) {
         opLock.lock();
+        int prev = enterDevice();
         try {
             gather0(input, output, dst, dim, stream);
         } finally {
+            exitDevice(prev);
             opLock.unlock();
         }
     }
@@ -385,9 +409,11 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
     @Override
     public void broadcast(Tensor tensor, int src, StreamHandle stream) {
         opLock.lock();
+        int prev = enterDevice();
         try {
             broadcast0(tensor, src, stream);
         } finally {
+            exitDevice(prev);
             opLock.unlock();
         }
     }
@@ -410,9 +436,11 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
     @Override
     public void send(Tensor tensor, int dst, StreamHandle stream) {
         opLock.lock();
+        int prev = enterDevice();
         try {
             send0(tensor, dst, stream);
         } finally {
+            exitDevice(prev);
             opLock.unlock();
         }
     }
@@ -432,9 +460,11 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
     @Override
     public void recv(Tensor tensor, int src, StreamHandle stream) {
         opLock.lock();
+        int prev = enterDevice();
         try {
             recv0(tensor, src, stream);
         } finally {
+            exitDevice(prev);
             opLock.unlock();
         }
     }
@@ -463,9 +493,11 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
     @Override
     public void batchP2P(List<P2POp> ops, StreamHandle stream) {
         opLock.lock();
+        int prev = enterDevice();
         try {
             batchP2P0(ops, stream);
         } finally {
+            exitDevice(prev);
             opLock.unlock();
         }
     }
@@ -505,7 +537,38 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
         OpContext c = ctx(Op.SYNCHRONIZE);
         ensureOpen(c);
         DeviceArgs.requireStream(c, stream, device());
-        waitStream(c, stream.handle(), Deadline.after(settings.opTimeout()));
+        int prev = enterDevice();
+        try {
+            waitStream(c, stream.handle(), Deadline.after(settings.opTimeout()));
+        } finally {
+            exitDevice(prev);
+        }
+    }
+
+    /**
+     * Makes the communicator's device current on the calling thread (stream handle 0 and
+     * stream-ordered allocations resolve against it), like torch's device guard.
+     *
+     * @return the device to restore, or -1 when it was already current
+     */
+    private int enterDevice() {
+        int[] cur = deviceScratch.get();
+        if (api.cudaGetDevice(cur) == NcclConstants.CUDA_SUCCESS && cur[0] == device().index()) {
+            return -1;
+        }
+        int prev = cur[0];
+        int r = api.cudaSetDevice(device().index());
+        if (r != NcclConstants.CUDA_SUCCESS) {
+            throw new BackendException(ctx(Op.INIT).withOperation("setDevice"), "cudaSetDevice(" + device().index()
+                    + ") failed: " + api.cudaGetErrorString(r) + " (cudaError " + r + ")");
+        }
+        return prev;
+    }
+
+    private void exitDevice(int prev) {
+        if (prev >= 0) {
+            api.cudaSetDevice(prev);
+        }
     }
 
     /**
