@@ -36,7 +36,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * aborted (must never happen), and it injects failures: a result code for the next named call, an
  * asynchronous error, slow init or abort, and capture status.
  */
-public final class FakeNccl implements NcclApi {
+public class FakeNccl implements NcclApi {
 
     /** NCCL's own error strings ({@code ncclGetErrorString}). */
     static final Map<Integer, String> ERROR_STRINGS = Map.of(
