@@ -253,7 +253,7 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
             return;
         }
         long s = stream.handle();
-        if (worldSize() == 1) {
+        if (localOnly()) {
             copy(c, output.address(), input.address(), input.byteSize(), s);
             return;
         }
@@ -284,7 +284,7 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
             return;
         }
         long s = stream.handle();
-        if (worldSize() == 1) {
+        if (localOnly()) {
             copy(c, output.address(), input.address(), input.byteSize(), s);
             return;
         }
@@ -324,7 +324,7 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
             return;
         }
         long s = stream.handle();
-        if (worldSize() == 1) {
+        if (localOnly()) {
             copy(c, output.address(), input.address(), input.byteSize(), s);
             return;
         }
@@ -380,7 +380,7 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
         if (output.numel() == 0) {
             return;
         }
-        if (worldSize() == 1) {
+        if (localOnly()) {
             copy(c, output.address(), input.address(), input.byteSize(), s);
             return;
         }
@@ -424,7 +424,7 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
         DeviceArgs.requireOn(c, "tensor", tensor, device());
         DeviceArgs.requireRank(c, "src", src, worldSize());
         DeviceArgs.requireStream(c, stream, device());
-        if (worldSize() == 1 || tensor.numel() == 0) {
+        if (localOnly() || tensor.numel() == 0) {
             return;
         }
         long s = stream.handle();
@@ -834,6 +834,11 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
             throw failure;
         }
         nccl(c, r, "ncclGroupEnd");
+    }
+
+    /** World size 1 with the local shortcut on: collectives are copies on the stream, NCCL is not called. */
+    private boolean localOnly() {
+        return worldSize() == 1 && settings.localWorldOfOne();
     }
 
     /** Operations tracked as in flight (tests, diagnostics). */

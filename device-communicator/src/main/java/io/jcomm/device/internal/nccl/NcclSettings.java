@@ -19,15 +19,18 @@ import java.util.Objects;
  *                         enforce {@code opTimeout} (skipped while the stream is being captured)
  * @param maxTrackedOps    size of the event pool; operations beyond it are not tracked (older
  *                         ones still are)
+ * @param localWorldOfOne  with world size 1, do collectives as local copies without calling NCCL
+ *                         (the SPI's contract; {@code false} makes a one-GPU check exercise NCCL)
  */
 public record NcclSettings(Duration initTimeout, Duration opTimeout, Duration abortTimeout, Duration watchdogInterval,
-                           boolean trackOps, int maxTrackedOps) {
+                           boolean trackOps, int maxTrackedOps, boolean localWorldOfOne) {
 
     public static final String OP_TIMEOUT_MS = "nccl.opTimeoutMs";
     public static final String ABORT_TIMEOUT_MS = "nccl.abortTimeoutMs";
     public static final String WATCHDOG_INTERVAL_MS = "nccl.watchdogIntervalMs";
     public static final String TRACK_OPS = "nccl.trackOps";
     public static final String MAX_TRACKED_OPS = "nccl.maxTrackedOps";
+    public static final String LOCAL_WORLD_OF_ONE = "nccl.localWorldOfOne";
 
     public static final Duration ABORT_TIMEOUT_DEFAULT = Duration.ofSeconds(10);
     public static final Duration WATCHDOG_INTERVAL_DEFAULT = Duration.ofMillis(100);
@@ -53,7 +56,8 @@ public record NcclSettings(Duration initTimeout, Duration opTimeout, Duration ab
                 millis(o, ABORT_TIMEOUT_MS, ABORT_TIMEOUT_DEFAULT),
                 millis(o, WATCHDOG_INTERVAL_MS, WATCHDOG_INTERVAL_DEFAULT),
                 bool(o, TRACK_OPS, true),
-                integer(o, MAX_TRACKED_OPS, MAX_TRACKED_OPS_DEFAULT));
+                integer(o, MAX_TRACKED_OPS, MAX_TRACKED_OPS_DEFAULT),
+                bool(o, LOCAL_WORLD_OF_ONE, true));
     }
 
     private static Duration millis(Map<String, String> o, String key, Duration def) {

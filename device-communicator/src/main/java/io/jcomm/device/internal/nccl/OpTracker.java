@@ -61,6 +61,9 @@ final class OpTracker {
             untracked++;
             return NcclConstants.CUDA_SUCCESS;
         }
+        if (free.isEmpty()) {
+            retireCompleted();
+        }
         Entry e = free.poll();
         if (e == null) {
             untracked++;
@@ -76,6 +79,15 @@ final class OpTracker {
         e.deadlineNanos = deadlineNanos;
         inFlight.add(e);
         return NcclConstants.CUDA_SUCCESS;
+    }
+
+    /** Returns the events of the oldest operations that completed to the pool (stops at the first pending one). */
+    private void retireCompleted() {
+        Entry e;
+        while ((e = inFlight.peek()) != null && api.cudaEventQuery(e.event) == NcclConstants.CUDA_SUCCESS) {
+            inFlight.poll();
+            free.add(e);
+        }
     }
 
     /** Retires completed operations, oldest first, and reports the first one past its deadline or failed. */

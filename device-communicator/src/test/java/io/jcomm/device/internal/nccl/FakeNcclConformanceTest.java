@@ -15,6 +15,11 @@ import java.util.Map;
  */
 class FakeNcclConformanceTest extends DeviceCommunicatorConformanceTest {
 
+    /** Options of every communicator. */
+    protected Map<String, String> options() {
+        return Map.of();
+    }
+
     @Override
     protected World newWorld(int worldSize) {
         FakeNccl fake = new FakeNccl();
@@ -24,7 +29,7 @@ class FakeNcclConformanceTest extends DeviceCommunicatorConformanceTest {
             @Override
             public RankSetup rank(io.jcomm.api.ProcessGroup cpu) {
                 Device dev = Device.cuda(cpu.rank());
-                var comm = provider.create(new DeviceCommunicatorContext(cpu, dev, Duration.ofSeconds(20), Map.of()));
+                var comm = provider.create(new DeviceCommunicatorContext(cpu, dev, Duration.ofSeconds(20), options()));
                 return new RankSetup(comm, fake.memory(cpu.rank(), 0x5000 + cpu.rank()));
             }
 
