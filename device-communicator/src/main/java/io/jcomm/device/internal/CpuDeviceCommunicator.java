@@ -10,12 +10,11 @@ import io.jcomm.api.ReduceOp;
 import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
 import io.jcomm.api.device.P2POp;
-import io.jcomm.api.work.Work;
 import io.jcomm.device.AbstractDeviceCommunicator;
 import io.jcomm.device.DeviceArgs;
 import io.jcomm.device.DimLayout;
+import io.jcomm.device.P2PSchedule;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 
@@ -173,21 +172,13 @@ public final class CpuDeviceCommunicator extends AbstractDeviceCommunicator {
         for (Tensor[] pair : selfPairs) {
             pair[1].copyFrom(pair[0]);
         }
-        List<Work<Void>> works = new ArrayList<>();
         run(() -> {
-            // Receives are posted before sends so that a ring of batches cannot wait on each other.
-            for (P2POp op : ops) {
-                if (op.peer() != rank() && op.kind() == P2POp.Kind.RECV) {
-                    works.add(group.recvAsync(op.tensor(), op.peer(), P2P_TAG, timeout));
+            for (P2POp op : P2PSchedule.order(ops, rank())) {
+                if (op.kind() == P2POp.Kind.SEND) {
+                    group.send(op.tensor(), op.peer(), P2P_TAG, timeout);
+                } else {
+                    group.recv(op.tensor(), op.peer(), P2P_TAG, timeout);
                 }
-            }
-            for (P2POp op : ops) {
-                if (op.peer() != rank() && op.kind() == P2POp.Kind.SEND) {
-                    works.add(group.sendAsync(op.tensor(), op.peer(), P2P_TAG, timeout));
-                }
-            }
-            for (Work<Void> w : works) {
-                w.await();
             }
         });
     }

@@ -54,7 +54,13 @@ public final class ConformanceRunner {
             }
             // 0: passed; 1: failed, communicator still usable (go on); 2: failed and unusable (stop)
             Tensor flag = Tensor.ofInts(failure == null ? 0 : comm.isClosed() ? 2 : 1);
-            cpuGroup.allReduce(flag, ReduceOp.MAX);
+            try {
+                cpuGroup.allReduce(flag, ReduceOp.MAX);
+            } catch (RuntimeException e) {
+                // the control plane itself failed (a peer died or timed out): nothing more can run
+                flag.setLong(0, 2);
+                failure = failure != null ? failure : "the CPU group failed after this case: " + e;
+            }
             if (failure == null && flag.getLong(0) != 0) {
                 failure = "passed here, but failed on another rank";
             }

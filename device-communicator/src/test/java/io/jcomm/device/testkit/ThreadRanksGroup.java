@@ -29,8 +29,10 @@ import java.util.concurrent.locks.ReentrantLock;
 /**
  * A test stand-in for the CPU {@link ProcessGroup} whose ranks are threads of one JVM, for unit tests
  * of logic that needs a control plane (the NCCL unique-id exchange, the CPU device communicator)
- * without sockets. Collectives meet in a shared exchange bounded by a deadline; sends are buffered
- * (copied into a mailbox), so point-to-point never blocks the sender. Objects are passed by
+ * without sockets. Collectives meet in a shared exchange bounded by a deadline. It is deliberately
+ * strict where real transports may be: a tensor send blocks until the receiver took the message
+ * (rendezvous), and the asynchronous variants of one rank run one at a time in call order, so code
+ * that only works with buffered or concurrent point-to-point fails here. Objects are passed by
  * reference (no codec). Not a substitute for the real CPU group in distributed tests.
  */
 public final class ThreadRanksGroup implements ProcessGroup {
@@ -64,11 +66,7 @@ public final class ThreadRanksGroup implements ProcessGroup {
         long generation;
         List<Object> lastResult = List.of();
         final Map<String, LinkedBlockingQueue<Object>> mailboxes = new ConcurrentHashMap<>();
-        final ExecutorService async = Executors.newCachedThreadPool(r -> {
-            Thread t = new Thread(r, "thread-ranks-async");
-            t.setDaemon(true);
-            return t;
-        });
+        final ExecutorService[] async;
         volatile CommException poison;
 
         Fabric(String name, int size, Duration timeout) {
@@ -76,6 +74,15 @@ public final class ThreadRanksGroup implements ProcessGroup {
             this.size = size;
             this.timeout = timeout;
             this.slots = new Object[size];
+            this.async = new ExecutorService[size];
+            for (int r = 0; r < size; r++) {
+                int rank = r;
+                async[r] = Executors.newSingleThreadExecutor(run -> {
+                    Thread t = new Thread(run, "thread-ranks-async-" + name + "-" + rank);
+                    t.setDaemon(true);
+                    return t;
+                });
+            }
         }
 
         LinkedBlockingQueue<Object> mailbox(int src, int dst, int tag) {
@@ -293,19 +300,40 @@ public final class ThreadRanksGroup implements ProcessGroup {
         output.buffer().put(reduced, rank * part, part);
     }
 
+    /** A tensor message and the latch its receiver opens (rendezvous). */
+    private record Message(byte[] data, java.util.concurrent.CountDownLatch taken) {
+    }
+
     @Override
     public void send(Tensor tensor, int dst, int tag, Duration timeout) {
         checkOpen("send");
         checkHost(ctx("send"), tensor);
         checkRank("send", dst);
-        fabric.mailbox(rank, dst, tag).add(tensor.toByteArray());
+        Message m = new Message(tensor.toByteArray(), new java.util.concurrent.CountDownLatch(1));
+        LinkedBlockingQueue<Object> box = fabric.mailbox(rank, dst, tag);
+        box.add(m);
+        Deadline d = Deadline.after(timeout);
+        try {
+            while (!m.taken().await(Math.min(d.remainingNanos(), TimeUnit.MILLISECONDS.toNanos(50)), TimeUnit.NANOSECONDS)) {
+                checkOpen("send");
+                if (d.isExpired()) {
+                    box.remove(m);
+                    throw new CommTimeoutException(ctx("send"), "rank " + dst + " did not receive within " + timeout);
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new CommClosedException(ctx("send"), "interrupted", e);
+        }
     }
 
     @Override
     public void recv(Tensor tensor, int src, int tag, Duration timeout) {
         checkHost(ctx("recv"), tensor);
         checkRank("recv", src);
-        byte[] b = (byte[]) take(fabric.mailbox(src, rank, tag), "recv", timeout);
+        Message m = (Message) take(fabric.mailbox(src, rank, tag), "recv", timeout);
+        m.taken().countDown();
+        byte[] b = m.data();
         if (b.length != tensor.byteSize()) {
             throw new ProtocolException(ctx("recv"), "received " + b.length + " bytes into " + tensor.byteSize());
         }
@@ -365,7 +393,7 @@ public final class ThreadRanksGroup implements ProcessGroup {
 
     private Work<Void> async(String op, Duration timeout, Runnable r) {
         CompletableWork<Void> w = new CompletableWork<>(ctx(op), Deadline.after(timeout), null);
-        fabric.async.execute(() -> {
+        fabric.async[rank].execute(() -> {
             try {
                 r.run();
                 w.complete(null);
@@ -412,7 +440,7 @@ public final class ThreadRanksGroup implements ProcessGroup {
 
     @Override
     public Work<Void> sendAsync(Tensor tensor, int dst, int tag, Duration timeout) {
-        return now(ctx("send"), () -> send(tensor, dst, tag, timeout));
+        return async("send", timeout, () -> send(tensor, dst, tag, timeout));
     }
 
     @Override

@@ -12,12 +12,11 @@ import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
 import io.jcomm.api.device.DeviceCommunicatorContext;
 import io.jcomm.api.device.P2POp;
-import io.jcomm.api.work.Work;
 import io.jcomm.device.AbstractDeviceCommunicator;
 import io.jcomm.device.DeviceArgs;
 import io.jcomm.device.DimLayout;
+import io.jcomm.device.P2PSchedule;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
@@ -225,28 +224,19 @@ final class FakeAccelCommunicator extends AbstractDeviceCommunicator {
         for (Tensor[] pair : self) {
             rt.copy2D(pair[1].address(), pair[1].byteSize(), pair[0].address(), pair[0].byteSize(), pair[0].byteSize(), 1);
         }
-        List<Tensor[]> landings = new ArrayList<>();
-        List<Work<Void>> works = new ArrayList<>();
         run(() -> {
-            for (P2POp op : ops) {
-                if (op.peer() != rank() && op.kind() == P2POp.Kind.RECV) {
-                    Tensor h = Tensor.allocate(op.tensor().dtype(), op.tensor().shape());
-                    landings.add(new Tensor[] {h, op.tensor()});
-                    works.add(group.recvAsync(h, op.peer(), P2P_TAG, timeout));
+            for (P2POp op : P2PSchedule.order(ops, rank())) {
+                Tensor h;
+                if (op.kind() == P2POp.Kind.SEND) {
+                    h = toHost(op.tensor());
+                    group.send(h, op.peer(), P2P_TAG, timeout);
+                } else {
+                    h = Tensor.allocate(op.tensor().dtype(), op.tensor().shape());
+                    group.recv(h, op.peer(), P2P_TAG, timeout);
+                    toDevice(op.tensor(), h);
                 }
-            }
-            for (P2POp op : ops) {
-                if (op.peer() != rank() && op.kind() == P2POp.Kind.SEND) {
-                    works.add(group.sendAsync(toHost(op.tensor()), op.peer(), P2P_TAG, timeout));
-                }
-            }
-            for (Work<Void> w : works) {
-                w.await();
             }
         });
-        for (Tensor[] l : landings) {
-            toDevice(l[1], l[0]);
-        }
     }
 
     @Override
