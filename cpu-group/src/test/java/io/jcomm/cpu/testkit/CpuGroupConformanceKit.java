@@ -33,6 +33,7 @@ import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestFactory;
 import org.junit.jupiter.api.Timeout;
+import io.jcomm.testkit.MultiJvm;
 
 /**
  * The conformance kit every CPU backend re-runs (Netty style): subclass it, return the backend's
@@ -40,9 +41,10 @@ import org.junit.jupiter.api.Timeout;
  * {@link CpuGroupCases} runs against it, plus the bad-input and failure behaviour the
  * {@link ProcessGroup} contract requires.
  *
- * <p>This class holds the threads-as-ranks flavour (ranks are threads of the test JVM over an
- * {@link InMemoryStore}: fast, for logic); {@link CpuGroupMultiJvmKit} holds the multi-JVM flavour
- * (separate processes over real sockets, including kill -9 of a rank).
+ * <p>Two flavours: ranks as threads of the test JVM over an {@link InMemoryStore} (fast, for logic),
+ * and ranks as separate JVMs ({@link MultiJvm}) over real sockets and the real TCP store, including
+ * kill -9 of a rank. The multi-JVM runs start the JVMs once per world size and run every case inside
+ * them ({@link CaseWorker}); each case becomes one test here that checks every rank's verdict.
  */
 @Timeout(value = 240, unit = TimeUnit.SECONDS)
 public abstract class CpuGroupConformanceKit {
@@ -63,6 +65,16 @@ public abstract class CpuGroupConformanceKit {
     /** World sizes of the threads-as-ranks runs. */
     protected int[] threadWorldSizes() {
         return new int[] {2, 3, 4};
+    }
+
+    /** World sizes of the multi-JVM runs. */
+    protected int[] jvmWorldSizes() {
+        return new int[] {2, 3, 4};
+    }
+
+    /** Whether the 16 MiB cases run in the multi-JVM flavour. */
+    protected boolean bigCasesInJvms() {
+        return true;
     }
 
     /** Whether the 16 MiB cases run in the threads-as-ranks flavour. */
@@ -138,6 +150,115 @@ public abstract class CpuGroupConformanceKit {
             out.add(DynamicContainer.dynamicContainer(backend() + " N=" + n + " (threads)", tests));
         }
         return out.stream();
+    }
+
+    // ---------------------------------------------------------------- every case, ranks as JVMs
+
+    private List<String> workerArgs(long timeoutMillis, String third) {
+        List<String> a = new ArrayList<>();
+        a.add(backend());
+        a.add(Long.toString(timeoutMillis));
+        a.add(third);
+        options().forEach((k, v) -> a.add(k + "=" + v));
+        return a;
+    }
+
+    /** One multi-JVM run: the JVMs run every case, the per-case tests read their verdicts. */
+    private final class JvmRun {
+        final int n;
+        MultiJvm.Results results;
+        String failure;
+
+        JvmRun(int n) {
+            this.n = n;
+        }
+
+        void launch() {
+            List<String> args = workerArgs(groupTimeout().toMillis(), Boolean.toString(bigCasesInJvms()));
+            try (MultiJvm job = MultiJvm.builder().name(backend() + "-cases-" + n).worldSize(n).mainClass(CaseWorker.class)
+                    .args(args.toArray(new String[0])).maxHeap("512m").echo(null)
+                    .deadline(Duration.ofSeconds(150)).start()) {
+                results = job.awaitAll();
+            }
+            try {
+                results.assertAllSucceeded();
+            } catch (AssertionError e) {
+                failure = e.getMessage();
+                throw e;
+            }
+        }
+
+        void check(String name) {
+            if (results == null) {
+                throw new AssertionError("the " + n + "-JVM run did not happen");
+            }
+            for (int r = 0; r < n; r++) {
+                List<String> lines = results.linesContaining(r, "CASE " + name + " ");
+                String ok = "CASE " + name + " OK";
+                if (lines.stream().noneMatch(l -> l.startsWith(ok))) {
+                    throw new AssertionError("rank " + r + " of " + n + ": "
+                            + (lines.isEmpty() ? "no verdict" + (failure != null ? " (" + failure + ")" : "") : lines.get(0)));
+                }
+            }
+        }
+    }
+
+    @TestFactory
+    Stream<DynamicNode> casesWithJvmRanks() {
+        List<DynamicNode> out = new ArrayList<>();
+        for (int n : jvmWorldSizes()) {
+            JvmRun run = new JvmRun(n);
+            List<DynamicNode> tests = new ArrayList<>();
+            tests.add(DynamicTest.dynamicTest("run " + n + " JVMs", run::launch));
+            for (CpuGroupCases.Case c : CpuGroupCases.all(bigCasesInJvms())) {
+                tests.add(DynamicTest.dynamicTest(c.name(), () -> run.check(c.name())));
+            }
+            out.add(DynamicContainer.dynamicContainer(backend() + " N=" + n + " (JVMs)", tests));
+        }
+        return out.stream();
+    }
+
+    // ---------------------------------------------------------------- kill -9 of a rank
+
+    /**
+     * Starts 3 JVMs looping on {@code mode}, kills rank 1 with SIGKILL, and checks that both survivors
+     * fail with {@link PeerFailureException} or {@link CommTimeoutException} within the group timeout
+     * (5 s) + 2 s, and that their next call fails fast.
+     */
+    private void killOneRank(String mode) throws Exception {
+        long timeoutMs = 5000;
+        try (MultiJvm job = MultiJvm.builder().name(backend() + "-kill-" + mode).worldSize(3).mainClass(FailureWorker.class)
+                .args(workerArgs(timeoutMs, mode).toArray(new String[0])).maxHeap("512m").keepOthersOnFailure()
+                .deadline(Duration.ofSeconds(90)).start()) {
+            for (int r = 0; r < 3; r++) {
+                job.awaitLine(r, "READY", Duration.ofSeconds(60));
+            }
+            Thread.sleep(150);
+            job.kill(1);
+            MultiJvm.Results res = job.awaitAll();
+            res.assertSurvivorsSucceeded();
+            for (int r : new int[] {0, 2}) {
+                List<String> failed = res.linesContaining(r, "FAILED ");
+                assertEquals(1, failed.size(), "rank " + r + " output:\n" + String.join("\n", res.output(r)));
+                String[] f = failed.get(0).split(" ", 4);
+                assertTrue(f[1].equals("PeerFailureException") || f[1].equals("CommTimeoutException"), failed.get(0));
+                assertTrue(Long.parseLong(f[2]) <= timeoutMs + 2000, "detection took " + f[2] + " ms: " + failed.get(0));
+                String after = res.linesContaining(r, "AFTER ").get(0);
+                String[] a = after.split(" ", 4);
+                assertTrue(!a[1].equals("none"), "a call after the failure succeeded: " + after);
+                assertTrue(Long.parseLong(a[2]) < 1000, "the next call did not fail fast: " + after);
+            }
+        }
+    }
+
+    @Test
+    void killDuringAllReduceFailsTheSurvivorsInTime() throws Exception {
+        killOneRank("allreduce");
+    }
+
+    @Test
+    void killDuringBarrierFailsTheSurvivorsInTime() throws Exception {
+        killOneRank("barrier");
     }
 
     // ---------------------------------------------------------------- identity and size 1

@@ -20,4 +20,9 @@ class TcpSocketsOnlyConformanceTest extends CpuGroupConformanceKit {
     protected int[] threadWorldSizes() {
         return new int[] {2, 3};
     }
+
+    @Override
+    protected int[] jvmWorldSizes() {
+        return new int[] {3};
+    }
 }
