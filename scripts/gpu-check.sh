@@ -2,8 +2,9 @@
 # GPU check of jcomm's NCCL device communicator (provider cuda:nccl) on a host with NVIDIA GPUs.
 #
 # What it does:
-#   1. finds the NVIDIA driver, libnccl.so.2 (pip nvidia-nccl-cu13, or the system) and
-#      libcudart.so.13 (pip nvidia-cuda-runtime, the CUDA toolkit, or the system);
+#   1. finds the NVIDIA driver, libnccl.so.2 (pip nvidia-nccl-cu13: site-packages/nvidia/nccl/lib, or
+#      the system) and libcudart.so.13 (pip nvidia-cuda-runtime >= 13: site-packages/nvidia/cu13/lib,
+#      the CUDA toolkit, or the system);
 #   2. builds device-communicator (no install) and runs io.jcomm.device.internal.nccl.GpuCheck on
 #      GPU 0: the probe's verdict; the conformance kit at world size 1 through NCCL itself
 #      (allReduce/allGather/reduceScatter/gather/broadcast with exact values, send/recv to self in a
@@ -35,8 +36,10 @@ GPUS=$(nvidia-smi -L | grep -c '^GPU ' || true)
 [ "$GPUS" -ge 1 ] || die2 "no GPU listed by nvidia-smi"
 echo "GPUs: $GPUS"
 
-# pip puts the NVIDIA libraries under site-packages/nvidia/<name>/lib
-pip_dir() { # $1 = module under nvidia (nccl, cuda_runtime), $2 = lib|include
+# pip puts the NVIDIA libraries under site-packages/nvidia/<name>/lib: NCCL in nvidia/nccl/lib; the
+# CUDA 13 wheels (nvidia-cuda-runtime >= 13) group theirs in nvidia/cu13/lib, CUDA 12 ones used
+# nvidia/cuda_runtime/lib
+pip_dir() { # $1 = module under nvidia (nccl, cu13, cuda_runtime), $2 = lib|include
   "$PY" - "$1" "$2" 2>/dev/null <<'PYEOF' || true
 import importlib, os, sys
 try:
@@ -58,13 +61,14 @@ NCCL_LIBDIR="${NCCL_LIBDIR:-$(pip_dir nccl lib)}"
 [ -n "$NCCL_LIBDIR" ] || NCCL_LIBDIR="$(ld_dir libnccl.so.2)"
 [ -n "$NCCL_LIBDIR" ] && [ -e "$NCCL_LIBDIR/libnccl.so.2" ] \
   || die2 "libnccl.so.2 not found: pip install nvidia-nccl-cu13 (NCCL >= 2.29), or set NCCL_LIBDIR"
-CUDART_LIBDIR="${CUDART_LIBDIR:-$(pip_dir cuda_runtime lib)}"
+CUDART_LIBDIR="${CUDART_LIBDIR:-$(pip_dir cu13 lib)}"
+[ -n "$CUDART_LIBDIR" ] && [ -e "$CUDART_LIBDIR/libcudart.so.13" ] || CUDART_LIBDIR="$(pip_dir cuda_runtime lib)"
 [ -n "$CUDART_LIBDIR" ] && [ -e "$CUDART_LIBDIR/libcudart.so.13" ] || CUDART_LIBDIR="$(ld_dir libcudart.so.13)"
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib*; do
   [ -n "$CUDART_LIBDIR" ] && break
   [ -e "$d/libcudart.so.13" ] && CUDART_LIBDIR="$d"
 done
-[ -n "$CUDART_LIBDIR" ] || die2 "libcudart.so.13 not found: pip install nvidia-cuda-runtime (CUDA 13), or set CUDART_LIBDIR"
+[ -n "$CUDART_LIBDIR" ] || die2 "libcudart.so.13 not found: pip install 'nvidia-cuda-runtime>=13', or set CUDART_LIBDIR"
 echo "libnccl.so.2:    $NCCL_LIBDIR"
 echo "libcudart.so.13: $CUDART_LIBDIR"
 strings "$NCCL_LIBDIR/libnccl.so.2" 2>/dev/null | grep -m1 '^NCCL version' || true
@@ -90,7 +94,8 @@ fi
 say "baseline: ncclAllReduce of 4 B called from C"
 NCCL_INCLUDE="${NCCL_INCLUDE:-$(pip_dir nccl include)}"
 [ -n "$NCCL_INCLUDE" ] || { [ -e /usr/include/nccl.h ] && NCCL_INCLUDE=/usr/include; } || true
-CUDA_INCLUDE="${CUDA_INCLUDE:-$(pip_dir cuda_runtime include)}"
+CUDA_INCLUDE="${CUDA_INCLUDE:-$(pip_dir cu13 include)}"
+[ -n "$CUDA_INCLUDE" ] && [ -e "$CUDA_INCLUDE/cuda_runtime_api.h" ] || CUDA_INCLUDE="$(pip_dir cuda_runtime include)"
 [ -n "$CUDA_INCLUDE" ] || for d in /usr/local/cuda/include /usr/local/cuda-13*/include /usr/include; do
   [ -e "$d/cuda_runtime_api.h" ] && { CUDA_INCLUDE="$d"; break; }
 done
