@@ -121,6 +121,8 @@ public final class QueueWriter implements AutoCloseable {
     private volatile CommException failure;
     private volatile boolean closed;
     private volatile boolean sending;
+    /** A partial message is in the stream or the driver is gone: no close message can follow. */
+    private boolean streamBroken;
 
     private static final class ReaderState {
         final int rank;
@@ -148,7 +150,7 @@ public final class QueueWriter implements AutoCloseable {
         this.codec = codec;
         this.context = OpContext.of(groupName, writerRank, "create");
         this.idle = options.idle().newStrategy();
-        this.counters = media.counters();
+        this.counters = media == null ? null : media.counters();
         this.driverOwnerRank = driverOwnerRank;
         long queueId;
         do {
@@ -164,10 +166,12 @@ public final class QueueWriter implements AutoCloseable {
         if (!remoteReaders.isEmpty()) {
             needed += 3L * options.udpTermLength() + 4096 + remoteReaders.size() * (3L * CONTROL_TERM + 4096);
         }
-        ShmFiles.spaceProblem(media.directory(), needed, ShmFiles.usableBytes(media.directory()),
-                "message queue " + groupName).ifPresent(msg -> {
-                    throw new BackendException(context, msg);
-                });
+        if (needed > 0) {
+            ShmFiles.spaceProblem(media.directory(), needed, ShmFiles.usableBytes(media.directory()),
+                    "message queue " + groupName).ifPresent(msg -> {
+                        throw new BackendException(context, msg);
+                    });
+        }
 
         ExclusivePublication ipc = null;
         ExclusivePublication udp = null;
@@ -237,7 +241,7 @@ public final class QueueWriter implements AutoCloseable {
      * Creates the writer's publications and returns at once; pass {@link #handle()} to the readers,
      * then call {@link #awaitReaders}.
      *
-     * @param media           this host's media driver client
+     * @param media           this host's media driver client ({@code null} allowed without readers)
      * @param groupName       for error messages
      * @param writerRank      this process's rank
      * @param localReaders    ranks that read on this host (IPC)
@@ -248,7 +252,9 @@ public final class QueueWriter implements AutoCloseable {
      */
     public static QueueWriter create(AeronMedia media, String groupName, int writerRank, List<Integer> localReaders,
                                      List<Integer> remoteReaders, int driverOwnerRank, MessageQueueOptions options) {
-        Objects.requireNonNull(media, "media");
+        if (media == null && !(localReaders.isEmpty() && remoteReaders.isEmpty())) {
+            throw new NullPointerException("media");
+        }
         Objects.requireNonNull(options, "options");
         return new QueueWriter(media, options, options.codec(), groupName, writerRank, options.hostId(),
                 List.copyOf(localReaders), List.copyOf(remoteReaders), driverOwnerRank);
@@ -410,13 +416,22 @@ public final class QueueWriter implements AutoCloseable {
                 continue;
             }
             if (closed && !closing) {
+                streamBroken |= started;
                 throw poison(new CommClosedException(ctx(op), "queue closed while sending message " + s));
             }
             pollControl();
-            checkReaders(op);
+            if (!closing) {
+                try {
+                    checkReaders(op);
+                } catch (CommException e) {
+                    streamBroken |= started;
+                    throw e;
+                }
+            }
             if (System.nanoTime() - deadlineNanos >= 0) {
                 CommTimeoutException e = backPressureTimeout(op, s, started);
                 if (started) {
+                    streamBroken = true;
                     throw poison(e);
                 }
                 throw e;
@@ -726,7 +741,8 @@ public final class QueueWriter implements AutoCloseable {
                         + " without a goodbye (liveness timeout " + media.options().livenessTimeout().toMillis() + " ms)"));
             }
         }
-        if (!media.driverAlive()) {
+        if (media != null && !media.driverAlive()) {
+            streamBroken = true;
             throw poison(new PeerFailureException(ctx(op), driverOwnerRank, "the media driver in " + media.directory()
                     + " stopped (owner process " + media.ownerPid() + " died?)", media.clientError()));
         }
@@ -771,7 +787,7 @@ public final class QueueWriter implements AutoCloseable {
             LockSupport.parkNanos(TimeUnit.MICROSECONDS.toNanos(100)); // an enqueue on another thread sees 'closed'
         }
         try {
-            if (failure == null && readers.length > 0 && !sending) {
+            if (!streamBroken && readers.length > 0 && !sending && media.driverAlive()) {
                 long deadline = System.nanoTime() + options.closeLinger().toNanos();
                 long s = seq + 1;
                 try {
@@ -781,7 +797,8 @@ public final class QueueWriter implements AutoCloseable {
                         pollControl();
                         waiting = false;
                         for (ReaderState r : readers) {
-                            if (r.remote && r.hello && !r.bye && r.ackedSeq < s && r.image != null && !r.image.isClosed()) {
+                            if (r.remote && r.hello && !r.bye && r.ackedSeq < s && r.image != null && !r.image.isClosed()
+                                    && !(r.image.isEndOfStream())) {
                                 waiting = true;
                             }
                         }
