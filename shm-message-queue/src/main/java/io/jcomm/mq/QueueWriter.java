@@ -394,20 +394,25 @@ public final class QueueWriter implements AutoCloseable {
         }
         while (!ipcDone || !udpDone) {
             boolean progress = false;
-            if (!ipcDone) {
-                int n = tryFrame(ipcPub, ipcChunk, null, type, src, offset, length, ipcSent, s, kind, op);
-                if (n >= 0) {
-                    ipcSent += n;
-                    ipcDone = ipcSent == length;
-                    progress = true;
+            // the first frame goes out on every stream or on none, so that a timeout before it
+            // leaves the queue intact
+            if (started || (roomForFirstFrame(ipcPub, ipcChunk, length, false)
+                    && roomForFirstFrame(udpPub, udpChunk, length, true))) {
+                if (!ipcDone) {
+                    int n = tryFrame(ipcPub, ipcChunk, null, type, src, offset, length, ipcSent, s, kind, op);
+                    if (n >= 0) {
+                        ipcSent += n;
+                        ipcDone = ipcSent == length;
+                        progress = true;
+                    }
                 }
-            }
-            if (!udpDone) {
-                int n = tryFrame(udpPub, udpChunk, dataMac, type, src, offset, length, udpSent, s, kind, op);
-                if (n >= 0) {
-                    udpSent += n;
-                    udpDone = udpSent == length;
-                    progress = true;
+                if (!udpDone) {
+                    int n = tryFrame(udpPub, udpChunk, dataMac, type, src, offset, length, udpSent, s, kind, op);
+                    if (n >= 0) {
+                        udpSent += n;
+                        udpDone = udpSent == length;
+                        progress = true;
+                    }
                 }
             }
             if (progress) {
@@ -438,6 +443,16 @@ public final class QueueWriter implements AutoCloseable {
             }
             idle.idle();
         }
+    }
+
+    /** True if {@code pub} (if any) has window for the first frame of a message, padding included. */
+    private static boolean roomForFirstFrame(ExclusivePublication pub, int chunk, int length, boolean mac) {
+        if (pub == null) {
+            return true;
+        }
+        int frame = io.aeron.protocol.DataHeaderFlyweight.HEADER_LENGTH + HEADER_LENGTH + Math.min(chunk, length)
+                + (mac ? MAC_LENGTH : 0);
+        return pub.availableWindow() >= 2L * org.agrona.BitUtil.align(frame, io.aeron.logbuffer.FrameDescriptor.FRAME_ALIGNMENT);
     }
 
     /** Writes one frame; returns the chunk length written or -1 if the publication cannot take it now. */
@@ -589,7 +604,12 @@ public final class QueueWriter implements AutoCloseable {
         }
         List<String> slow = new ArrayList<>();
         List<String> others = new ArrayList<>();
-        for (int i = 0; i < readers.length; i++) {
+        Integer[] order = new Integer[readers.length];
+        for (int i = 0; i < order.length; i++) {
+            order[i] = i;
+        }
+        java.util.Arrays.sort(order, (x, y) -> Long.compare(lags[y], lags[x])); // slowest first
+        for (int i : order) {
             String d = "rank " + readers[i].rank + " (" + progress(readers[i]) + ")";
             if (maxLag > 0 && lags[i] * 2 >= maxLag) {
                 slow.add(d);
