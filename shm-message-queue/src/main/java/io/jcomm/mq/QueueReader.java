@@ -325,15 +325,15 @@ public final class QueueReader implements AutoCloseable {
             if (closed) {
                 throw new CommClosedException(ctx(op), "queue closed");
             }
-            if (image.isClosed() || image.isEndOfStream()) {
-                throw poison(new PeerFailureException(ctx(op), handle.writerRank(), "the writer's stream ended without"
-                        + " a close message after " + assembler.sequence() + " messages: the writer died or its Aeron "
-                        + "client timed out (liveness timeout " + media.options().livenessTimeout().toMillis() + " ms)"));
-            }
             if (!media.driverAlive()) {
                 int who = driverOwnerRank >= 0 ? driverOwnerRank : handle.writerRank();
                 throw poison(new PeerFailureException(ctx(op), who, "the media driver in " + media.directory()
                         + " stopped (owner process " + media.ownerPid() + " died?)", media.clientError()));
+            }
+            if (image.isClosed() || image.isEndOfStream()) {
+                throw poison(new PeerFailureException(ctx(op), handle.writerRank(), "the writer's stream ended without"
+                        + " a close message after " + assembler.sequence() + " messages: the writer died or its Aeron "
+                        + "client timed out (liveness timeout " + media.options().livenessTimeout().toMillis() + " ms)"));
             }
             if (System.nanoTime() - deadlineNanos >= 0) {
                 throw new CommTimeoutException(ctx(op), "no message from writer rank " + handle.writerRank()
