@@ -112,6 +112,39 @@ class QueueInProcessTest {
     }
 
     @Test
+    void aReaderThatClosesCleanlyIsReportedAsClosedNotDead() throws Exception {
+        String tag = "inproc3" + ProcessHandle.current().pid();
+        AeronMedia.Options mo = AeronMedia.Options.builder().tag(tag).build();
+        MessageQueueOptions opts = MessageQueueOptions.builder().udpAddress("127.0.0.1").build();
+        for (boolean remote : new boolean[] {false, true}) {
+            try (AeronMedia hostA = AeronMedia.launch(mo); AeronMedia hostB = AeronMedia.launch(mo);
+                 QueueWriter w = QueueWriter.create(hostA, "t", 0, remote ? List.of() : List.of(1),
+                         remote ? List.of(1) : List.of(), 0, opts)) {
+                QueueReader r = QueueReader.open(remote ? hostB : hostA, w.handle(), 1, 0, opts, Deadline.after(T));
+                w.awaitReaders(Deadline.after(T));
+                long s = w.enqueue(new byte[] {1}, T);
+                assertEquals(1, r.dequeue(T).getByte(0));
+                r.close();
+                long start = System.nanoTime();
+                CommClosedException e = assertThrows(CommClosedException.class, () -> {
+                    while (System.nanoTime() - start < TimeUnit.SECONDS.toNanos(10)) {
+                        w.enqueue(new byte[] {2}, T);
+                        Thread.sleep(1);
+                    }
+                });
+                assertTrue(e.getMessage().contains("reader rank 1 closed the queue"), e.getMessage());
+                assertEquals(1, s);
+                // poisoned: the same exception again
+                assertThrows(CommClosedException.class, () -> w.enqueue(new byte[] {3}, T));
+                assertThrows(CommClosedException.class, () -> r.dequeue(T));
+            }
+        }
+        try (Stream<Path> s = Files.list(Path.of("/dev/shm"))) {
+            assertEquals(List.of(), s.filter(p -> p.getFileName().toString().contains(tag)).toList());
+        }
+    }
+
+    @Test
     void dequeueTimesOutWithoutPoisoning() {
         String tag = "inproc2" + ProcessHandle.current().pid();
         MessageQueueOptions opts = MessageQueueOptions.builder().build();
