@@ -173,11 +173,11 @@ public final class TcpStore implements Store {
                 c.u8(code(Op.GET));
                 putKey(c, key, "get");
                 c.send(dd);
-                awaitWait(c, dd, "get", List.of(key), timeout, true);
+                awaitWait(c, dd, "get", key, timeout, true);
                 return c.readBytes(config.maxValueBytes(), Deadline.after(timeout()));
             }
             c.send(dd);
-            awaitWait(c, dd, "get", List.of(key), timeout, false);
+            awaitWait(c, dd, "get", key, timeout, false);
             Deadline io = Deadline.after(timeout());
             c.begin().u8(code(Op.GET));
             putKey(c, key, "get");
@@ -477,10 +477,10 @@ public final class TcpStore implements Store {
     }
 
     /**
-     * Reads the reply of a WAIT. On timeout the connection is kept in sync: with CANCEL_WAIT when the
+     * Reads the reply of a WAIT ({@code keys}: one key or a list, for the message). On timeout the connection is kept in sync: with CANCEL_WAIT when the
      * numbering has it and nothing else was pipelined, otherwise by dropping the connection.
      */
-    private void awaitWait(ClientChannel c, Deadline d, String op, List<String> keys, Duration timeout,
+    private void awaitWait(ClientChannel c, Deadline d, String op, Object keys, Duration timeout,
                            boolean pipelined) throws IOException {
         int r;
         try {
@@ -494,7 +494,8 @@ public final class TcpStore implements Store {
                 drop(); // a late STOP_WAITING (or the pipelined reply) must never be read as another reply
             }
             throw new CommTimeoutException(ctx(op), "timed out after " + timeout.toMillis()
-                    + " ms waiting for keys " + keys + " in the store at " + where);
+                    + " ms waiting for keys " + (keys instanceof String ? List.of(keys) : keys) + " in the store at "
+                    + where);
         }
         if (r != Wire.WAIT_STOP_WAITING) {
             throw new IOException("unexpected WAIT reply " + r);
