@@ -21,6 +21,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Objects;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
@@ -88,7 +89,7 @@ public final class TcpStore implements Store {
     private final String where;
     private final ReentrantLock lock = new ReentrantLock();
     private final AutoCloseable owned;
-    private final SecureRandom random = new SecureRandom();
+    private SecureRandom random; // created on first use: only the job-token handshake needs one
     private InetSocketAddress address;
     private volatile ClientChannel conn;
     private Numbering numbering;
@@ -627,6 +628,9 @@ public final class TcpStore implements Store {
         boolean jcomm = false;
         byte[] token = config.tokenRef();
         if (token != null) {
+            if (random == null) {
+                random = new SecureRandom();
+            }
             byte[] cn = Auth.nonce(random);
             c.begin().u8(Wire.AUTH_MARKER).raw(Wire.AUTH_MAGIC).raw(cn);
             c.send(d);
@@ -673,7 +677,7 @@ public final class TcpStore implements Store {
         }
         int nonce = 0;
         if (dialect.sendsPing()) {
-            nonce = (random.nextInt() & ~0xFF) | 0x5A; // low byte never AUTH_MARKER
+            nonce = (ThreadLocalRandom.current().nextInt() & ~0xFF) | 0x5A; // low byte never AUTH_MARKER
             c.u8(num.code(Op.PING)).u32(nonce);
         }
         boolean probe = config.probe() || token != null;

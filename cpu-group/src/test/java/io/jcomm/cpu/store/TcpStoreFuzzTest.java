@@ -109,7 +109,7 @@ class TcpStoreFuzzTest {
             assertEquals(1, good.add("after-fuzz", 1));
 
             TcpStoreServer.Stats st = server.stats();
-            assertTrue(st.connectionsOpened() >= connections.get(), st.toString());
+            // (not every client connection is seen: one reset while still in the accept queue may never be)
             assertTrue(st.connectionsFaulted() > FRAMES / 10, "few connections rejected? " + st);
             // nothing beyond the limits was ever buffered or executed
             assertTrue(st.largestRequestBytes() <= MAX_REQUEST, st.toString());
