@@ -58,6 +58,7 @@ final class ShmLink {
     private long skipTo;    // consumer: end of the padding after the last message
     private Link link;
     private boolean polling;
+    private boolean producing;
 
     ShmLink(ShmRings.Ring in, ShmRings.Ring out) {
         this.in = in;
@@ -95,7 +96,9 @@ final class ShmLink {
     void send(Op op, ByteBuffer payload) {
         op.pendingShmSends++;
         outQueue.addLast(new Out(op, payload.duplicate()));
-        poll();
+        if (!producing) {
+            produce(); // only outbound work here: no continuation may run while an operation posts its sends
+        }
     }
 
     /** Expects an inbound payload announced by {@code header}, for {@code recv} or an early buffer. */
@@ -140,6 +143,15 @@ final class ShmLink {
     }
 
     private int produce() {
+        producing = true;
+        try {
+            return produce0();
+        } finally {
+            producing = false;
+        }
+    }
+
+    private int produce0() {
         int moved = 0;
         long t = out.tail();
         while (!outQueue.isEmpty()) {
