@@ -49,6 +49,14 @@ public final class BenchWorker {
             }
             try (ProcessGroup g = CpuGroups.create(b.build())) {
                 warmUpJit(g);
+                // one untimed pass over every size first, so that the JIT has compiled the paths of the
+                // large sizes too before anything is measured
+                for (long size : sizes) {
+                    Runnable body = prepare(op, g, dtype, size);
+                    for (int i = 0; body != null && i < Math.min(warmup, 50); i++) {
+                        body.run();
+                    }
+                }
                 for (long size : sizes) {
                     Runnable body = prepare(op, g, dtype, size);
                     if (body == null) {

@@ -58,8 +58,9 @@ final class Engine {
 
     private static final Logger LOG = LoggerFactory.getLogger(Engine.class);
     private static final long MAX_BLOCK_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
-    private static final long PARK_NANOS = TimeUnit.MICROSECONDS.toNanos(20);
-    private static final int YIELDS = 64;
+    private static final long PARK_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
+    /** While a shared-memory transfer is in progress, yield (not park) this long after the last progress. */
+    private static final long SHM_YIELD_NANOS = TimeUnit.MILLISECONDS.toNanos(2);
 
     final String group;
     final int rank;
@@ -172,7 +173,6 @@ final class Engine {
     /** Drives I/O until {@code op} completes, fails, or its deadline passes. */
     void await(Op op) {
         long spinEnd = 0;
-        int yields = 0;
         while (true) {
             check();
             drainDirty();
@@ -186,7 +186,6 @@ final class Engine {
             }
             if (work > 0) {
                 spinEnd = 0;
-                yields = 0;
                 continue;
             }
             long now = System.nanoTime();
@@ -202,7 +201,9 @@ final class Engine {
                 continue;
             }
             if (shmBusy()) {
-                if (yields++ < YIELDS) {
+                // the peer is copying right now: give up the core if someone else needs it, but do not
+                // sleep (a park costs tens of microseconds of timer slack per ring hand-off)
+                if (now - spinEnd < SHM_YIELD_NANOS) {
                     Thread.yield();
                 } else {
                     LockSupport.parkNanos(Math.min(left, PARK_NANOS));
@@ -321,7 +322,9 @@ final class Engine {
     }
 
     void releaseEarly(Link.Early e) {
-        earlyBytes -= e.header.payload;
+        if (!e.lazy) {
+            earlyBytes -= e.header.payload;
+        }
         e.data = null;
         if (!parkedLinks.isEmpty()) {
             for (Link l : parkedLinks) {
