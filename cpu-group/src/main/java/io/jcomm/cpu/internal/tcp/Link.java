@@ -87,6 +87,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
     Channel channel;
     boolean helloSeen;
     boolean readySeen;
+    long readyValue;
     boolean byeSeen;
     boolean abortSeen;
     boolean inactive;
@@ -437,6 +438,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
                 return true;
             case Frame.READY:
                 readySeen = true;
+                readyValue = f.count;
                 return true;
             case Frame.BYE:
                 byeSeen = true;
@@ -520,6 +522,17 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
         e.data = engine.allocateEarly(f.payload);
         begin(new Incoming(f, null, e, 0, e.data));
         return true;
+    }
+
+    /** The lowest collective number among messages buffered before their receive, or Long.MAX_VALUE. */
+    long earliestEarlyCollective() {
+        long min = Long.MAX_VALUE;
+        for (Early e : early) {
+            if (e.header.kind == Frame.DATA) {
+                min = Math.min(min, e.header.seq);
+            }
+        }
+        return min;
     }
 
     /** A lazily kept shared-memory message was consumed straight into the receive that claimed it. */
