@@ -27,8 +27,9 @@ import org.slf4j.LoggerFactory;
  * <p>{@link #launch(Options)} starts an <em>embedded</em> driver owned by this process in
  * {@code <baseDir>/jcomm-aeron-<tag>-<pid>-<random>/aeron}, inside a fresh {@code 0700} job directory
  * holding an owner marker (default base {@code /dev/shm}), sized to fit a container's 64 MiB {@code /dev/shm}: small counters and
- * ring buffers, a 2 s client/image liveness timeout, one shared driver thread with a
- * spin-yield-park idle strategy. Before creating anything it removes stale directories of dead
+ * ring buffers, a 2 s client/image liveness timeout, one shared driver thread that yields for
+ * 200 µs after its last work (so that UDP round trips do not wait for it to wake) and then parks
+ * for up to 1 ms. Before creating anything it removes stale directories of dead
  * owners ({@link #cleanStale}) and checks free space. {@link #attach(Path, Options)} only connects a
  * client to a driver that another process (the first local rank, or a launcher) owns.
  *
@@ -157,6 +158,9 @@ public final class AeronMedia implements AutoCloseable {
                     .counterValuesBufferLength(options.counterValuesLength)
                     .errorBufferLength(options.errorBufferLength)
                     .lossReportBufferLength(options.lossReportLength)
+                    .initialWindowLength(options.udpWindowLength)
+                    .socketRcvbufLength(options.udpWindowLength)
+                    .socketSndbufLength(options.udpWindowLength)
                     .ipcTermBufferLength(64 * 1024)
                     .publicationTermBufferLength(64 * 1024)
                     .termBufferSparseFile(false)
@@ -349,6 +353,7 @@ public final class AeronMedia implements AutoCloseable {
         private final int errorBufferLength;
         private final int lossReportLength;
         private final long reserveBytes;
+        private final int udpWindowLength;
 
         private Options(Builder b) {
             this.baseDir = Objects.requireNonNull(b.baseDir, "baseDir");
@@ -362,6 +367,7 @@ public final class AeronMedia implements AutoCloseable {
             this.errorBufferLength = b.errorBufferLength;
             this.lossReportLength = b.lossReportLength;
             this.reserveBytes = b.reserveBytes;
+            this.udpWindowLength = b.udpWindowLength;
             if (livenessTimeout.toMillis() < 200) {
                 throw new IllegalArgumentException("livenessTimeout must be at least 200 ms, got " + livenessTimeout);
             }
@@ -416,6 +422,7 @@ public final class AeronMedia implements AutoCloseable {
             b.counterValuesLength = counterValuesLength;
             b.errorBufferLength = errorBufferLength;
             b.lossReportLength = lossReportLength;
+            b.udpWindowLength = udpWindowLength;
             return b;
         }
 
@@ -430,8 +437,9 @@ public final class AeronMedia implements AutoCloseable {
             private Path baseDir = Path.of("/dev/shm");
             private String tag = "job";
             private Duration livenessTimeout = Duration.ofSeconds(2);
-            private IdleConfig driverIdle = IdleConfig.of(Duration.ofNanos(0), Duration.ofNanos(20_000),
+            private IdleConfig driverIdle = IdleConfig.of(Duration.ZERO, Duration.ofNanos(200_000),
                     Duration.ofNanos(1_000), Duration.ofMillis(1));
+            private int udpWindowLength = 1024 * 1024;
             private ThreadingMode threadingMode = ThreadingMode.SHARED;
             private Duration ownerLinger = Duration.ofSeconds(5);
             private int ringBufferLength = 1024 * 1024;
@@ -455,6 +463,8 @@ public final class AeronMedia implements AutoCloseable {
             public Builder threadingMode(ThreadingMode v) { this.threadingMode = v; return this; }
             /** How long the owner waits on close for other clients to leave (default 5 s). */
             public Builder ownerLinger(Duration v) { this.ownerLinger = v; return this; }
+            /** UDP receiver window and socket buffers (default 1 MiB; the kernel may cap the buffers). */
+            public Builder udpWindowLength(int v) { this.udpWindowLength = v; return this; }
             /** Extra bytes that must be free at launch (the streams the caller will create). */
             public Builder reserveBytes(long v) { this.reserveBytes = v; return this; }
 

@@ -45,6 +45,20 @@ public final class IdleConfig {
         return new IdleConfig(20_000, 50_000, 1_000, 1_000_000);
     }
 
+    /** No spinning: yield 50 µs, then park 1 µs doubling up to 1 ms (for hosts with more waiters than cores). */
+    public static IdleConfig yieldThenPark() {
+        return new IdleConfig(0, 50_000, 1_000, 1_000_000);
+    }
+
+    /**
+     * The default choice for {@code participants} processes waiting on one queue on a host with
+     * {@code cores} cores: {@link #backoff()} when every waiter can have a core, else
+     * {@link #yieldThenPark()} (spinning threads that outnumber the cores only delay each other).
+     */
+    public static IdleConfig forHost(int participants, int cores) {
+        return participants <= cores ? backoff() : yieldThenPark();
+    }
+
     /** Busy-spin forever (one full core per waiting thread). */
     public static IdleConfig spinning() {
         return new IdleConfig(FOREVER, 0, 1_000, 1_000);
@@ -56,7 +70,7 @@ public final class IdleConfig {
     }
 
     /**
-     * Parses {@code spin}, {@code yield}, {@code backoff} or
+     * Parses {@code spin}, {@code yield}, {@code backoff}, {@code yieldpark} or
      * {@code spinMicros,yieldMicros,minParkMicros,maxParkMicros}.
      */
     public static IdleConfig parse(String s) {
@@ -67,6 +81,8 @@ public final class IdleConfig {
                 return yielding();
             case "backoff":
                 return backoff();
+            case "yieldpark":
+                return yieldThenPark();
             default:
                 String[] p = s.split(",");
                 if (p.length != 4) {

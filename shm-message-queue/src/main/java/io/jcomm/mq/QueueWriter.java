@@ -149,7 +149,7 @@ public final class QueueWriter implements AutoCloseable {
         this.options = options;
         this.codec = codec;
         this.context = OpContext.of(groupName, writerRank, "create");
-        this.idle = options.idle().newStrategy();
+        this.idle = options.idleFor(1 + localReaders.size()).newStrategy();
         this.counters = media == null ? null : media.counters();
         this.driverOwnerRank = driverOwnerRank;
         long queueId;
