@@ -6,10 +6,17 @@ import io.aeron.driver.MediaDriver;
 import io.aeron.driver.ThreadingMode;
 import io.aeron.exceptions.DriverTimeoutException;
 import io.jcomm.api.BackendException;
+import io.jcomm.api.Deadline;
+import io.jcomm.api.OpContext;
+import io.jcomm.api.ProcessGroup;
+import io.jcomm.mq.internal.Handshake;
+import io.jcomm.mq.internal.Handshake.Peer;
+import io.jcomm.mq.internal.Handshake.Step;
 import io.jcomm.mq.internal.ShmFiles;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.ThreadFactory;
@@ -193,6 +200,72 @@ public final class AeronMedia implements AutoCloseable {
             return parent;
         }
         return null;
+    }
+
+    /**
+     * Collectively starts one media driver per host for the whole group (typically the world group,
+     * once per job): the lowest rank of each host (by {@code hostId}) launches it, the others attach.
+     * Pass the result to any number of queues with {@link MessageQueueOptions.Builder#media}; close
+     * the queues first, then this. Every rank of {@code group} must call it.
+     *
+     * @throws io.jcomm.api.CommException if any rank fails (every rank fails, naming it)
+     */
+    public static AeronMedia forGroup(ProcessGroup group, String hostId, Options options) {
+        Objects.requireNonNull(group, "group");
+        Objects.requireNonNull(hostId, "hostId");
+        OpContext ctx = OpContext.of(group.name(), group.rank(), "createMedia");
+        Deadline deadline = Deadline.after(group.defaultTimeout());
+        List<byte[]> hosts = group.allGatherObject(Handshake.encode(
+                new Peer(hostId, ProcessHandle.current().pid())), byte[].class, deadline.remaining());
+        int owner = -1;
+        for (int r = 0; r < hosts.size() && owner < 0; r++) {
+            if (Handshake.decode(hosts.get(r), Peer.class).hostId().equals(hostId)) {
+                owner = r;
+            }
+        }
+        AeronMedia mine = null;
+        Step step = Step.ok("", null);
+        RuntimeException failure = null;
+        if (owner == group.rank()) {
+            try {
+                mine = launch(options);
+                step = Step.ok(mine.directory().toString(), null);
+            } catch (RuntimeException e) {
+                failure = e;
+                step = Step.failed(e);
+            }
+        }
+        List<byte[]> steps;
+        try {
+            steps = group.allGatherObject(Handshake.encode(step), byte[].class, deadline.remaining());
+        } catch (RuntimeException e) {
+            if (mine != null) {
+                mine.close();
+            }
+            throw e;
+        }
+        if (failure != null) {
+            throw failure;
+        }
+        List<String> errors = new ArrayList<>();
+        for (int r = 0; r < steps.size(); r++) {
+            Step st = Handshake.decode(steps.get(r),
+                    Step.class);
+            if (st.isError()) {
+                errors.add("rank " + r + ": " + st.error());
+            }
+        }
+        if (!errors.isEmpty()) {
+            if (mine != null) {
+                mine.close();
+            }
+            throw new BackendException(ctx, "other ranks failed starting their host's media driver: " + String.join("; ", errors));
+        }
+        if (mine != null) {
+            return mine;
+        }
+        String dir = Handshake.decode(steps.get(owner), Step.class).text();
+        return attach(Path.of(dir), options);
     }
 
     /**
