@@ -98,6 +98,13 @@ public final class MqBenchCommand implements Callable<Integer> {
     @Option(names = "--floor-iters", description = "raw Aeron IPC ping-pong round trips (0 = skip; default ${DEFAULT-VALUE})")
     int floorIterations = 50_000;
 
+    @Option(names = "--floor-idle", description = "idle strategy of both ends of the floor ping-pong: auto (spin if the "
+            + "writer and readers each have a core, else yield), spin or yield (default ${DEFAULT-VALUE})")
+    String floorIdle = "auto";
+
+    @Option(names = "--floor-seconds", description = "time cap of the floor measurement (default ${DEFAULT-VALUE})")
+    double floorSeconds = 20;
+
     @Option(names = "--ipc-term", description = "IPC term length (default ${DEFAULT-VALUE})")
     String ipcTerm = "4M";
 
@@ -210,6 +217,9 @@ public final class MqBenchCommand implements Callable<Integer> {
         }
         readerIdle = resolveIdle(readerIdle);
         writerIdle = resolveIdle(writerIdle);
+        if (floorIdle.equals("auto")) {
+            floorIdle = readers + 1 <= Runtime.getRuntime().availableProcessors() ? "spin" : "yield";
+        }
         List<Integer> sizeList = sizeList();
         String tag = "bench" + ProcessHandle.current().pid();
         IdleConfig wIdle = IdleConfig.parse(writerIdle);
@@ -338,14 +348,16 @@ public final class MqBenchCommand implements Callable<Integer> {
              Subscription sub = media.aeron().addSubscription("aeron:ipc", stream + 1)) {
             msg.putInt(PHASE_OFFSET, PHASE_FLOOR);
             msg.putInt(ARG_OFFSET, stream);
-            msg.putInt(ARG_OFFSET + 4, total);
+            msg.putInt(ARG_OFFSET + 8, floorIdle.equals("spin") ? 1 : 0);
             w.enqueue(msg, 0, HEADER, Duration.ofSeconds(10));
             echo.await("FLOOR READY", Duration.ofSeconds(30));
             while (sub.imageCount() == 0 || !pub.isConnected()) {
                 Thread.onSpinWait();
             }
             Image image = sub.imageAtIndex(0);
-            IdleStrategy idle = IdleConfig.parse(writerIdle).newStrategy();
+            IdleStrategy idle = IdleConfig.parse(floorIdle).newStrategy();
+            long capEnd = System.nanoTime() + (long) (floorSeconds * 1e9);
+            int done = 0;
             UnsafeBuffer ping = new UnsafeBuffer(ByteBuffer.allocateDirect(100));
             Histogram h = new Histogram(3_600_000_000_000L, 3);
             boolean[] got = {false};
@@ -360,13 +372,21 @@ public final class MqBenchCommand implements Callable<Integer> {
                     int n = image.poll((b, o, l, hd) -> got[0] = true, 1);
                     idle.idle(n);
                 }
+                long t1 = System.nanoTime();
                 if (i >= floorIterations / 2) {
-                    h.recordValue(System.nanoTime() - t0);
+                    h.recordValue(t1 - t0);
+                    done++;
+                }
+                if (t1 - capEnd > 0) {
+                    break;
                 }
             }
+            ping.putLong(0, -1); // tells the echo to stop
+            while (pub.offer(ping, 0, 100) < 0) {
+                Thread.onSpinWait();
+            }
             out.printf(Locale.ROOT, "# floor: raw Aeron IPC ping-pong 100 B with reader 1, round trip p50 %.2f p99 %.2f "
-                    + "p99.9 %.2f us (%d iters, writer idle=%s, reader idle=%s)%n", us(h, 50), us(h, 99), us(h, 99.9),
-                    floorIterations, writerIdle, readerIdle);
+                    + "p99.9 %.2f us (%d iters, idle=%s both ends)%n", us(h, 50), us(h, 99), us(h, 99.9), done, floorIdle);
         }
     }
 
@@ -377,7 +397,7 @@ public final class MqBenchCommand implements Callable<Integer> {
         for (Child c : children) {
             procs.put("reader " + c.rank + (remote ? " (+driver)" : ""), c.process.toHandle());
         }
-        Thread.sleep(300); // let everyone reach its park phase
+        Thread.sleep(1000); // let everyone reach its park phase (and the JIT finish)
         Map<String, Long> before = new ConcurrentHashMap<>();
         procs.forEach((k, p) -> before.put(k, cpuNanos(p)));
         long t0 = System.nanoTime();

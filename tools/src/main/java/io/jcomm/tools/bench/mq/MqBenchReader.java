@@ -77,9 +77,10 @@ public final class MqBenchReader {
                     h.reset();
                 } else if (phase == MqBenchCommand.PHASE_FLOOR) {
                     int stream = m.getInt(MqBenchCommand.ARG_OFFSET);
-                    int iterations = m.getInt(MqBenchCommand.ARG_OFFSET + 4);
+                    IdleConfig floorIdle = m.getInt(MqBenchCommand.ARG_OFFSET + 8) == 1 ? IdleConfig.spinning()
+                            : IdleConfig.yielding();
                     r.release();
-                    echo(media, stream, iterations, idle.newStrategy());
+                    echo(media, stream, floorIdle.newStrategy());
                 }
             }
         }
@@ -87,8 +88,11 @@ public final class MqBenchReader {
         System.out.flush();
     }
 
-    /** The raw Aeron IPC echo of the floor measurement: subscribe to {@code stream}, reply on {@code stream + 1}. */
-    private static void echo(AeronMedia media, int stream, int iterations, IdleStrategy idle) {
+    /**
+     * The raw Aeron IPC echo of the floor measurement: subscribe to {@code stream}, reply on
+     * {@code stream + 1}, until a message starting with -1.
+     */
+    private static void echo(AeronMedia media, int stream, IdleStrategy idle) {
         try (Subscription sub = media.aeron().addSubscription("aeron:ipc", stream);
              ExclusivePublication pub = media.aeron().addExclusivePublication("aeron:ipc?term-length=4m", stream + 1)) {
             while (sub.imageCount() == 0 || !pub.isConnected()) {
@@ -97,13 +101,16 @@ public final class MqBenchReader {
             Image image = sub.imageAtIndex(0);
             System.out.println("FLOOR READY");
             System.out.flush();
-            int[] done = {0};
-            while (done[0] < iterations) {
+            boolean[] stop = {false};
+            while (!stop[0]) {
                 int n = image.poll((buffer, offset, length, header) -> {
+                    if (buffer.getLong(offset) == -1) {
+                        stop[0] = true; // end of the floor measurement
+                        return;
+                    }
                     while (pub.offer(buffer, offset, length) < 0) {
                         Thread.onSpinWait();
                     }
-                    done[0]++;
                 }, 16);
                 idle.idle(n);
             }
