@@ -9,9 +9,9 @@ import org.agrona.concurrent.IdleStrategy;
  * {@link #yieldNanos()}, then park with a period doubling from {@link #minParkNanos()} to
  * {@link #maxParkNanos()}. The phases restart whenever work is found. Immutable.
  *
- * <p>The default ({@link #backoff()}) spins 20 µs and yields 50 µs, so a reader that receives
+ * <p>The default ({@link #backoff()}) spins 5 µs and yields 100 µs, so a reader that receives
  * messages back to back never parks, while an idle reader parks for up to 1 ms at a time and costs
- * well under 5 % of a core. {@link #spinning()} keeps one core busy and is only for benchmarks with
+ * about 1-2 % of a core. {@link #spinning()} keeps one core busy and is only for benchmarks with
  * a core to spare; {@link #yielding()} is the low-latency choice when processes outnumber cores.
  */
 public final class IdleConfig {
@@ -40,9 +40,27 @@ public final class IdleConfig {
         return new IdleConfig(spin.toNanos(), yield.toNanos(), minPark.toNanos(), maxPark.toNanos());
     }
 
-    /** The default: spin 20 µs, yield 50 µs, then park 1 µs doubling up to 1 ms. */
+    /**
+     * The default: spin 5 µs, yield 100 µs, then park 1 µs doubling up to 1 ms. The spin phase
+     * covers back-to-back traffic; it is short because a spinning thread that shares its core with
+     * the peer it waits for delays that peer by the whole phase.
+     */
     public static IdleConfig backoff() {
-        return new IdleConfig(20_000, 50_000, 1_000, 1_000_000);
+        return new IdleConfig(5_000, 100_000, 1_000, 1_000_000);
+    }
+
+    /** No spinning: yield 100 µs, then park 1 µs doubling up to 1 ms (for hosts with more waiters than cores). */
+    public static IdleConfig yieldThenPark() {
+        return new IdleConfig(0, 100_000, 1_000, 1_000_000);
+    }
+
+    /**
+     * The default choice for {@code participants} processes waiting on one queue on a host with
+     * {@code cores} cores: {@link #backoff()} when every waiter can have a core, else
+     * {@link #yieldThenPark()} (spinning threads that outnumber the cores only delay each other).
+     */
+    public static IdleConfig forHost(int participants, int cores) {
+        return participants <= cores ? backoff() : yieldThenPark();
     }
 
     /** Busy-spin forever (one full core per waiting thread). */
@@ -56,7 +74,7 @@ public final class IdleConfig {
     }
 
     /**
-     * Parses {@code spin}, {@code yield}, {@code backoff} or
+     * Parses {@code spin}, {@code yield}, {@code backoff}, {@code yieldpark} or
      * {@code spinMicros,yieldMicros,minParkMicros,maxParkMicros}.
      */
     public static IdleConfig parse(String s) {
@@ -67,6 +85,8 @@ public final class IdleConfig {
                 return yielding();
             case "backoff":
                 return backoff();
+            case "yieldpark":
+                return yieldThenPark();
             default:
                 String[] p = s.split(",");
                 if (p.length != 4) {

@@ -111,6 +111,13 @@ public final class MessageQueue implements AutoCloseable {
             }
         }
         int myOwner = ownerOfHost.get(hostId);
+        if (options.idle() == null) {
+            int onMyHost = 0;
+            for (Peer p : peers) {
+                onMyHost += p.hostId().equals(hostId) ? 1 : 0;
+            }
+            opts = opts.toBuilder().idle(options.idleFor(onMyHost)).build();
+        }
 
         AeronMedia ownedMedia = null;
         AeronMedia media = null;

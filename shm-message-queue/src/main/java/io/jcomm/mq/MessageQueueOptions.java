@@ -23,7 +23,8 @@ import java.util.Objects;
  *   <tr><td>{@code ipcMtu}</td><td>65504</td><td>largest same-host frame (one chunk of a message)</td></tr>
  *   <tr><td>{@code udpTermLength}</td><td>4 MiB</td><td>Aeron term of the remote stream</td></tr>
  *   <tr><td>{@code udpMtu}</td><td>1408</td><td>UDP frame size (keep below the network MTU)</td></tr>
- *   <tr><td>{@code idle}</td><td>{@link IdleConfig#backoff()}</td><td>how a waiting writer or reader idles</td></tr>
+ *   <tr><td>{@code idle}</td><td>automatic: {@link IdleConfig#forHost}</td><td>how a waiting writer or reader idles;
+ *       by default it spins first only if the host has a core for every process waiting on the queue</td></tr>
  *   <tr><td>{@code timeout}</td><td>the group's default timeout</td><td>creation and the overloads without a timeout</td></tr>
  *   <tr><td>{@code hostId}</td><td>{@code JCOMM_HOST_ID} or the host name</td><td>same id = same host = shared memory</td></tr>
  *   <tr><td>{@code forceRemote}</td><td>false</td><td>this rank reads over UDP even on the writer's host (tests)</td></tr>
@@ -68,7 +69,7 @@ public final class MessageQueueOptions {
         this.ipcMtu = b.ipcMtu;
         this.udpTermLength = b.udpTermLength;
         this.udpMtu = b.udpMtu;
-        this.idle = Objects.requireNonNull(b.idle, "idle");
+        this.idle = b.idle;
         this.timeout = b.timeout;
         this.hostId = b.hostId;
         this.forceRemote = b.forceRemote;
@@ -141,7 +142,16 @@ public final class MessageQueueOptions {
     public int ipcMtu() { return ipcMtu; }
     public int udpTermLength() { return udpTermLength; }
     public int udpMtu() { return udpMtu; }
+    /** The configured idle strategy, or {@code null} for "automatic" ({@link #idleFor(int)}). */
     public IdleConfig idle() { return idle; }
+
+    /**
+     * The idle strategy to use when {@code participantsOnHost} processes of this queue wait on this
+     * host: the configured one, else {@link IdleConfig#forHost} with this machine's core count.
+     */
+    public IdleConfig idleFor(int participantsOnHost) {
+        return idle != null ? idle : IdleConfig.forHost(participantsOnHost, Runtime.getRuntime().availableProcessors());
+    }
     /** The configured timeout, or {@code null} for "the group's default". */
     public Duration timeout() { return timeout; }
     public boolean forceRemote() { return forceRemote; }
@@ -208,7 +218,7 @@ public final class MessageQueueOptions {
         private int ipcMtu = IPC_MTU_DEFAULT;
         private int udpTermLength = TERM_LENGTH_DEFAULT;
         private int udpMtu = UDP_MTU_DEFAULT;
-        private IdleConfig idle = IdleConfig.backoff();
+        private IdleConfig idle;
         private Duration timeout;
         private String hostId;
         private boolean forceRemote;
@@ -228,6 +238,7 @@ public final class MessageQueueOptions {
         public Builder ipcMtu(int v) { this.ipcMtu = v; return this; }
         public Builder udpTermLength(int v) { this.udpTermLength = v; return this; }
         public Builder udpMtu(int v) { this.udpMtu = v; return this; }
+        /** Fixed idle strategy ({@code null}: automatic, see {@link MessageQueueOptions#idleFor}). */
         public Builder idle(IdleConfig v) { this.idle = v; return this; }
         public Builder timeout(Duration v) { this.timeout = v; return this; }
         public Builder hostId(String v) { this.hostId = v; return this; }

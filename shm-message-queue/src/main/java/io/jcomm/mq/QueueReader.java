@@ -113,7 +113,7 @@ public final class QueueReader implements AutoCloseable {
         this.remote = handle.isRemote(rank);
         this.driverOwnerRank = driverOwnerRank;
         this.context = OpContext.of(handle.groupName(), rank, "open");
-        this.idle = options.idle().newStrategy();
+        this.idle = options.idleFor(handle.isRemote(rank) ? 1 : 1 + handle.localReaders().size()).newStrategy();
         this.controlMac = remote ? new HmacSha256(handle.authKey()) : null;
         this.assembler = new MessageAssembler(OpContext.of(handle.groupName(), rank, "dequeue"),
                 Math.min(handle.maxMessageBytes(), options.maxMessageBytes()), remote ? new HmacSha256(handle.authKey()) : null);

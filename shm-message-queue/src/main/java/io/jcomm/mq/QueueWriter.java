@@ -118,6 +118,9 @@ public final class QueueWriter implements AutoCloseable {
 
     private long seq;
     private long rejectedControlFrames;
+    private long lastCheckNanos = System.nanoTime();
+    /** An enqueue after this long without one checks the readers before sending. */
+    private static final long CHECK_INTERVAL_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
     private volatile CommException failure;
     private volatile boolean closed;
     private volatile boolean sending;
@@ -149,7 +152,7 @@ public final class QueueWriter implements AutoCloseable {
         this.options = options;
         this.codec = codec;
         this.context = OpContext.of(groupName, writerRank, "create");
-        this.idle = options.idle().newStrategy();
+        this.idle = options.idleFor(1 + localReaders.size()).newStrategy();
         this.counters = media == null ? null : media.counters();
         this.driverOwnerRank = driverOwnerRank;
         long queueId;
@@ -364,7 +367,12 @@ public final class QueueWriter implements AutoCloseable {
             throw new ProtocolException(ctx("enqueue"), "range [" + offset + ", +" + length + ") outside a buffer of "
                     + src.capacity() + " bytes");
         }
-        checkReaders("enqueue");
+        long now = System.nanoTime();
+        if (now - lastCheckNanos > CHECK_INTERVAL_NANOS) {
+            // the writer was idle for a while: a reader may have closed or died meanwhile
+            pollControl();
+            checkReaders("enqueue");
+        }
         long s = seq + 1;
         if (readers.length > 0) {
             sending = true;
@@ -378,7 +386,15 @@ public final class QueueWriter implements AutoCloseable {
         if (ipcPub != null) {
             ipcEnd[(int) (s & (RING - 1))] = ipcPub.position();
         }
+        // after the commit, so that it does not delay the message: a reader that closed or died
+        // since the last call poisons the writer now and the next call throws
         pollControl();
+        try {
+            checkReaders("enqueue");
+        } catch (CommException e) {
+            // poisoned; reported by the next call (this message was sent to the readers still there)
+        }
+        lastCheckNanos = now;
         return s;
     }
 

@@ -91,6 +91,22 @@ class MessageQueueFailureIT {
     }
 
     @Test
+    void sigtermOfTheDriverOwnerRemovesItsDirectory() throws Exception {
+        String tag = MessageQueueIT.tag("mqterm");
+        try (MultiJvm job = start("sigterm", tag, dir, 2, List.of(), "flood", "1", "-")) {
+            job.awaitLine(1, "READING", Duration.ofSeconds(60));
+            try (Stream<Path> s = Files.list(Path.of("/dev/shm"))) {
+                assertEquals(1, s.filter(p -> p.getFileName().toString().contains(tag)).count(), "the writer's driver");
+            }
+            job.process(0).destroy(); // SIGTERM: the JVM's shutdown hooks run
+            assertTrue(job.process(0).waitFor(20, TimeUnit.SECONDS));
+            awaitFailure(job, 1, "PeerFailureException", 0, System.nanoTime() - BOUND_NANOS / 2);
+            job.awaitAll();
+        }
+        assertNoShmFiles(tag);
+    }
+
+    @Test
     void killingARemoteReaderFailsTheWriterAndStaleCleanupRemovesItsDriver() throws Exception {
         String tag = MessageQueueIT.tag("mqkrr");
         try (MultiJvm job = start("kill-remote-reader", tag, dir, 2, List.of(1), "flood", "-", "1")) {

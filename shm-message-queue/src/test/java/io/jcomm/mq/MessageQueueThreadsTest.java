@@ -9,8 +9,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.jcomm.api.BackendException;
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
+import io.jcomm.api.ProcessGroup;
+import io.jcomm.api.store.InMemoryStore;
+import io.jcomm.cpu.CpuGroupOptions;
+import io.jcomm.cpu.CpuGroups;
 import io.jcomm.cpu.codec.ForyCodec;
-import io.jcomm.mq.testing.ThreadGroupStandIn;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -26,7 +29,7 @@ import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** The collective creation path with ranks as threads over a stand-in group (logic only). */
+/** The collective creation path with ranks as threads, each with a real CPU group over one in-memory store. */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class MessageQueueThreadsTest {
 
@@ -42,15 +45,15 @@ class MessageQueueThreadsTest {
 
     private static List<String> runRanks(int size, IntFunction<MessageQueueOptions> options, RankBody body)
             throws Exception {
-        ThreadGroupStandIn.Board board = new ThreadGroupStandIn.Board(size);
+        InMemoryStore store = new InMemoryStore(T);
         ExecutorService pool = Executors.newFixedThreadPool(size);
         try {
             List<Future<String>> fs = new ArrayList<>();
             for (int r = 0; r < size; r++) {
                 final int rank = r;
                 fs.add(pool.submit(() -> {
-                    ThreadGroupStandIn g = new ThreadGroupStandIn(board, "tp:0", rank, CODEC, T);
-                    try (MessageQueue q = MessageQueue.create(g, 0, options.apply(rank))) {
+                    try (ProcessGroup g = group(store, rank, size);
+                         MessageQueue q = MessageQueue.create(g, 0, options.apply(rank))) {
                         return body.run(q);
                     }
                 }));
@@ -67,6 +70,11 @@ class MessageQueueThreadsTest {
         } finally {
             pool.shutdownNow();
         }
+    }
+
+    private static ProcessGroup group(InMemoryStore store, int rank, int size) {
+        return CpuGroups.create(CpuGroupOptions.builder().store(store).groupName("tp:0").rank(rank).size(size)
+                .backend("tcp").timeout(T).codec(CODEC).build());
     }
 
     private static void assertNoShm(String tag) throws Exception {
@@ -143,8 +151,9 @@ class MessageQueueThreadsTest {
 
     @Test
     void writerRankOutOfRangeIsRefused() {
-        ThreadGroupStandIn g = new ThreadGroupStandIn(new ThreadGroupStandIn.Board(2), "g", 0, CODEC, T);
-        CommException e = assertThrows(CommException.class, () -> MessageQueue.create(g, 2, MessageQueueOptions.defaults()));
-        assertTrue(e.getMessage().contains("writer rank 2"), e.getMessage());
+        try (ProcessGroup g = group(new InMemoryStore(T), 0, 1)) {
+            CommException e = assertThrows(CommException.class, () -> MessageQueue.create(g, 1, MessageQueueOptions.defaults()));
+            assertTrue(e.getMessage().contains("writer rank 1"), e.getMessage());
+        }
     }
 }
