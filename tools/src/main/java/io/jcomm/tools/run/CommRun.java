@@ -5,13 +5,17 @@ import io.jcomm.cpu.store.JobToken;
 import io.jcomm.cpu.store.TcpStoreServer;
 import io.jcomm.cpu.store.TcpStoreServerConfig;
 import java.io.File;
+import java.io.IOException;
 import java.io.PrintStream;
+import java.io.UncheckedIOException;
 import java.net.InetAddress;
 import java.net.UnknownHostException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
@@ -43,7 +47,8 @@ import picocli.CommandLine.Parameters;
  */
 @Command(name = "commrun", mixinStandardHelpOptions = true, sortOptions = false,
         description = {"Starts N worker JVMs per node as the ranks of a jcomm job (like torchrun).",
-                "TARGET is a main class (on -cp or the tools class path), a jar (its Main-Class) or 'demo'."})
+                "TARGET is a main class (on -cp or the tools class path), a jar (its Main-Class), a single .java "
+                        + "file (compiled first) or 'demo'."})
 public final class CommRun implements Callable<Integer> {
 
     @Option(names = {"--nproc-per-node", "--nproc_per_node"}, defaultValue = "1",
@@ -86,13 +91,15 @@ public final class CommRun implements Callable<Integer> {
     @Option(names = "--shm-dir", defaultValue = "/dev/shm", hidden = true)
     Path shmDir;
 
-    @Parameters(index = "0", paramLabel = "TARGET", description = "main class, jar, or 'demo'")
+    @Parameters(index = "0", paramLabel = "TARGET", description = "main class, jar, .java file, or 'demo'")
     String target;
 
     @Parameters(index = "1..*", paramLabel = "ARGS", description = "arguments of the program")
     List<String> programArgs = new ArrayList<>();
 
     private final Map<String, String> parentEnv;
+    /** Classes compiled from a .java TARGET, removed after the job. */
+    private Path compiled;
     private final PrintStream out;
     private final PrintStream err;
 
@@ -100,7 +107,11 @@ public final class CommRun implements Callable<Integer> {
         this(System.getenv(), System.out, System.err);
     }
 
-    CommRun(Map<String, String> parentEnv, PrintStream out, PrintStream err) {
+    /**
+     * A launcher embedded in another program (tests, other tools): workers get {@code parentEnv} as the
+     * base of their environment, and their prefixed output goes to {@code out} / {@code err}.
+     */
+    public CommRun(Map<String, String> parentEnv, PrintStream out, PrintStream err) {
         this.parentEnv = parentEnv;
         this.out = out;
         this.err = err;
@@ -116,8 +127,22 @@ public final class CommRun implements Callable<Integer> {
 
     /** The plan of this node from the parsed options (with port 0 meaning "pick one when binding"). */
     RunPlan plan() {
-        String[] resolved = RunPlan.resolveTarget(target);
         String cp = System.getProperty("java.class.path");
+        String[] resolved;
+        if (target.endsWith(".java")) {
+            Path src = Path.of(target);
+            if (!Files.isRegularFile(src)) {
+                throw new IllegalArgumentException("no such source file: " + target);
+            }
+            try {
+                compiled = Files.createTempDirectory("commrun-classes-");
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+            resolved = new String[] {SourceCompiler.compile(src, joinPath(classPath, cp), compiled), compiled.toString()};
+        } else {
+            resolved = RunPlan.resolveTarget(target);
+        }
         String prefix = joinPath(classPath, resolved[1]);
         Path token = tokenFile;
         if (token == null) {
@@ -140,10 +165,18 @@ public final class CommRun implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
+        try {
+            return runJob();
+        } finally {
+            SourceCompiler.deleteQuietly(compiled);
+        }
+    }
+
+    private int runJob() throws Exception {
         RunPlan plan;
         try {
             plan = plan();
-        } catch (IllegalArgumentException | java.io.UncheckedIOException e) {
+        } catch (IllegalArgumentException | UncheckedIOException e) {
             err.println("commrun: " + e.getMessage());
             return 2;
         }
@@ -175,7 +208,7 @@ public final class CommRun implements Callable<Integer> {
         LocalJob job;
         try {
             job = LocalJob.start(plan, parentEnv, out, err, !noPrefix, shmDir);
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
             err.println("commrun: cannot start workers: " + e.getMessage());
             if (server != null) {
                 server.close();
@@ -241,7 +274,7 @@ public final class CommRun implements Callable<Integer> {
                         .append(r.exitCodes()[i]);
             }
         }
-        sb.append(String.format(java.util.Locale.ROOT, " in %.1f s; ", seconds));
+        sb.append(String.format(Locale.ROOT, " in %.1f s; ", seconds));
         if (c.clean()) {
             sb.append("no processes or ").append(shmDir).append(" files left behind");
         } else {
