@@ -348,6 +348,7 @@ public final class MqBenchCommand implements Callable<Integer> {
              Subscription sub = media.aeron().addSubscription("aeron:ipc", stream + 1)) {
             msg.putInt(PHASE_OFFSET, PHASE_FLOOR);
             msg.putInt(ARG_OFFSET, stream);
+            msg.putInt(ARG_OFFSET + 4, echo.rank); // only this reader answers
             msg.putInt(ARG_OFFSET + 8, floorIdle.equals("spin") ? 1 : 0);
             w.enqueue(msg, 0, HEADER, Duration.ofSeconds(10));
             echo.await("FLOOR READY", Duration.ofSeconds(30));
