@@ -20,7 +20,7 @@ import java.util.Objects;
  *   <tr><th>option</th><th>default</th><th>meaning</th></tr>
  *   <tr><td>{@code maxMessageBytes}</td><td>64 MiB</td><td>largest message; bigger ones are refused before anything is sent</td></tr>
  *   <tr><td>{@code ipcTermLength}</td><td>4 MiB</td><td>Aeron term of the same-host stream (log = 3 terms in /dev/shm; window = term/2)</td></tr>
- *   <tr><td>{@code ipcMtu}</td><td>65504</td><td>largest same-host frame (one chunk of a message)</td></tr>
+ *   <tr><td>{@code ipcMtu}</td><td>min(65504, ipcTermLength / 8)</td><td>largest same-host frame (one chunk of a message)</td></tr>
  *   <tr><td>{@code udpTermLength}</td><td>4 MiB</td><td>Aeron term of the remote stream</td></tr>
  *   <tr><td>{@code udpMtu}</td><td>1408</td><td>UDP frame size (keep below the network MTU)</td></tr>
  *   <tr><td>{@code idle}</td><td>automatic: {@link IdleConfig#forHost}</td><td>how a waiting writer or reader idles;
@@ -66,7 +66,7 @@ public final class MessageQueueOptions {
     private MessageQueueOptions(Builder b) {
         this.maxMessageBytes = b.maxMessageBytes;
         this.ipcTermLength = b.ipcTermLength;
-        this.ipcMtu = b.ipcMtu;
+        this.ipcMtu = b.ipcMtu > 0 ? b.ipcMtu : Math.min(IPC_MTU_DEFAULT, b.ipcTermLength / 8);
         this.udpTermLength = b.udpTermLength;
         this.udpMtu = b.udpMtu;
         this.idle = b.idle;
@@ -120,7 +120,7 @@ public final class MessageQueueOptions {
         Builder b = new Builder();
         b.maxMessageBytes = maxMessageBytes;
         b.ipcTermLength = ipcTermLength;
-        b.ipcMtu = ipcMtu;
+        b.ipcMtu = ipcMtu == Math.min(IPC_MTU_DEFAULT, ipcTermLength / 8) ? 0 : ipcMtu;
         b.udpTermLength = udpTermLength;
         b.udpMtu = udpMtu;
         b.idle = idle;
@@ -215,7 +215,7 @@ public final class MessageQueueOptions {
     public static final class Builder {
         private int maxMessageBytes = MAX_MESSAGE_BYTES_DEFAULT;
         private int ipcTermLength = TERM_LENGTH_DEFAULT;
-        private int ipcMtu = IPC_MTU_DEFAULT;
+        private int ipcMtu; // 0: derived from the term length
         private int udpTermLength = TERM_LENGTH_DEFAULT;
         private int udpMtu = UDP_MTU_DEFAULT;
         private IdleConfig idle;
@@ -235,6 +235,7 @@ public final class MessageQueueOptions {
 
         public Builder maxMessageBytes(int v) { this.maxMessageBytes = v; return this; }
         public Builder ipcTermLength(int v) { this.ipcTermLength = v; return this; }
+        /** Largest same-host frame; 0 (default) derives it from the term length. */
         public Builder ipcMtu(int v) { this.ipcMtu = v; return this; }
         public Builder udpTermLength(int v) { this.udpTermLength = v; return this; }
         public Builder udpMtu(int v) { this.udpMtu = v; return this; }
