@@ -46,7 +46,10 @@ import picocli.CommandLine.Option;
  *
  * <p>The command is the writer; it starts the readers as child JVMs with the same class path and
  * JVM flags. {@code --remote} makes them remote readers over UDP on loopback (each with its own
- * media driver, as on another host).
+ * media driver, as on another host). It uses {@link QueueWriter}/{@code QueueReader} opened from an
+ * explicit handle (a file), i.e. the data path of {@code MessageQueue} without the CPU group.
+ *
+ * <p>Register under {@code commbench} with {@code commandLine.addSubcommand("mq", new MqBenchCommand())}.
  */
 @Command(name = "mq", mixinStandardHelpOptions = true,
         description = "Latency of the one-writer, many-reader message queue (Aeron IPC / UDP) and idle CPU.")
@@ -113,12 +116,19 @@ public final class MqBenchCommand implements Callable<Integer> {
 
     private final PrintStream out = System.out;
 
+    /** Standalone entry point ({@code bin/_launch io.jcomm.tools.bench.mq.MqBenchCommand ...}). */
     public static void main(String[] args) {
+        if (System.getProperty("org.slf4j.simpleLogger.defaultLogLevel") == null) {
+            System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
+        }
         System.exit(new CommandLine(new MqBenchCommand()).execute(args));
     }
 
     static int parseSize(String s) {
         String t = s.trim().toUpperCase(Locale.ROOT);
+        if (t.endsWith("B")) {
+            t = t.substring(0, t.length() - 1);
+        }
         long mult = 1;
         if (t.endsWith("K")) {
             mult = 1024;
