@@ -108,6 +108,10 @@ public final class MqBenchCommand implements Callable<Integer> {
     @Option(names = "--floor-seconds", description = "time cap of the floor measurement (default ${DEFAULT-VALUE})")
     double floorSeconds = 20;
 
+    @Option(names = "--gap-us", description = "pause between messages, so that waiting readers reach their park "
+            + "phase (latency after idle periods; default ${DEFAULT-VALUE})")
+    long gapMicros = 0;
+
     @Option(names = "--ipc-term", description = "IPC term length (default ${DEFAULT-VALUE})")
     String ipcTerm = "4M";
 
@@ -297,9 +301,10 @@ public final class MqBenchCommand implements Callable<Integer> {
     }
 
     private void printHeader(List<Integer> sizeList, IdleConfig wIdle) {
-        out.printf(Locale.ROOT, "# jcomm mq: 1 writer -> %d %s reader%s (%s), reader idle=%s, writer idle=%s, ipc term=%s%n",
+        out.printf(Locale.ROOT, "# jcomm mq: 1 writer -> %d %s reader%s (%s), reader idle=%s, writer idle=%s, ipc term=%s%s%n",
                 readers, remote ? "remote" : "local", readers == 1 ? "" : "s",
-                remote ? "Aeron UDP loopback + HMAC-SHA256" : "Aeron IPC", readerIdle, writerIdle, ipcTerm);
+                remote ? "Aeron UDP loopback + HMAC-SHA256" : "Aeron IPC", readerIdle, writerIdle, ipcTerm,
+                gapMicros > 0 ? ", gap " + gapMicros + " us between messages" : "");
         out.printf(Locale.ROOT, "# one-way = writer stamp -> reader receipt (all readers); round trip = enqueue -> every reader done%n");
         out.printf(Locale.ROOT, "# %10s %8s | %28s | %28s%n", "", "", "one-way (us)", "round trip (us)");
         out.printf(Locale.ROOT, "# %10s %8s | %8s %8s %10s | %8s %8s %10s%n", "size(B)", "iters", "p50", "p99", "p99.9",
@@ -314,10 +319,18 @@ public final class MqBenchCommand implements Callable<Integer> {
     private void measureSize(QueueWriter w, UnsafeBuffer msg, int size, List<Child> children) throws Exception {
         int warm = itersFor(size, warmup);
         int iters = itersFor(size, iterations);
+        if (gapMicros > 0) { // keep the run short: a pause per message
+            long cap = Math.max(200, 20_000_000L / Math.max(1, gapMicros));
+            warm = (int) Math.min(warm, cap / 4);
+            iters = (int) Math.min(iters, cap);
+        }
         Histogram rtt = new Histogram(3_600_000_000_000L, 3);
         Duration t = Duration.ofSeconds(30);
         for (int i = 0; i < warm + iters; i++) {
             int phase = i < warm ? PHASE_WARMUP : PHASE_MEASURE;
+            if (gapMicros > 0) {
+                java.util.concurrent.locks.LockSupport.parkNanos(gapMicros * 1000);
+            }
             msg.putInt(PHASE_OFFSET, phase);
             long t0 = System.nanoTime();
             msg.putLong(STAMP_OFFSET, t0);
