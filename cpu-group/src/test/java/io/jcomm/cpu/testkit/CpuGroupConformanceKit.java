@@ -185,7 +185,7 @@ public abstract class CpuGroupConformanceKit {
             List<String> args = workerArgs(groupTimeout().toMillis(), Boolean.toString(bigCasesInJvms()));
             try (MultiJvm job = MultiJvm.builder().name(backend() + "-cases-" + n).worldSize(n).mainClass(CaseWorker.class)
                     .args(args.toArray(new String[0])).maxHeap("512m").echo(null)
-                    .deadline(Duration.ofSeconds(150)).start()) {
+                    .deadline(Duration.ofSeconds(240)).start()) {
                 results = job.awaitAll();
             }
             try {
