@@ -75,7 +75,7 @@ public final class MqBenchReader {
                     System.out.println("HIST " + rank + " " + size + " " + Base64.getEncoder().encodeToString(bytes));
                     System.out.flush();
                     h.reset();
-                } else if (phase == MqBenchCommand.PHASE_FLOOR) {
+                } else if (phase == MqBenchCommand.PHASE_FLOOR && m.getInt(MqBenchCommand.ARG_OFFSET + 4) == rank) {
                     int stream = m.getInt(MqBenchCommand.ARG_OFFSET);
                     IdleConfig floorIdle = m.getInt(MqBenchCommand.ARG_OFFSET + 8) == 1 ? IdleConfig.spinning()
                             : IdleConfig.yielding();
