@@ -112,6 +112,9 @@ public final class MqBenchCommand implements Callable<Integer> {
             + "phase (latency after idle periods; default ${DEFAULT-VALUE})")
     long gapMicros = 0;
 
+    @Option(names = "--no-wakeups", description = "idle local readers park in a loop instead of sleeping until woken")
+    boolean noWakeups;
+
     @Option(names = "--ipc-term", description = "IPC term length (default ${DEFAULT-VALUE})")
     String ipcTerm = "4M";
 
@@ -294,7 +297,7 @@ public final class MqBenchCommand implements Callable<Integer> {
         cmd.addAll(JvmFlags.REQUIRED);
         cmd.addAll(List.of("-XX:+UseSerialGC", "-Xmx1g", "-cp", System.getProperty("java.class.path"),
                 MqBenchReader.class.getName(), handleFile.toString(), Integer.toString(rank), remote ? "1" : "0",
-                readerIdle, aeronDir.toString(), tag, udpAddress));
+                readerIdle, aeronDir.toString(), tag, udpAddress, noWakeups ? "0" : "1"));
         ProcessBuilder pb = new ProcessBuilder(cmd);
         pb.redirectErrorStream(true);
         return new Child(rank, pb.start());
