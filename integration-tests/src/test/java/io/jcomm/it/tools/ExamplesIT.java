@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.jcomm.examples.CpuGroupExample;
+import io.jcomm.examples.ParallelStateExample;
 import io.jcomm.examples.StoreExample;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -54,6 +55,28 @@ class ExamplesIT {
             assertTrue(job.lines(r).contains(expect), job.lines(r) + " should contain " + expect);
         }
         job.assertNothingLeftBehind();
+    }
+
+    @Test
+    void parallelStateExampleOfTheReadme() throws Exception {
+        CommRunJob job = CommRunJob.run(Map.of(), "--nproc-per-node", "4", ParallelStateExample.class.getName());
+        job.assertSucceeded();
+        // vLLM's layout for TP=2 x PP=2: stage 1 is ranks 2 and 3; each got stage 0's reduced tensor
+        for (int r = 2; r < 4; r++) {
+            assertEquals(List.of("stage 1 rank " + r + " got r-7 [3.0, 20.0]"), job.lines(r));
+        }
+        assertTrue(job.lines(0).isEmpty() && job.lines(1).isEmpty(), job.out);
+        job.assertNothingLeftBehind();
+    }
+
+    @Test
+    void theReadmeShowsTheParallelStateExample() throws Exception {
+        String readme = Files.readString(EXAMPLES.resolve("../../../../../README.md").normalize());
+        String src = Files.readString(EXAMPLES.resolve("ParallelStateExample.java"));
+        int from = src.indexOf("    public static void main");
+        int to = src.indexOf("\n    }\n", from) + 6;
+        String body = src.substring(from, to).replaceAll("(?m)^    ", "");
+        assertTrue(readme.contains(body), "README.md must show ParallelStateExample.main as it is:\n" + body);
     }
 
     static {
