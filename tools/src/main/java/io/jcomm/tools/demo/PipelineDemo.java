@@ -33,7 +33,8 @@ import picocli.CommandLine.Option;
  *   <li>stage k sends its activation to stage k+1 as a tensor dict (each TP rank sends its 1/TP slice,
  *       the next stage all-gathers it in its TP group, as vLLM does).</li>
  * </ol>
- * Every received value is checked exactly (they are small integers in floats); a wrong value fails
+ * Activations are host tensors (on a GPU host the groups still get NCCL communicators, but the
+ * demo's data moves through the CPU side). Every received value is checked exactly (they are small integers in floats); a wrong value fails
  * the rank (exit 1), which makes commrun stop the job. Rank 0 prints the report: per-operation
  * p50/p99 over all ranks (HdrHistogram) and steps per second.
  */
@@ -269,8 +270,8 @@ public final class PipelineDemo implements Callable<Integer> {
         double seconds = maxElapsed / 1e9;
         out.printf(Locale.ROOT, "jcomm pipeline demo: TP=%d x PP=%d (DP=%d) on %d ranks, %d host(s)%n", st.tpSize, st.stages,
                 ps.worldSize() / (st.tpSize * st.stages), ps.worldSize(), ps.topology().nodeCount());
-        out.printf(Locale.ROOT, "  CPU backend %s, device communicator %s, TP metadata via %s%n", cpu, device,
-                tp.messageQueue().isPresent() ? "the shared-memory message queue" : "the CPU group");
+        out.printf(Locale.ROOT, "  CPU backend %s, device communicator %s, TP metadata via %s, activations in host memory%n",
+                cpu, device, tp.messageQueue().isPresent() ? "the shared-memory message queue" : "the CPU group");
         out.printf(Locale.ROOT, "  groups ready %.1f s after JVM start; %d steps (+%d warm-up) of %d f32 in %.2f s: %.0f steps/s%n",
                 readySeconds, steps, warmup, hidden, seconds, steps / seconds);
         out.printf(Locale.ROOT, "  verified %d values on %d ranks: all exact%n", checked, ps.worldSize());
