@@ -1,0 +1,1279 @@
+// JNI glue between io.jcomm.cpu.gloo.internal.GlooNative and Debian's libgloo (tcp transport).
+//
+// Rules this file follows (see cpu-group/README.md):
+//  * Every entry point catches every C++ exception and turns it into a Java
+//    GlooNativeException(kind, peerRank, message); nothing unwinds into the JVM.
+//  * Arguments were validated in Java; they are re-checked here (buffer capacity, ranks, handle)
+//    and a failed check becomes KIND_ARGUMENT instead of undefined behaviour.
+//  * The Java side guarantees that a handle is not destroyed while a call uses it
+//    (io.jcomm.cpu.gloo.internal.NativeHandle); abort() may run concurrently with an operation.
+//  * Rendezvous goes through a gloo::rendezvous::Store subclass that calls back into a Java
+//    GlooStoreBridge; a Java exception raised there is carried through gloo as a C++ exception and
+//    re-thrown unchanged at the JNI boundary.
+
+#include <jni.h>
+
+#include "io_jcomm_cpu_gloo_internal_GlooNative.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/common/logging.h>
+#include <gloo/config.h>
+#include <gloo/gather.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/scatter.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/tcp/address.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
+
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+// ---- constants shared with Java (GlooNativeException / DType / ReduceOp codes) ----
+
+constexpr jint KIND_IO = 1;        // connection closed/reset: a peer failed
+constexpr jint KIND_TIMEOUT = 2;   // gloo timed out
+constexpr jint KIND_ENFORCE = 3;   // gloo::EnforceNotMet (misuse / internal invariant)
+constexpr jint KIND_MISMATCH = 4;  // argument check found inconsistent arguments across ranks
+// 5 (KIND_CLOSED) is decided on the Java side, which knows whether close() was called.
+constexpr jint KIND_OTHER = 6;     // any other C++ exception
+constexpr jint KIND_ARGUMENT = 7;  // native-side validation failed
+
+constexpr int DT_F16 = 1, DT_BF16 = 2, DT_F32 = 3, DT_F64 = 4, DT_I8 = 5, DT_U8 = 6, DT_I32 = 7,
+              DT_I64 = 8, DT_BOOL = 9;
+constexpr int OP_SUM = 1, OP_PROD = 2, OP_MIN = 3, OP_MAX = 4, OP_AVG = 5;
+
+// Operation codes of the argument check descriptor.
+constexpr uint8_t K_BARRIER = 1, K_BROADCAST = 2, K_ALLREDUCE = 3, K_ALLGATHER = 4,
+                  K_ALLGATHERV = 5, K_GATHER = 6, K_SCATTER = 7, K_REDUCE_SCATTER = 8;
+
+// Slot prefixes outside gloo's own (0x01..0x08).
+constexpr uint8_t kCheckSlotPrefix = 0xA5;
+constexpr uint8_t kP2pHeaderSlotPrefix = 0xA6;
+
+
+// ---- JNI globals (set once in JNI_OnLoad, read-only afterwards) ----
+
+JavaVM* g_vm = nullptr;
+jclass g_exClass = nullptr;        // GlooNativeException
+jmethodID g_exCtor = nullptr;      // (IILjava/lang/String;)V
+jmethodID g_bridgeSet = nullptr;   // set(String, byte[])
+jmethodID g_bridgeGet = nullptr;   // get(String) -> byte[]
+jmethodID g_bridgeWait = nullptr;  // await(String[], long)
+jclass g_stringClass = nullptr;
+
+// A C++ error that should become a GlooNativeException of a given kind.
+struct NativeError : std::runtime_error {
+  NativeError(jint k, const std::string& m, int peer = -1) : std::runtime_error(m), kind(k), peerRank(peer) {}
+  jint kind;
+  int peerRank;
+};
+
+// A Java exception raised in a store callback, carried through gloo's frames.
+struct JavaError : std::exception {
+  explicit JavaError(jthrowable globalRef) : ref(globalRef) {}
+  jthrowable ref;  // global reference, released by whoever re-throws it
+  const char* what() const noexcept override { return "Java exception in store callback"; }
+};
+
+// Gives access to an attached JNIEnv for the current thread; attaches (as daemon) when needed and
+// detaches on destruction if it attached.
+class JniEnv {
+ public:
+  JniEnv() {
+    if (g_vm->GetEnv(reinterpret_cast<void**>(&env_), JNI_VERSION_1_8) == JNI_EDETACHED) {
+      if (g_vm->AttachCurrentThreadAsDaemon(reinterpret_cast<void**>(&env_), nullptr) != JNI_OK) {
+        throw NativeError(KIND_OTHER, "could not attach thread to the JVM");
+      }
+      attached_ = true;
+    }
+  }
+  ~JniEnv() {
+    if (attached_) {
+      g_vm->DetachCurrentThread();
+    }
+  }
+  JNIEnv* operator->() const { return env_; }
+  JNIEnv* get() const { return env_; }
+
+ private:
+  JNIEnv* env_ = nullptr;
+  bool attached_ = false;
+};
+
+class LocalFrame {
+ public:
+  LocalFrame(JNIEnv* env, jint capacity) : env_(env) {
+    if (env_->PushLocalFrame(capacity) != 0) {
+      throw NativeError(KIND_OTHER, "out of JNI local references");
+    }
+  }
+  ~LocalFrame() { env_->PopLocalFrame(nullptr); }
+
+ private:
+  JNIEnv* env_;
+};
+
+// Converts a pending Java exception into a JavaError (the exception is cleared in the JVM).
+void rethrowPendingJava(JNIEnv* env) {
+  if (env->ExceptionCheck()) {
+    jthrowable t = env->ExceptionOccurred();
+    env->ExceptionClear();
+    jthrowable g = static_cast<jthrowable>(env->NewGlobalRef(t));
+    env->DeleteLocalRef(t);
+    throw JavaError(g);
+  }
+}
+
+// ---- the rendezvous store: calls back into Java ----
+
+class JavaStore : public gloo::rendezvous::Store {
+ public:
+  JavaStore(JNIEnv* env, jobject bridge) : bridge_(env->NewGlobalRef(bridge)) {}
+
+  ~JavaStore() override {
+    try {
+      JniEnv env;
+      env->DeleteGlobalRef(bridge_);
+    } catch (...) {
+      // cannot attach: the reference is leaked rather than crashing
+    }
+  }
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    JniEnv env;
+    LocalFrame frame(env.get(), 8);
+    jstring k = env->NewStringUTF(key.c_str());
+    rethrowPendingJava(env.get());
+    jbyteArray v = env->NewByteArray(static_cast<jsize>(data.size()));
+    rethrowPendingJava(env.get());
+    env->SetByteArrayRegion(v, 0, static_cast<jsize>(data.size()), reinterpret_cast<const jbyte*>(data.data()));
+    env->CallVoidMethod(bridge_, g_bridgeSet, k, v);
+    rethrowPendingJava(env.get());
+  }
+
+  std::vector<char> get(const std::string& key) override {
+    JniEnv env;
+    LocalFrame frame(env.get(), 8);
+    jstring k = env->NewStringUTF(key.c_str());
+    rethrowPendingJava(env.get());
+    auto v = static_cast<jbyteArray>(env->CallObjectMethod(bridge_, g_bridgeGet, k));
+    rethrowPendingJava(env.get());
+    if (v == nullptr) {
+      throw NativeError(KIND_OTHER, "store returned no value for " + key);
+    }
+    jsize n = env->GetArrayLength(v);
+    std::vector<char> out(static_cast<size_t>(n));
+    env->GetByteArrayRegion(v, 0, n, reinterpret_cast<jbyte*>(out.data()));
+    rethrowPendingJava(env.get());
+    return out;
+  }
+
+  void wait(const std::vector<std::string>& keys) override { wait(keys, std::chrono::milliseconds(-1)); }
+
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    JniEnv env;
+    LocalFrame frame(env.get(), static_cast<jint>(keys.size()) + 8);
+    jobjectArray arr = env->NewObjectArray(static_cast<jsize>(keys.size()), g_stringClass, nullptr);
+    rethrowPendingJava(env.get());
+    for (size_t i = 0; i < keys.size(); i++) {
+      jstring k = env->NewStringUTF(keys[i].c_str());
+      rethrowPendingJava(env.get());
+      env->SetObjectArrayElement(arr, static_cast<jsize>(i), k);
+      env->DeleteLocalRef(k);
+    }
+    env->CallVoidMethod(bridge_, g_bridgeWait, arr, static_cast<jlong>(timeout.count()));
+    rethrowPendingJava(env.get());
+  }
+
+ private:
+  jobject bridge_;
+};
+
+// ---- the sockets of a context's pairs ----
+//
+// Debian's libgloo-dev lacks gloo/common/memory.h, so gloo/transport/tcp/pair.h cannot be
+// included and tcp::Pair's abort hook is out of reach. We find each pair's socket instead: after
+// the full mesh is connected, pair->address() is the local end of the pair's connected socket,
+// which identifies it among this process's sockets. shutdown(2) on it makes gloo's event loop see
+// end-of-file and fail every operation pending on the pair ("Connection closed by peer"), exactly
+// as if the peer had died; the peer sees end-of-file as well. The socket's inode is recorded and
+// checked before shutdown, so a descriptor number gloo closed and the process reused is never
+// touched. The peer's address is formatted by gloo's own tcp::Address::str(), the text gloo's
+// error messages contain, so that an error can be mapped to the peer's rank.
+
+struct PairSocket {
+  int fd = -1;
+  ino_t inode = 0;
+  std::string peerName;
+};
+
+bool sameEndpoint(const sockaddr_storage& a, const sockaddr_storage& b) {
+  if (a.ss_family != b.ss_family) {
+    return false;
+  }
+  if (a.ss_family == AF_INET) {
+    auto* x = reinterpret_cast<const sockaddr_in*>(&a);
+    auto* y = reinterpret_cast<const sockaddr_in*>(&b);
+    return x->sin_port == y->sin_port && std::memcmp(&x->sin_addr, &y->sin_addr, sizeof(in_addr)) == 0;
+  }
+  if (a.ss_family == AF_INET6) {
+    auto* x = reinterpret_cast<const sockaddr_in6*>(&a);
+    auto* y = reinterpret_cast<const sockaddr_in6*>(&b);
+    return x->sin6_port == y->sin6_port && std::memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(in6_addr)) == 0;
+  }
+  return false;
+}
+
+std::vector<PairSocket> locatePairSockets(const std::shared_ptr<gloo::rendezvous::Context>& ctx, int rank, int size) {
+  std::vector<PairSocket> out(static_cast<size_t>(size));
+  std::vector<sockaddr_storage> local(static_cast<size_t>(size));
+  std::vector<int> matches(static_cast<size_t>(size), 0);
+  for (int i = 0; i < size; i++) {
+    if (i == rank || !ctx->getPair(i)) {
+      continue;
+    }
+    gloo::transport::tcp::Address a(ctx->getPair(i)->address().bytes());
+    local[i] = a.getSockaddr();
+  }
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) {
+    return out;
+  }
+  const int self = dirfd(dir);
+  while (dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == self || fd < 0) {
+      continue;
+    }
+    struct stat st {};
+    if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) {
+      continue;
+    }
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+      continue;
+    }
+    for (int i = 0; i < size; i++) {
+      if (i == rank || !sameEndpoint(ss, local[i])) {
+        continue;
+      }
+      sockaddr_storage ps{};
+      socklen_t plen = sizeof(ps);
+      if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&ps), &plen) != 0) {
+        continue;
+      }
+      matches[i]++;
+      out[i].fd = static_cast<int>(fd);
+      out[i].inode = st.st_ino;
+      out[i].peerName = gloo::transport::tcp::Address(reinterpret_cast<const sockaddr*>(&ps), plen).str();
+    }
+  }
+  closedir(dir);
+  for (int i = 0; i < size; i++) {
+    if (matches[i] != 1) {
+      out[i] = PairSocket();  // not found or ambiguous: leave it alone
+    }
+  }
+  return out;
+}
+
+// ---- the communicator: one gloo context per device ----
+
+struct Comm {
+  Comm(int r, int s, int d) : rank(r), size(s), ndev(d), contexts(d), devices(d), sockets(d) {}
+  const int rank;
+  const int size;
+  const int ndev;
+  std::vector<std::shared_ptr<gloo::rendezvous::Context>> contexts;
+  std::vector<std::shared_ptr<gloo::transport::Device>> devices;
+  std::vector<std::vector<PairSocket>> sockets;  // [device][rank]
+  std::mutex mutex;                              // guards the three vectors while connecting
+  std::vector<char> scratch;  // reduction scratch (calls are serialised by the Java side)
+
+  const std::shared_ptr<gloo::rendezvous::Context>& ctx(int dev) const {
+    if (dev < 0 || dev >= ndev || !contexts[dev]) {
+      throw NativeError(KIND_ARGUMENT, "device " + std::to_string(dev) + " not connected");
+    }
+    return contexts[dev];
+  }
+
+  // Shuts down every pair socket of every connected context: blocked operations wake up and fail,
+  // peers see the connections close. Safe to call concurrently with an operation.
+  void abortAll() {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto& socks : sockets) {
+      for (auto& s : socks) {
+        if (s.fd < 0) {
+          continue;
+        }
+        struct stat st {};
+        if (fstat(s.fd, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == s.inode) {
+          ::shutdown(s.fd, SHUT_RDWR);
+        }
+      }
+    }
+  }
+
+  // The peer rank whose address appears in msg, or -1.
+  int peerIn(const std::string& msg) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto& socks : sockets) {
+      for (int i = 0; i < static_cast<int>(socks.size()); i++) {
+        const std::string& n = socks[i].peerName;
+        if (n.empty()) {
+          continue;
+        }
+        size_t pos = msg.find(n);
+        while (pos != std::string::npos) {
+          size_t end = pos + n.size();
+          if (end >= msg.size() || msg[end] < '0' || msg[end] > '9') {
+            return i;
+          }
+          pos = msg.find(n, pos + 1);
+        }
+      }
+    }
+    return -1;
+  }
+};
+
+Comm* toComm(jlong h) {
+  if (h == 0) {
+    throw NativeError(KIND_ARGUMENT, "null gloo handle");
+  }
+  return reinterpret_cast<Comm*>(h);
+}
+
+// ---- exceptions to Java ----
+
+void throwJava(JNIEnv* env, jint kind, int peer, const std::string& msg) {
+  if (env->ExceptionCheck()) {
+    return;
+  }
+  jstring m = env->NewStringUTF(msg.c_str());
+  if (m == nullptr) {
+    return;  // OutOfMemoryError pending
+  }
+  auto ex = static_cast<jthrowable>(env->NewObject(g_exClass, g_exCtor, kind, static_cast<jint>(peer), m));
+  if (ex != nullptr) {
+    env->Throw(ex);
+  }
+}
+
+bool contains(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
+
+// Runs fn; converts every C++ exception into a Java exception. After an I/O failure or a timeout
+// every pair of every context of the communicator is closed, so that peers blocked on this rank
+// fail fast too instead of waiting for their own timeout.
+template <typename F>
+void guarded(JNIEnv* env, Comm* comm, F&& fn) {
+  try {
+    fn();
+  } catch (JavaError& e) {
+    env->Throw(e.ref);
+    env->DeleteGlobalRef(e.ref);
+  } catch (NativeError& e) {
+    // A mismatch is seen by every rank of a collective: nobody is left waiting, and the
+    // connections stay open (closing them could reset data a peer has not read yet).
+    throwJava(env, e.kind, e.peerRank, e.what());
+  } catch (gloo::IoException& e) {
+    std::string msg = e.what();
+    jint kind = KIND_IO;
+    int peer = -1;
+    if (contains(msg, "Timed out") || contains(msg, "timeout") || contains(msg, "Application timeout")) {
+      kind = KIND_TIMEOUT;
+    } else if (comm != nullptr) {
+      peer = comm->peerIn(msg);
+    }
+    if (comm != nullptr) {
+      try {
+        comm->abortAll();
+      } catch (...) {
+      }
+    }
+    throwJava(env, kind, peer, msg);
+  } catch (gloo::EnforceNotMet& e) {
+    throwJava(env, KIND_ENFORCE, -1, e.what());
+  } catch (std::exception& e) {
+    throwJava(env, KIND_OTHER, -1, e.what());
+  } catch (...) {
+    throwJava(env, KIND_OTHER, -1, "unknown C++ exception");
+  }
+}
+
+// ---- helpers ----
+
+std::chrono::milliseconds ms(jlong timeoutMs) {
+  // Java passes >= 1; bound it so that steady_clock arithmetic cannot overflow (30 days).
+  const jlong maxMs = 30LL * 24 * 3600 * 1000;
+  return std::chrono::milliseconds(std::max<jlong>(1, std::min<jlong>(timeoutMs, maxMs)));
+}
+
+// Deadline for a call: the argument check and the operation share the caller's timeout.
+struct Deadline {
+  explicit Deadline(jlong timeoutMs) : end(std::chrono::steady_clock::now() + ms(timeoutMs)) {}
+  std::chrono::milliseconds left() const {
+    auto d = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+    return std::max(std::chrono::milliseconds(1), d);
+  }
+  std::chrono::steady_clock::time_point end;
+};
+
+uint8_t* address(JNIEnv* env, jobject buf, jlong bytes, const char* what) {
+  if (bytes < 0) {
+    throw NativeError(KIND_ARGUMENT, std::string(what) + ": negative size");
+  }
+  if (buf == nullptr) {
+    throw NativeError(KIND_ARGUMENT, std::string(what) + ": null buffer");
+  }
+  void* p = env->GetDirectBufferAddress(buf);
+  jlong cap = env->GetDirectBufferCapacity(buf);
+  if (p == nullptr && bytes > 0) {
+    throw NativeError(KIND_ARGUMENT, std::string(what) + ": not a direct buffer");
+  }
+  if (cap < bytes) {
+    throw NativeError(KIND_ARGUMENT, std::string(what) + ": buffer of " + std::to_string(cap) + " bytes, need " +
+                                         std::to_string(bytes));
+  }
+  return static_cast<uint8_t*>(p);
+}
+
+size_t dtypeSize(int dt) {
+  switch (dt) {
+    case DT_F16:
+    case DT_BF16:
+      return 2;
+    case DT_F32:
+    case DT_I32:
+      return 4;
+    case DT_F64:
+    case DT_I64:
+      return 8;
+    case DT_I8:
+    case DT_U8:
+    case DT_BOOL:
+      return 1;
+    default:
+      throw NativeError(KIND_ARGUMENT, "unknown dtype code " + std::to_string(dt));
+  }
+}
+
+void checkRank(const Comm* c, int r, const char* what) {
+  if (r < 0 || r >= c->size) {
+    throw NativeError(KIND_ARGUMENT, std::string(what) + " rank " + std::to_string(r) + " out of range");
+  }
+}
+
+// ---- half precision conversions (identical to io.jcomm.api.HalfFloats) ----
+
+inline uint32_t fbits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float bitsf(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+inline float f16ToFloat(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t mant = h & 0x3ff;
+  if (exp == 0x1f) {
+    return bitsf(sign | 0x7f800000u | (mant << 13));
+  }
+  if (exp == 0) {
+    if (mant == 0) {
+      return bitsf(sign);
+    }
+    float v = static_cast<float>(mant) * 5.9604644775390625e-8f;  // 2^-24
+    return sign != 0 ? -v : v;
+  }
+  return bitsf(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+inline uint16_t floatToF16(float value) {
+  uint32_t f = fbits(value);
+  uint32_t sign = (f >> 16) & 0x8000;
+  int32_t exp = static_cast<int32_t>((f >> 23) & 0xff);
+  uint32_t mant = f & 0x7fffff;
+  if (exp == 0xff) {
+    return static_cast<uint16_t>(sign | 0x7c00 | (mant != 0 ? (0x200 | (mant >> 13)) : 0));
+  }
+  int32_t e = exp - 127 + 15;
+  if (e >= 0x1f) {
+    return static_cast<uint16_t>(sign | 0x7c00);
+  }
+  if (e <= 0) {
+    if (e < -10) {
+      return static_cast<uint16_t>(sign);
+    }
+    uint32_t m = mant | 0x800000;
+    int shift = 14 - e;
+    uint32_t half = m >> shift;
+    uint32_t rem = m & ((1u << shift) - 1);
+    uint32_t mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1) != 0)) {
+      half++;
+    }
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = (static_cast<uint32_t>(e) << 10) | (mant >> 13);
+  uint32_t rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (half & 1) != 0)) {
+    half++;
+  }
+  return static_cast<uint16_t>(sign | half);
+}
+
+inline float bf16ToFloat(uint16_t b) { return bitsf(static_cast<uint32_t>(b) << 16); }
+
+inline uint16_t floatToBf16(float value) {
+  uint32_t f = fbits(value);
+  if ((f & 0x7f800000u) == 0x7f800000u && (f & 0x7fffffu) != 0) {
+    return static_cast<uint16_t>((f >> 16) | 0x40);
+  }
+  uint32_t lsb = (f >> 16) & 1;
+  uint32_t rounded = f + 0x7fff + lsb;
+  return static_cast<uint16_t>(rounded >> 16);
+}
+
+// ---- reductions ----
+
+template <typename T>
+T wrapAdd(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+  } else {
+    return a + b;
+  }
+}
+
+template <typename T>
+T wrapMul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    // promote to at least unsigned int so that uint8/16 products cannot overflow a signed int
+    using W = std::conditional_t<(sizeof(U) < sizeof(unsigned int)), unsigned int, U>;
+    return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<W>(static_cast<U>(b))));
+  } else {
+    return a * b;
+  }
+}
+
+template <typename T>
+void redSum(void* c_, const void* a_, const void* b_, size_t n) {
+  T* c = static_cast<T*>(c_);
+  const T* a = static_cast<const T*>(a_);
+  const T* b = static_cast<const T*>(b_);
+  for (size_t i = 0; i < n; i++) {
+    c[i] = wrapAdd(a[i], b[i]);
+  }
+}
+
+template <typename T>
+void redProd(void* c_, const void* a_, const void* b_, size_t n) {
+  T* c = static_cast<T*>(c_);
+  const T* a = static_cast<const T*>(a_);
+  const T* b = static_cast<const T*>(b_);
+  for (size_t i = 0; i < n; i++) {
+    c[i] = wrapMul(a[i], b[i]);
+  }
+}
+
+// Same semantics as gloo::max / gloo::min (std::max / std::min), so results match torch's gloo.
+template <typename T>
+void redMax(void* c_, const void* a_, const void* b_, size_t n) {
+  T* c = static_cast<T*>(c_);
+  const T* a = static_cast<const T*>(a_);
+  const T* b = static_cast<const T*>(b_);
+  for (size_t i = 0; i < n; i++) {
+    c[i] = std::max(a[i], b[i]);
+  }
+}
+
+template <typename T>
+void redMin(void* c_, const void* a_, const void* b_, size_t n) {
+  T* c = static_cast<T*>(c_);
+  const T* a = static_cast<const T*>(a_);
+  const T* b = static_cast<const T*>(b_);
+  for (size_t i = 0; i < n; i++) {
+    c[i] = std::min(a[i], b[i]);
+  }
+}
+
+void boolOr(void* c_, const void* a_, const void* b_, size_t n) {
+  auto* c = static_cast<uint8_t*>(c_);
+  auto* a = static_cast<const uint8_t*>(a_);
+  auto* b = static_cast<const uint8_t*>(b_);
+  for (size_t i = 0; i < n; i++) {
+    c[i] = (a[i] != 0 || b[i] != 0) ? 1 : 0;
+  }
+}
+
+void boolAnd(void* c_, const void* a_, const void* b_, size_t n) {
+  auto* c = static_cast<uint8_t*>(c_);
+  auto* a = static_cast<const uint8_t*>(a_);
+  auto* b = static_cast<const uint8_t*>(b_);
+  for (size_t i = 0; i < n; i++) {
+    c[i] = (a[i] != 0 && b[i] != 0) ? 1 : 0;
+  }
+}
+
+using RedFn = void (*)(void*, const void*, const void*, size_t);
+
+template <typename T>
+RedFn reduction(int op) {
+  switch (op) {
+    case OP_SUM:
+    case OP_AVG:
+      return &redSum<T>;
+    case OP_PROD:
+      return &redProd<T>;
+    case OP_MIN:
+      return &redMin<T>;
+    case OP_MAX:
+      return &redMax<T>;
+    default:
+      throw NativeError(KIND_ARGUMENT, "unknown reduce op code " + std::to_string(op));
+  }
+}
+
+template <typename T>
+void allreduceTyped(const std::shared_ptr<gloo::Context>& ctx, uint32_t tag, std::chrono::milliseconds timeout,
+                    T* p, size_t n, RedFn fn) {
+  gloo::AllreduceOptions o(ctx);
+  o.setOutput<T>(p, n);
+  o.setReduceFunction(fn);
+  o.setTag(tag);
+  o.setTimeout(timeout);
+  gloo::allreduce(o);
+}
+
+template <typename T>
+void divideBy(T* p, size_t n, int size) {
+  for (size_t i = 0; i < n; i++) {
+    if constexpr (std::is_integral_v<T>) {
+      p[i] = static_cast<T>(static_cast<int64_t>(p[i]) / size);  // truncates toward zero
+    } else {
+      p[i] = p[i] / static_cast<T>(size);
+    }
+  }
+}
+
+template <typename T>
+void allreduceNative(Comm* c, const std::shared_ptr<gloo::Context>& ctx, uint32_t tag,
+                     std::chrono::milliseconds timeout, void* p, size_t n, int op) {
+  allreduceTyped<T>(ctx, tag, timeout, static_cast<T*>(p), n, reduction<T>(op));
+  if (op == OP_AVG) {
+    divideBy<T>(static_cast<T*>(p), n, c->size);
+  }
+}
+
+float* floatScratch(Comm* c, size_t n) {
+  c->scratch.resize(std::max<size_t>(c->scratch.size(), n * sizeof(float)));
+  return reinterpret_cast<float*>(c->scratch.data());
+}
+
+// In-place all-reduce of n elements at p (dtype dt). f16/bf16 are widened to float, reduced in
+// float and rounded back to nearest even.
+void allreduceAny(Comm* c, const std::shared_ptr<gloo::Context>& ctx, uint32_t tag,
+                  std::chrono::milliseconds timeout, void* p, size_t n, int dt, int op) {
+  switch (dt) {
+    case DT_F32:
+      return allreduceNative<float>(c, ctx, tag, timeout, p, n, op);
+    case DT_F64:
+      return allreduceNative<double>(c, ctx, tag, timeout, p, n, op);
+    case DT_I8:
+      return allreduceNative<int8_t>(c, ctx, tag, timeout, p, n, op);
+    case DT_U8:
+      return allreduceNative<uint8_t>(c, ctx, tag, timeout, p, n, op);
+    case DT_I32:
+      return allreduceNative<int32_t>(c, ctx, tag, timeout, p, n, op);
+    case DT_I64:
+      return allreduceNative<int64_t>(c, ctx, tag, timeout, p, n, op);
+    case DT_BOOL: {
+      RedFn fn;
+      switch (op) {
+        case OP_SUM:
+        case OP_MAX:
+          fn = &boolOr;
+          break;
+        case OP_PROD:
+        case OP_MIN:
+          fn = &boolAnd;
+          break;
+        default:
+          throw NativeError(KIND_ARGUMENT, "reduce op " + std::to_string(op) + " is not defined for bool");
+      }
+      return allreduceTyped<uint8_t>(ctx, tag, timeout, static_cast<uint8_t*>(p), n, fn);
+    }
+    case DT_F16:
+    case DT_BF16: {
+      float* f = floatScratch(c, n);
+      auto* h = static_cast<uint16_t*>(p);
+      bool isF16 = dt == DT_F16;
+      for (size_t i = 0; i < n; i++) {
+        f[i] = isF16 ? f16ToFloat(h[i]) : bf16ToFloat(h[i]);
+      }
+      allreduceNative<float>(c, ctx, tag, timeout, f, n, op);
+      for (size_t i = 0; i < n; i++) {
+        h[i] = isF16 ? floatToF16(f[i]) : floatToBf16(f[i]);
+      }
+      return;
+    }
+    default:
+      throw NativeError(KIND_ARGUMENT, "unknown dtype code " + std::to_string(dt));
+  }
+}
+
+// ---- argument check: every rank sends a descriptor of its call to every other rank ----
+
+struct Desc {
+  uint32_t magic;
+  uint8_t kind;
+  uint8_t dtype;
+  uint8_t op;
+  uint8_t pad;
+  int32_t root;
+  uint32_t tag;
+  uint64_t count;
+  uint64_t extra;
+};
+static_assert(sizeof(Desc) == 32, "descriptor layout");
+
+constexpr uint32_t kDescMagic = 0x6a676c31;  // "jgl1"
+
+const char* kindName(uint8_t k) {
+  switch (k) {
+    case K_BARRIER:
+      return "barrier";
+    case K_BROADCAST:
+      return "broadcast";
+    case K_ALLREDUCE:
+      return "allReduce";
+    case K_ALLGATHER:
+      return "allGather";
+    case K_ALLGATHERV:
+      return "allGatherV";
+    case K_GATHER:
+      return "gather";
+    case K_SCATTER:
+      return "scatter";
+    case K_REDUCE_SCATTER:
+      return "reduceScatter";
+    default:
+      return "?";
+  }
+}
+
+std::string describe(const Desc& d) {
+  std::ostringstream s;
+  s << kindName(d.kind) << "(dtype=" << int(d.dtype) << ", count=" << d.count << ", root=" << d.root
+    << ", op=" << int(d.op);
+  if (d.kind == K_ALLGATHERV) {
+    s << ", counts-hash=" << std::hex << d.extra << std::dec;
+  }
+  s << ")";
+  return s.str();
+}
+
+void checkArgs(Comm* c, const std::shared_ptr<gloo::Context>& ctx, const Deadline& dl, const Desc& mine) {
+  const int size = c->size;
+  const int rank = c->rank;
+  std::vector<Desc> all(static_cast<size_t>(size));
+  all[rank] = mine;
+  auto slot = static_cast<uint64_t>(gloo::Slot::build(kCheckSlotPrefix, mine.tag));
+  auto sendBuf = ctx->createUnboundBuffer(&all[rank], sizeof(Desc));
+  auto recvBuf = ctx->createUnboundBuffer(all.data(), sizeof(Desc) * all.size());
+  for (int i = 0; i < size; i++) {
+    if (i != rank) {
+      recvBuf->recv(i, slot, sizeof(Desc) * i, sizeof(Desc));
+    }
+  }
+  for (int i = 0; i < size; i++) {
+    if (i != rank) {
+      sendBuf->send(i, slot);
+    }
+  }
+  for (int i = 0; i < size; i++) {
+    if (i != rank) {
+      recvBuf->waitRecv(dl.left());
+    }
+  }
+  for (int i = 0; i < size; i++) {
+    if (i != rank) {
+      sendBuf->waitSend(dl.left());
+    }
+  }
+  for (int i = 0; i < size; i++) {
+    const Desc& d = all[i];
+    if (d.magic != kDescMagic || d.kind != mine.kind || d.dtype != mine.dtype || d.op != mine.op ||
+        d.root != mine.root || d.tag != mine.tag || d.count != mine.count || d.extra != mine.extra) {
+      std::string theirs = d.magic == kDescMagic ? describe(d) : std::string("an unknown message");
+      throw NativeError(KIND_MISMATCH, "collective #" + std::to_string(mine.tag) + ": this rank called " +
+                                           describe(mine) + " but rank " + std::to_string(i) + " called " +
+                                           theirs);
+    }
+  }
+}
+
+Desc desc(uint8_t kind, uint32_t tag, int dt, int op, int root, uint64_t count, uint64_t extra = 0) {
+  Desc d{};
+  d.magic = kDescMagic;
+  d.kind = kind;
+  d.dtype = static_cast<uint8_t>(dt);
+  d.op = static_cast<uint8_t>(op);
+  d.root = root;
+  d.tag = tag;
+  d.count = count;
+  d.extra = extra;
+  return d;
+}
+
+}  // namespace
+
+// ---- JNI entry points ----
+
+extern "C" {
+
+JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void*) {
+  g_vm = vm;
+  JNIEnv* env = nullptr;
+  if (vm->GetEnv(reinterpret_cast<void**>(&env), JNI_VERSION_1_8) != JNI_OK) {
+    return JNI_ERR;
+  }
+  jclass ex = env->FindClass("io/jcomm/cpu/gloo/internal/GlooNativeException");
+  jclass bridge = env->FindClass("io/jcomm/cpu/gloo/internal/GlooStoreBridge");
+  jclass str = env->FindClass("java/lang/String");
+  if (ex == nullptr || bridge == nullptr || str == nullptr) {
+    return JNI_ERR;
+  }
+  g_exClass = static_cast<jclass>(env->NewGlobalRef(ex));
+  g_stringClass = static_cast<jclass>(env->NewGlobalRef(str));
+  g_exCtor = env->GetMethodID(ex, "<init>", "(IILjava/lang/String;)V");
+  g_bridgeSet = env->GetMethodID(bridge, "set", "(Ljava/lang/String;[B)V");
+  g_bridgeGet = env->GetMethodID(bridge, "get", "(Ljava/lang/String;)[B");
+  g_bridgeWait = env->GetMethodID(bridge, "await", "([Ljava/lang/String;J)V");
+  if (g_exCtor == nullptr || g_bridgeSet == nullptr || g_bridgeGet == nullptr || g_bridgeWait == nullptr) {
+    return JNI_ERR;
+  }
+  return JNI_VERSION_1_8;
+}
+
+JNIEXPORT jstring JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_probe(JNIEnv* env, jclass) {
+  std::string s = "libgloo " + std::to_string(GLOO_VERSION_MAJOR) + "." + std::to_string(GLOO_VERSION_MINOR) + "." +
+                  std::to_string(GLOO_VERSION_PATCH) + " (tcp transport)";
+  return env->NewStringUTF(s.c_str());
+}
+
+JNIEXPORT jlong JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_create(JNIEnv* env, jclass, jint rank, jint size,
+                                                                          jint devices) {
+  jlong out = 0;
+  guarded(env, nullptr, [&] {
+    if (size < 2 || rank < 0 || rank >= size || devices < 1 || devices > 64) {
+      throw NativeError(KIND_ARGUMENT, "bad group shape");
+    }
+    out = reinterpret_cast<jlong>(new Comm(rank, size, devices));
+  });
+  return out;
+}
+
+JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_connect(JNIEnv* env, jclass, jlong h, jint dev,
+                                                                          jstring hostname, jstring iface,
+                                                                          jobject bridge, jlong timeoutMs) {
+  Comm* comm = nullptr;
+  guarded(env, nullptr, [&] {
+    comm = toComm(h);
+    if (dev < 0 || dev >= comm->ndev || comm->contexts[dev]) {
+      throw NativeError(KIND_ARGUMENT, "bad device index " + std::to_string(dev));
+    }
+    if (bridge == nullptr) {
+      throw NativeError(KIND_ARGUMENT, "null store");
+    }
+    gloo::transport::tcp::attr attr;
+    if (iface != nullptr) {
+      const char* s = env->GetStringUTFChars(iface, nullptr);
+      if (s == nullptr) {
+        throw NativeError(KIND_OTHER, "out of memory");
+      }
+      attr.iface = s;
+      env->ReleaseStringUTFChars(iface, s);
+    } else if (hostname != nullptr) {
+      const char* s = env->GetStringUTFChars(hostname, nullptr);
+      if (s == nullptr) {
+        throw NativeError(KIND_OTHER, "out of memory");
+      }
+      attr.hostname = s;
+      env->ReleaseStringUTFChars(hostname, s);
+    }
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(comm->rank, comm->size);
+    context->setTimeout(ms(timeoutMs));
+    JavaStore store(env, bridge);
+    context->connectFullMesh(store, device);
+    auto sockets = locatePairSockets(context, comm->rank, comm->size);
+    std::lock_guard<std::mutex> lock(comm->mutex);
+    comm->devices[dev] = device;
+    comm->sockets[dev] = std::move(sockets);
+    comm->contexts[dev] = std::move(context);
+  });
+}
+
+JNIEXPORT jstring JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_describe(JNIEnv* env, jclass, jlong h, jint dev) {
+  std::string s;
+  guarded(env, nullptr, [&] {
+    Comm* c = toComm(h);
+    c->ctx(dev);
+    s = c->devices[dev]->str();
+  });
+  if (env->ExceptionCheck()) {
+    return nullptr;
+  }
+  return env->NewStringUTF(s.c_str());
+}
+
+JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_abort(JNIEnv* env, jclass, jlong h) {
+  guarded(env, nullptr, [&] {
+    toComm(h)->abortAll();
+  });
+}
+
+JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_destroy(JNIEnv* env, jclass, jlong h) {
+  guarded(env, nullptr, [&] {
+    if (h != 0) {
+      delete reinterpret_cast<Comm*>(h);
+    }
+  });
+}
+
+JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_barrier(JNIEnv* env, jclass, jlong h, jint dev,
+                                                                          jint tag, jlong timeoutMs, jboolean check) {
+  guarded(env, reinterpret_cast<Comm*>(h), [&] {
+    Comm* comm = toComm(h);
+    const auto& ctx = comm->ctx(dev);
+    Deadline dl(timeoutMs);
+    auto utag = static_cast<uint32_t>(tag);
+    if (check) {
+      checkArgs(comm, ctx, dl, desc(K_BARRIER, utag, 0, 0, -1, 0));
+    }
+    gloo::BarrierOptions o(ctx);
+    o.setTag(utag);
+    o.setTimeout(dl.left());
+    gloo::barrier(o);
+  });
+}
+
+JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_broadcast(JNIEnv* env, jclass, jlong h, jint dev,
+                                                                            jint tag, jlong timeoutMs,
+                                                                            jboolean check, jobject buf, jlong bytes,
+                                                                            jint dtype, jint root) {
+  guarded(env, reinterpret_cast<Comm*>(h), [&] {
+    Comm* comm = toComm(h);
+    const auto& ctx = comm->ctx(dev);
+    checkRank(comm, root, "broadcast root");
+    uint8_t* p = address(env, buf, bytes, "broadcast");
+    Deadline dl(timeoutMs);
+    auto utag = static_cast<uint32_t>(tag);
+    if (check) {
+      checkArgs(comm, ctx, dl, desc(K_BROADCAST, utag, dtype, 0, root, static_cast<uint64_t>(bytes)));
+    }
+    if (bytes == 0) {
+      return;
+    }
+    // The wire format does not depend on the element type: broadcast the bytes.
+    gloo::BroadcastOptions o(ctx);
+    o.setOutput<uint8_t>(p, static_cast<size_t>(bytes));
+    o.setRoot(root);
+    o.setTag(utag);
+    o.setTimeout(dl.left());
+    gloo::broadcast(o);
+  });
+}
+
+JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_allReduce(JNIEnv* env, jclass, jlong h, jint dev,
+                                                                            jint tag, jlong timeoutMs,
+                                                                            jboolean check, jobject buf, jlong numel,
+                                                                            jint dtype, jint op) {
+  guarded(env, reinterpret_cast<Comm*>(h), [&] {
+    Comm* comm = toComm(h);
+    const auto& ctx = comm->ctx(dev);
+    size_t es = dtypeSize(dtype);
+    if (numel < 0) {
+      throw NativeError(KIND_ARGUMENT, "negative element count");
+    }
+    uint8_t* p = address(env, buf, numel * static_cast<jlong>(es), "allReduce");
+    Deadline dl(timeoutMs);
+    auto utag = static_cast<uint32_t>(tag);
+    if (check) {
+      checkArgs(comm, ctx, dl, desc(K_ALLREDUCE, utag, dtype, op, -1, static_cast<uint64_t>(numel)));
+    }
+    if (numel == 0) {
+      return;
+    }
+    allreduceAny(comm, ctx, utag, dl.left(), p, static_cast<size_t>(numel), dtype, op);
+  });
+}
+
+JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_reduceScatter(JNIEnv* env, jclass, jlong h,
+                                                                                jint dev, jint tag, jlong timeoutMs,
+                                                                                jboolean check, jobject in,
+                                                                                jobject out, jlong outNumel,
+                                                                                jint dtype, jint op) {
+  guarded(env, reinterpret_cast<Comm*>(h), [&] {
+    Comm* comm = toComm(h);
+    const auto& ctx = comm->ctx(dev);
+    size_t es = dtypeSize(dtype);
+    if (outNumel < 0) {
+      throw NativeError(KIND_ARGUMENT, "negative element count");
+    }
+    const size_t chunk = static_cast<size_t>(outNumel) * es;
+    const size_t total = chunk * static_cast<size_t>(comm->size);
+    uint8_t* src = address(env, in, static_cast<jlong>(total), "reduceScatter input");
+    uint8_t* dst = address(env, out, static_cast<jlong>(chunk), "reduceScatter output");
+    Deadline dl(timeoutMs);
+    auto utag = static_cast<uint32_t>(tag);
+    if (check) {
+      checkArgs(comm, ctx, dl, desc(K_REDUCE_SCATTER, utag, dtype, op, -1, static_cast<uint64_t>(outNumel)));
+    }
+    if (outNumel == 0) {
+      return;
+    }
+    // gloo 2022 has no reduce-scatter for unbound buffers: all-reduce a copy of the input (one
+    // tag, ring algorithm) and keep this rank's chunk. f16/bf16 are reduced in float.
+    std::vector<uint8_t> tmp(src, src + total);
+    allreduceAny(comm, ctx, utag, dl.left(), tmp.data(), static_cast<size_t>(outNumel) * comm->size, dtype, op);
+    std::memcpy(dst, tmp.data() + chunk * comm->rank, chunk);
+  });
+}
+
+JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_allGather(JNIEnv* env, jclass, jlong h, jint dev,
+                                                                            jint tag, jlong timeoutMs,
+                                                                            jboolean check, jobject in, jobject out,
+                                                                            jlong inBytes, jint dtype) {
+  guarded(env, reinterpret_cast<Comm*>(h), [&] {
+    Comm* comm = toComm(h);
+    const auto& ctx = comm->ctx(dev);
+    uint8_t* src = address(env, in, inBytes, "allGather input");
+    uint8_t* dst = address(env, out, inBytes * comm->size, "allGather output");
+    Deadline dl(timeoutMs);
+    auto utag = static_cast<uint32_t>(tag);
+    if (check) {
+      checkArgs(comm, ctx, dl, desc(K_ALLGATHER, utag, dtype, 0, -1, static_cast<uint64_t>(inBytes)));
+    }
+    if (inBytes == 0) {
+      return;
+    }
+    gloo::AllgatherOptions o(ctx);
+    o.setInput<uint8_t>(src, static_cast<size_t>(inBytes));
+    o.setOutput<uint8_t>(dst, static_cast<size_t>(inBytes) * comm->size);
+    o.setTag(utag);
+    o.setTimeout(dl.left());
+    gloo::allgather(o);
+  });
+}
+
+JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_allGatherV(JNIEnv* env, jclass, jlong h, jint dev,
+                                                                             jint tag, jlong timeoutMs,
+                                                                             jboolean check, jobject in,
+                                                                             jobject out, jlongArray byteCounts,
+                                                                             jint dtype) {
+  guarded(env, reinterpret_cast<Comm*>(h), [&] {
+    Comm* comm = toComm(h);
+    const auto& ctx = comm->ctx(dev);
+    if (byteCounts == nullptr || env->GetArrayLength(byteCounts) != comm->size) {
+      throw NativeError(KIND_ARGUMENT, "allGatherV: need one count per rank");
+    }
+    std::vector<jlong> counts(static_cast<size_t>(comm->size));
+    env->GetLongArrayRegion(byteCounts, 0, comm->size, counts.data());
+    std::vector<size_t> elements(counts.size());
+    uint64_t total = 0;
+    uint64_t hash = 1469598103934665603ULL;  // FNV-1a over the counts
+    for (size_t i = 0; i < counts.size(); i++) {
+      if (counts[i] < 0) {
+        throw NativeError(KIND_ARGUMENT, "allGatherV: negative count");
+      }
+      elements[i] = static_cast<size_t>(counts[i]);
+      total += elements[i];
+      for (int b = 0; b < 8; b++) {
+        hash ^= (static_cast<uint64_t>(counts[i]) >> (8 * b)) & 0xff;
+        hash *= 1099511628211ULL;
+      }
+    }
+    uint8_t* src = address(env, in, counts[comm->rank], "allGatherV input");
+    uint8_t* dst = address(env, out, static_cast<jlong>(total), "allGatherV output");
+    Deadline dl(timeoutMs);
+    auto utag = static_cast<uint32_t>(tag);
+    if (check) {
+      checkArgs(comm, ctx, dl, desc(K_ALLGATHERV, utag, dtype, 0, -1, total, hash));
+    }
+    if (total == 0) {
+      return;
+    }
+    gloo::AllgathervOptions o(ctx);
+    o.setInput<uint8_t>(src, elements[comm->rank]);
+    o.setOutput<uint8_t>(dst, elements);
+    o.setTag(utag);
+    o.setTimeout(dl.left());
+    gloo::allgatherv(o);
+  });
+}
+
+JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_gather(JNIEnv* env, jclass, jlong h, jint dev,
+                                                                         jint tag, jlong timeoutMs, jboolean check,
+                                                                         jobject in, jobject out, jlong inBytes,
+                                                                         jint dtype, jint root) {
+  guarded(env, reinterpret_cast<Comm*>(h), [&] {
+    Comm* comm = toComm(h);
+    const auto& ctx = comm->ctx(dev);
+    checkRank(comm, root, "gather root");
+    uint8_t* src = address(env, in, inBytes, "gather input");
+    uint8_t* dst = comm->rank == root ? address(env, out, inBytes * comm->size, "gather output") : nullptr;
+    Deadline dl(timeoutMs);
+    auto utag = static_cast<uint32_t>(tag);
+    if (check) {
+      checkArgs(comm, ctx, dl, desc(K_GATHER, utag, dtype, 0, root, static_cast<uint64_t>(inBytes)));
+    }
+    if (inBytes == 0) {
+      return;
+    }
+    gloo::GatherOptions o(ctx);
+    o.setInput<uint8_t>(src, static_cast<size_t>(inBytes));
+    if (dst != nullptr) {
+      o.setOutput<uint8_t>(dst, static_cast<size_t>(inBytes) * comm->size);
+    }
+    o.setRoot(root);
+    o.setTag(utag);
+    o.setTimeout(dl.left());
+    gloo::gather(o);
+  });
+}
+
+JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_scatter(JNIEnv* env, jclass, jlong h, jint dev,
+                                                                          jint tag, jlong timeoutMs, jboolean check,
+                                                                          jobject in, jobject out, jlong outBytes,
+                                                                          jint dtype, jint root) {
+  guarded(env, reinterpret_cast<Comm*>(h), [&] {
+    Comm* comm = toComm(h);
+    const auto& ctx = comm->ctx(dev);
+    checkRank(comm, root, "scatter root");
+    uint8_t* dst = address(env, out, outBytes, "scatter output");
+    uint8_t* src = comm->rank == root ? address(env, in, outBytes * comm->size, "scatter input") : nullptr;
+    Deadline dl(timeoutMs);
+    auto utag = static_cast<uint32_t>(tag);
+    if (check) {
+      checkArgs(comm, ctx, dl, desc(K_SCATTER, utag, dtype, 0, root, static_cast<uint64_t>(outBytes)));
+    }
+    if (outBytes == 0) {
+      return;
+    }
+    gloo::ScatterOptions o(ctx);
+    if (src != nullptr) {
+      std::vector<uint8_t*> parts(static_cast<size_t>(comm->size));
+      for (int i = 0; i < comm->size; i++) {
+        parts[i] = src + static_cast<size_t>(outBytes) * i;
+      }
+      o.setInputs<uint8_t>(parts, static_cast<size_t>(outBytes));
+    }
+    o.setOutput<uint8_t>(dst, static_cast<size_t>(outBytes));
+    o.setRoot(root);
+    o.setTag(utag);
+    o.setTimeout(dl.left());
+    gloo::scatter(o);
+  });
+}
+
+JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_send(JNIEnv* env, jclass, jlong h, jint dev,
+                                                                       jint tag, jlong timeoutMs, jboolean check,
+                                                                       jobject buf, jlong bytes, jint dst) {
+  guarded(env, reinterpret_cast<Comm*>(h), [&] {
+    Comm* comm = toComm(h);
+    const auto& ctx = comm->ctx(dev);
+    checkRank(comm, dst, "send destination");
+    if (dst == comm->rank) {
+      throw NativeError(KIND_ARGUMENT, "send to self");
+    }
+    uint8_t* p = address(env, buf, bytes, "send");
+    Deadline dl(timeoutMs);
+    auto slot = static_cast<uint64_t>(static_cast<uint32_t>(tag));
+    uint64_t header = static_cast<uint64_t>(bytes);
+    std::unique_ptr<gloo::transport::UnboundBuffer> hb;
+    if (check) {
+      hb = ctx->createUnboundBuffer(&header, sizeof(header));
+      hb->send(dst, static_cast<uint64_t>(gloo::Slot::build(kP2pHeaderSlotPrefix, static_cast<uint32_t>(tag))));
+    }
+    auto b = ctx->createUnboundBuffer(p, static_cast<size_t>(bytes));
+    b->send(dst, slot);
+    if (hb) {
+      hb->waitSend(dl.left());
+    }
+    b->waitSend(dl.left());
+  });
+}
+
+JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_recv(JNIEnv* env, jclass, jlong h, jint dev,
+                                                                       jint tag, jlong timeoutMs, jboolean check,
+                                                                       jobject buf, jlong bytes, jint src) {
+  guarded(env, reinterpret_cast<Comm*>(h), [&] {
+    Comm* comm = toComm(h);
+    const auto& ctx = comm->ctx(dev);
+    checkRank(comm, src, "recv source");
+    if (src == comm->rank) {
+      throw NativeError(KIND_ARGUMENT, "recv from self");
+    }
+    uint8_t* p = address(env, buf, bytes, "recv");
+    Deadline dl(timeoutMs);
+    auto slot = static_cast<uint64_t>(static_cast<uint32_t>(tag));
+    if (check) {
+      uint64_t header = 0;
+      auto hb = ctx->createUnboundBuffer(&header, sizeof(header));
+      hb->recv(src, static_cast<uint64_t>(gloo::Slot::build(kP2pHeaderSlotPrefix, static_cast<uint32_t>(tag))));
+      hb->waitRecv(dl.left());
+      if (header != static_cast<uint64_t>(bytes)) {
+        if (header < static_cast<uint64_t>(bytes)) {
+          // The message fits: take it so that the sender completes, then report the mismatch.
+          auto b = ctx->createUnboundBuffer(p, static_cast<size_t>(header));
+          b->recv(src, slot);
+          b->waitRecv(dl.left());
+        }
+        throw NativeError(KIND_MISMATCH, "recv from rank " + std::to_string(src) + " with tag " +
+                                             std::to_string(tag) + ": expected " + std::to_string(bytes) +
+                                             " bytes but the sender sent " + std::to_string(header));
+      }
+    }
+    auto b = ctx->createUnboundBuffer(p, static_cast<size_t>(bytes));
+    b->recv(src, slot);
+    b->waitRecv(dl.left());
+  });
+}
+
+}  // extern "C"
