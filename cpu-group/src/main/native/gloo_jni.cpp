@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -173,6 +174,7 @@ class JavaStore : public gloo::rendezvous::Store {
     env->SetByteArrayRegion(v, 0, static_cast<jsize>(data.size()), reinterpret_cast<const jbyte*>(data.data()));
     env->CallVoidMethod(bridge_, g_bridgeSet, k, v);
     rethrowPendingJava(env.get());
+    seen_[key] = data;
   }
 
   std::vector<char> get(const std::string& key) override {
@@ -189,6 +191,7 @@ class JavaStore : public gloo::rendezvous::Store {
     std::vector<char> out(static_cast<size_t>(n));
     env->GetByteArrayRegion(v, 0, n, reinterpret_cast<jbyte*>(out.data()));
     rethrowPendingJava(env.get());
+    seen_[key] = out;
     return out;
   }
 
@@ -209,8 +212,13 @@ class JavaStore : public gloo::rendezvous::Store {
     rethrowPendingJava(env.get());
   }
 
+  // Values this process set or read, by key: connectFullMesh's "<rank>" entries hold the
+  // listening addresses of every pair.
+  const std::map<std::string, std::vector<char>>& seen() const { return seen_; }
+
  private:
   jobject bridge_;
+  std::map<std::string, std::vector<char>> seen_;
 };
 
 // ---- the sockets of a context's pairs ----
@@ -228,7 +236,8 @@ class JavaStore : public gloo::rendezvous::Store {
 struct PairSocket {
   int fd = -1;
   ino_t inode = 0;
-  std::string peerName;
+  std::string peerName;       // remote end of the socket
+  std::string publishedName;  // the peer's published listening address
 };
 
 bool sameEndpoint(const sockaddr_storage& a, const sockaddr_storage& b) {
@@ -248,9 +257,36 @@ bool sameEndpoint(const sockaddr_storage& a, const sockaddr_storage& b) {
   return false;
 }
 
-std::vector<PairSocket> locatePairSockets(const std::shared_ptr<gloo::rendezvous::Context>& ctx, int rank, int size) {
+// The listening address (as gloo published it in the store) of the pair between ranks `owner`
+// and `other`, taken from owner's "<owner>" entry; false if unknown.
+bool publishedAddress(const std::map<std::string, std::vector<char>>& seen, int owner, int other, int size,
+                      sockaddr_storage* out) {
+  auto it = seen.find(std::to_string(owner));
+  if (it == seen.end() || size < 2 || it->second.size() % static_cast<size_t>(size - 1) != 0) {
+    return false;
+  }
+  size_t each = it->second.size() / static_cast<size_t>(size - 1);
+  size_t index = static_cast<size_t>(other < owner ? other : other - 1);
+  try {
+    std::vector<char> bytes(it->second.begin() + each * index, it->second.begin() + each * (index + 1));
+    *out = gloo::transport::tcp::Address(bytes).getSockaddr();
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+// Finds the connected socket of every pair of ctx. A socket belongs to pair i when its local end
+// is the pair's address and either its remote end is the peer's published listening address (we
+// connected) or its local end is our published listening address (we accepted). Local ends alone
+// are not unique: Linux shares an ephemeral port among connections to different destinations.
+std::vector<PairSocket> locatePairSockets(const std::shared_ptr<gloo::rendezvous::Context>& ctx, int rank, int size,
+                                          const std::map<std::string, std::vector<char>>& seen) {
   std::vector<PairSocket> out(static_cast<size_t>(size));
   std::vector<sockaddr_storage> local(static_cast<size_t>(size));
+  std::vector<sockaddr_storage> ourListen(static_cast<size_t>(size));
+  std::vector<sockaddr_storage> theirListen(static_cast<size_t>(size));
+  std::vector<bool> known(static_cast<size_t>(size), false);
   std::vector<int> matches(static_cast<size_t>(size), 0);
   for (int i = 0; i < size; i++) {
     if (i == rank || !ctx->getPair(i)) {
@@ -258,6 +294,8 @@ std::vector<PairSocket> locatePairSockets(const std::shared_ptr<gloo::rendezvous
     }
     gloo::transport::tcp::Address a(ctx->getPair(i)->address().bytes());
     local[i] = a.getSockaddr();
+    known[i] = publishedAddress(seen, rank, i, size, &ourListen[i]) &&
+               publishedAddress(seen, i, rank, size, &theirListen[i]);
   }
   DIR* dir = opendir("/proc/self/fd");
   if (dir == nullptr) {
@@ -280,12 +318,15 @@ std::vector<PairSocket> locatePairSockets(const std::shared_ptr<gloo::rendezvous
       continue;
     }
     for (int i = 0; i < size; i++) {
-      if (i == rank || !sameEndpoint(ss, local[i])) {
+      if (!known[i] || !sameEndpoint(ss, local[i])) {
         continue;
       }
       sockaddr_storage ps{};
       socklen_t plen = sizeof(ps);
       if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&ps), &plen) != 0) {
+        continue;
+      }
+      if (!sameEndpoint(ps, theirListen[i]) && !sameEndpoint(ss, ourListen[i])) {
         continue;
       }
       matches[i]++;
@@ -298,6 +339,11 @@ std::vector<PairSocket> locatePairSockets(const std::shared_ptr<gloo::rendezvous
   for (int i = 0; i < size; i++) {
     if (matches[i] != 1) {
       out[i] = PairSocket();  // not found or ambiguous: leave it alone
+    }
+    if (known[i]) {
+      // gloo names a pair's peer by the remote end of its socket, or by the address it connected
+      // to when the peer's connection was accepted before the pair's connect() ran.
+      out[i].publishedName = gloo::transport::tcp::Address(theirListen[i]).str();
     }
   }
   return out;
@@ -345,21 +391,26 @@ struct Comm {
     std::lock_guard<std::mutex> lock(mutex);
     for (const auto& socks : sockets) {
       for (int i = 0; i < static_cast<int>(socks.size()); i++) {
-        const std::string& n = socks[i].peerName;
-        if (n.empty()) {
-          continue;
-        }
-        size_t pos = msg.find(n);
-        while (pos != std::string::npos) {
-          size_t end = pos + n.size();
-          if (end >= msg.size() || msg[end] < '0' || msg[end] > '9') {
-            return i;
-          }
-          pos = msg.find(n, pos + 1);
+        if (mentions(msg, socks[i].peerName) || mentions(msg, socks[i].publishedName)) {
+          return i;
         }
       }
     }
     return -1;
+  }
+
+  // True if msg contains name not followed by another digit ("[ip]:80" must not match "[ip]:8080").
+  static bool mentions(const std::string& msg, const std::string& name) {
+    if (name.empty()) {
+      return false;
+    }
+    for (size_t pos = msg.find(name); pos != std::string::npos; pos = msg.find(name, pos + 1)) {
+      size_t end = pos + name.size();
+      if (end >= msg.size() || msg[end] < '0' || msg[end] > '9') {
+        return true;
+      }
+    }
+    return false;
   }
 };
 
@@ -941,7 +992,7 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_connect(JNIEnv
     context->setTimeout(ms(timeoutMs));
     JavaStore store(env, bridge);
     context->connectFullMesh(store, device);
-    auto sockets = locatePairSockets(context, comm->rank, comm->size);
+    auto sockets = locatePairSockets(context, comm->rank, comm->size, store.seen());
     std::lock_guard<std::mutex> lock(comm->mutex);
     comm->devices[dev] = device;
     comm->sockets[dev] = std::move(sockets);
@@ -954,7 +1005,15 @@ JNIEXPORT jstring JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_describe(JN
   guarded(env, nullptr, [&] {
     Comm* c = toComm(h);
     c->ctx(dev);
-    s = c->devices[dev]->str();
+    std::lock_guard<std::mutex> lock(c->mutex);
+    s = c->devices[dev]->str() + " peers{";
+    for (int i = 0; i < c->size; i++) {
+      if (i != c->rank) {
+        const PairSocket& p = c->sockets[dev][i];
+        s += " " + std::to_string(i) + "=" + (p.fd >= 0 ? p.peerName : std::string("?"));
+      }
+    }
+    s += " }";
   });
   if (env->ExceptionCheck()) {
     return nullptr;

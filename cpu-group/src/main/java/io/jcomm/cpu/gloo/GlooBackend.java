@@ -225,7 +225,7 @@ public final class GlooBackend implements CpuBackend {
         return checkArgs;
     }
 
-    /** gloo's description of each device, e.g. {@code [127.0.0.1]:0}. */
+    /** gloo's description of each device and the address of each connected peer (diagnostics). */
     public List<String> deviceNames() {
         return deviceNames;
     }
