@@ -1,0 +1,200 @@
+package io.jcomm.cpu.gloo;
+
+import io.jcomm.api.CommException;
+import io.jcomm.api.CommTimeoutException;
+import io.jcomm.api.Deadline;
+import io.jcomm.api.OpContext;
+import io.jcomm.api.ProtocolException;
+import io.jcomm.api.store.PrefixStore;
+import io.jcomm.api.store.Store;
+import io.jcomm.cpu.spi.CpuBackendContext;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.ThreadLocalRandom;
+
+/**
+ * A Java rank of PyTorch 1.13's default gloo process group: what
+ * {@code torch.distributed.init_process_group("gloo", init_method="env://")} does on a Python rank,
+ * done from Java so that Java and Python ranks form one group.
+ *
+ * <h2>What joining does (torch 1.13's order; another order deadlocks)</h2>
+ * <ol>
+ *   <li>The caller connects the store (e.g. {@code TcpRendezvous} with worker counting, which
+ *       adds 1 to {@code init/} like torch's {@code TCPStore(world_size=...)}).</li>
+ *   <li>A gloo full mesh per device under the key chain {@code default_pg/0/<device>/}
+ *       (keys {@code rank_<r>} and {@code <r>}), see {@link GlooBackend}.</li>
+ *   <li>The store-based barrier: {@code ADD default_pg/store_based_barrier_key:1 1}, then poll
+ *       with {@code ADD +0} every 10 ms until it equals the world size.</li>
+ *   <li>The sequence number: rank 0 sets {@code default_pg/0/SEQ_NUM_STORE_KEY} (8 bytes,
+ *       little-endian); the others wait for it and read it.</li>
+ * </ol>
+ * Collectives then use the same tags, contexts and gloo algorithms as the Python ranks. The
+ * argument check of {@link GlooBackend} is off (Python ranks do not speak it): as in PyTorch,
+ * ranks must agree on sizes and dtypes. Half-precision all-reduce is not wire-compatible (this
+ * backend reduces {@code F16} in float, torch in half); every other dtype and operation is.
+ *
+ * <h2>Network</h2>
+ * Both sides must bind the same address family: set {@value GlooBackend#IFNAME_OPTION} (like
+ * {@code GLOO_SOCKET_IFNAME}) or {@value GlooBackend#HOSTNAME_OPTION} here, and
+ * {@code GLOO_SOCKET_IFNAME} on the Python side. Without either, the device binds the address
+ * this host's name resolves to, or loopback when it resolves to nothing usable (torch's default).
+ * {@value GlooBackend#DEVICES_OPTION} must equal the number of interfaces in the Python ranks'
+ * {@code GLOO_SOCKET_IFNAME} (e.g. 2 for {@code lo,lo}).
+ */
+public final class TorchGlooGroup implements AutoCloseable {
+
+    /** torch's prefix of the default group's keys ({@code PrefixStore("default_pg", store)}). */
+    public static final String DEFAULT_PG_PREFIX = "default_pg";
+    /** The default group's name in torch 1.13 (its store prefix below {@link #DEFAULT_PG_PREFIX}). */
+    public static final String DEFAULT_GROUP_NAME = "0";
+    /** The key of the store-based barrier after {@code init_process_group}. */
+    public static final String BARRIER_KEY = "store_based_barrier_key:1";
+    /** The key of the group's sequence number. */
+    public static final String SEQ_NUM_KEY = "SEQ_NUM_STORE_KEY";
+
+    private static final long BARRIER_POLL_MILLIS = 10;
+
+    private final GlooBackend backend;
+    private final long sequenceNumber;
+
+    private TorchGlooGroup(GlooBackend backend, long sequenceNumber) {
+        this.backend = backend;
+        this.sequenceNumber = sequenceNumber;
+    }
+
+    /**
+     * Joins torch's default gloo group as {@code rank} of {@code size}, bounded by {@code timeout}.
+     *
+     * @param store   the job's store (not prefixed), already connected
+     * @param options backend options ({@value GlooBackend#IFNAME_OPTION},
+     *                {@value GlooBackend#HOSTNAME_OPTION}, {@value GlooBackend#DEVICES_OPTION})
+     * @throws CommTimeoutException if the other ranks do not all join in time
+     * @throws CommException        for any other failure
+     */
+    public static TorchGlooGroup joinDefaultGroup(Store store, int rank, int size, Duration timeout,
+                                                  Map<String, String> options) {
+        Objects.requireNonNull(store, "store");
+        Objects.requireNonNull(timeout, "timeout");
+        OpContext op = OpContext.of(DEFAULT_PG_PREFIX, rank, "joinDefaultGroup");
+        if (size < 2 || rank < 0 || rank >= size) {
+            throw new ProtocolException(op, "rank " + rank + " of " + size + ": a gloo group needs 2 or more ranks");
+        }
+        Deadline deadline = Deadline.after(timeout);
+        Map<String, String> opts = new HashMap<>(options);
+        opts.put(GlooBackend.CHECK_ARGS_OPTION, "false");
+        String host = opts.containsKey(GlooBackend.HOSTNAME_OPTION) || opts.containsKey(GlooBackend.IFNAME_OPTION)
+                ? "127.0.0.1" : defaultHostname();
+        List<Integer> ranks = new ArrayList<>(size);
+        for (int i = 0; i < size; i++) {
+            ranks.add(i);
+        }
+        Store pg = new PrefixStore(DEFAULT_PG_PREFIX, store);
+        Store group = new PrefixStore(DEFAULT_GROUP_NAME, pg);
+        GlooBackend backend = GlooBackend.connect(new CpuBackendContext(group, DEFAULT_PG_PREFIX, rank, size, ranks,
+                host, timeout, opts));
+        try {
+            storeBarrier(pg, size, deadline, op);
+            long seq = sequenceNumber(group, rank, deadline, op);
+            return new TorchGlooGroup(backend, seq);
+        } catch (RuntimeException e) {
+            backend.close();
+            throw e;
+        }
+    }
+
+    private static void storeBarrier(Store pg, int size, Deadline deadline, OpContext op) {
+        long n = pg.add(BARRIER_KEY, 1);
+        while (n != size) {
+            if (n > size) {
+                throw new ProtocolException(op, BARRIER_KEY + " reached " + n + " > world size " + size
+                        + ": another group of the same store joined");
+            }
+            if (deadline.isExpired()) {
+                throw new CommTimeoutException(op, "store-based barrier: " + n + " of " + size + " ranks arrived");
+            }
+            try {
+                Thread.sleep(BARRIER_POLL_MILLIS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new CommTimeoutException(op, "interrupted in the store-based barrier");
+            }
+            n = pg.add(BARRIER_KEY, 0);
+        }
+    }
+
+    private static long sequenceNumber(Store group, int rank, Deadline deadline, OpContext op) {
+        if (rank == 0) {
+            long seq = 1 + ThreadLocalRandom.current().nextInt(Integer.MAX_VALUE);
+            group.set(SEQ_NUM_KEY, littleEndian(seq));
+            return seq;
+        }
+        group.wait(List.of(SEQ_NUM_KEY), deadline.remaining());
+        byte[] v = group.get(SEQ_NUM_KEY, deadline.remaining());
+        if (v.length != Long.BYTES) {
+            throw new ProtocolException(op, SEQ_NUM_KEY + " holds " + v.length + " bytes, expected 8");
+        }
+        long seq = 0;
+        for (int i = Long.BYTES - 1; i >= 0; i--) {
+            seq = (seq << 8) | (v[i] & 0xff);
+        }
+        return seq;
+    }
+
+    private static byte[] littleEndian(long v) {
+        byte[] b = new byte[Long.BYTES];
+        for (int i = 0; i < b.length; i++) {
+            b[i] = (byte) (v >>> (8 * i));
+        }
+        return b;
+    }
+
+    /** torch's default device: this host's name when it resolves to a bindable address, else loopback. */
+    static String defaultHostname() {
+        try {
+            InetAddress local = InetAddress.getLocalHost();
+            try (ServerSocket s = new ServerSocket()) {
+                s.bind(new InetSocketAddress(local, 0));
+            }
+            return local.getHostName();
+        } catch (IOException | RuntimeException e) {
+            return "127.0.0.1";
+        }
+    }
+
+    /** The gloo backend of this rank: tags, contexts and algorithms of torch's ProcessGroupGloo. */
+    public GlooBackend backend() {
+        return backend;
+    }
+
+    public int rank() {
+        return backend.rank();
+    }
+
+    public int size() {
+        return backend.size();
+    }
+
+    /** The group's sequence number, set by rank 0 (torch's {@code _get_sequence_number_for_group}). */
+    public long sequenceNumber() {
+        return sequenceNumber;
+    }
+
+    /** Closes the gloo connections (the store is the caller's). */
+    @Override
+    public void close() {
+        backend.close();
+    }
+
+    @Override
+    public String toString() {
+        return "TorchGlooGroup(rank=" + rank() + "/" + size() + ", seq=" + sequenceNumber + ", " + backend + ")";
+    }
+}
