@@ -1,0 +1,142 @@
+package io.jcomm.cpu.store;
+
+import io.jcomm.api.CommTimeoutException;
+import io.jcomm.api.Deadline;
+import io.jcomm.api.DistributedConfig;
+import io.jcomm.api.OpContext;
+import io.jcomm.cpu.store.internal.Wire;
+import java.util.Objects;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * Makes the job's rendezvous store the torchrun way: one process (rank 0 unless told otherwise)
+ * hosts a {@link TcpStoreServer} in-process on {@code MASTER_ADDR:MASTER_PORT}, and every process,
+ * the host included, connects a {@link TcpStore} client to it. The job token, when
+ * {@link DistributedConfig#tokenFile()} names one, is demanded by the server and presented by the
+ * clients. Closing the host's store also stops its server.
+ *
+ * <p>The server binds the address {@code MASTER_ADDR} names (loopback by default), so that the
+ * configuration explicitly decides which interface is exposed.
+ *
+ * <pre>{@code
+ * try (TcpStore store = TcpRendezvous.connect(DistributedConfig.fromEnvironment())) { ... }
+ * }</pre>
+ */
+public final class TcpRendezvous {
+
+    private TcpRendezvous() {
+    }
+
+    /** With default {@link Options}: rank 0 hosts, no worker counting, torch 1.13 dialect. */
+    public static TcpStore connect(DistributedConfig config) {
+        return connect(config, Options.defaults());
+    }
+
+    /**
+     * Hosts (when this process is the host) and connects.
+     *
+     * @throws io.jcomm.api.StoreException when the server cannot bind or the store cannot be reached
+     * @throws CommTimeoutException        when worker counting does not reach the world size in time
+     */
+    public static TcpStore connect(DistributedConfig config, Options options) {
+        Objects.requireNonNull(config, "config");
+        Objects.requireNonNull(options, "options");
+        boolean host = options.hostServer == null ? config.rank() == 0 : options.hostServer;
+        TcpStoreServer server = null;
+        if (host) {
+            TcpStoreServerConfig.Builder sb = options.serverConfig.toBuilder()
+                    .host(config.masterAddr()).port(config.masterPort()).token(null);
+            config.tokenFile().ifPresent(sb::tokenFile);
+            server = TcpStoreServer.start(sb.build());
+        }
+        TcpStoreConfig.Builder cb = TcpStoreConfig.builder(config).dialect(options.dialect);
+        if (server != null) {
+            cb.port(server.port());
+        }
+        TcpStore store;
+        try {
+            store = TcpStore.connect(cb.build(), server);
+        } catch (RuntimeException e) {
+            if (server != null) {
+                server.close();
+            }
+            throw e;
+        }
+        if (options.waitForWorkers) {
+            try {
+                countWorkers(store, config, host);
+            } catch (RuntimeException e) {
+                store.close();
+                throw e;
+            }
+        }
+        return store;
+    }
+
+    /** torch's {@code world_size} rendezvous: everyone ADDs 1 to {@code init/}; the host waits for all. */
+    private static void countWorkers(TcpStore store, DistributedConfig config, boolean host) {
+        long n = store.addUnprefixed(Wire.INIT_KEY, 1);
+        if (!host) {
+            return;
+        }
+        Deadline d = Deadline.after(config.timeout());
+        long pause = TimeUnit.MILLISECONDS.toNanos(1);
+        while (n < config.worldSize()) {
+            if (d.isExpired()) {
+                throw new CommTimeoutException(OpContext.of("store", config.rank(), "rendezvous"),
+                        "only " + n + " of " + config.worldSize() + " workers joined the store within "
+                                + config.timeout().toMillis() + " ms");
+            }
+            LockSupport.parkNanos(Math.min(pause, d.remainingNanos()));
+            pause = Math.min(pause * 2, TimeUnit.MILLISECONDS.toNanos(10));
+            n = store.addUnprefixed(Wire.INIT_KEY, 0);
+        }
+    }
+
+    /** Immutable options of {@link #connect(DistributedConfig, Options)}. */
+    public static final class Options {
+        private final Boolean hostServer;
+        private final boolean waitForWorkers;
+        private final TcpStoreDialect dialect;
+        private final TcpStoreServerConfig serverConfig;
+
+        private Options(Builder b) {
+            this.hostServer = b.hostServer;
+            this.waitForWorkers = b.waitForWorkers;
+            this.dialect = Objects.requireNonNull(b.dialect, "dialect");
+            this.serverConfig = Objects.requireNonNull(b.serverConfig, "serverConfig");
+        }
+
+        public static Options defaults() {
+            return builder().build();
+        }
+
+        public static Builder builder() {
+            return new Builder();
+        }
+
+        /** Mutable builder. */
+        public static final class Builder {
+            private Boolean hostServer;
+            private boolean waitForWorkers;
+            private TcpStoreDialect dialect = TcpStoreDialect.TORCH_1_13;
+            private TcpStoreServerConfig serverConfig = TcpStoreServerConfig.defaults();
+
+            private Builder() {
+            }
+
+            /** Host the server in this process ({@code null}: when rank is 0). */
+            public Builder hostServer(Boolean v) { this.hostServer = v; return this; }
+            /** Count workers on {@code init/} like torch's {@code world_size} (the host waits for all). */
+            public Builder waitForWorkers(boolean v) { this.waitForWorkers = v; return this; }
+            public Builder dialect(TcpStoreDialect v) { this.dialect = v; return this; }
+            /** Limits and transport of the hosted server; its host, port and token come from the config. */
+            public Builder serverConfig(TcpStoreServerConfig v) { this.serverConfig = v; return this; }
+
+            public Options build() {
+                return new Options(this);
+            }
+        }
+    }
+}

@@ -1,0 +1,723 @@
+package io.jcomm.cpu.store;
+
+import io.jcomm.api.CommClosedException;
+import io.jcomm.api.CommTimeoutException;
+import io.jcomm.api.Deadline;
+import io.jcomm.api.OpContext;
+import io.jcomm.api.ProtocolException;
+import io.jcomm.api.StoreException;
+import io.jcomm.api.store.Store;
+import io.jcomm.cpu.store.internal.Auth;
+import io.jcomm.cpu.store.internal.ClientChannel;
+import io.jcomm.cpu.store.internal.ClientChannel.TimeoutSignal;
+import io.jcomm.cpu.store.internal.Numbering;
+import io.jcomm.cpu.store.internal.Op;
+import io.jcomm.cpu.store.internal.Wire;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.security.SecureRandom;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * A {@link Store} client of PyTorch's TCPStore protocol: talks to a torch server
+ * ({@code TCPStore(..., is_master=True)}) or to a {@link TcpStoreServer}, in the configured
+ * {@link TcpStoreDialect}. Keys go on the wire as {@code "/" + key} in UTF-8, exactly as torch's
+ * client sends them, so torch and jcomm processes see the same keys; {@link #add} values are decimal
+ * ASCII, as torch stores them.
+ *
+ * <h2>Why a blocking, caller-driven socket</h2>
+ * The store is a request/reply protocol with one request in flight; its latency is the round trip.
+ * The calling thread therefore does the I/O itself on a non-blocking {@code SocketChannel}
+ * (TCP_NODELAY) with a private selector: one write, then a read that parks in {@code epoll_wait}
+ * until the reply arrives. An event-loop client (Netty) would add two thread hand-offs per request
+ * (caller to loop, loop to caller), each a futex wake-up of several microseconds on a loaded
+ * machine, for no gain: nothing here benefits from multiplexing. Request and reply buffers are
+ * direct and reused; a {@link #get} allocates only its result.
+ *
+ * <h2>Round trips</h2>
+ * On connecting, the client sends a harmless capability probe (a CHECK of a key no torch client can
+ * produce). A jcomm server answers READY; then {@link #get} pipelines WAIT and GET in one write (one
+ * round trip; torch's client needs two), {@link #multiGet} pipelines WAIT and MULTI_GET, and a legacy
+ * connection is upgraded to the 2.1 command set. Against a torch server (which would fail a GET of a
+ * key that is not there yet) the client waits first, then gets: the same two round trips as torch.
+ *
+ * <h2>What the legacy dialect lacks, and how it is emulated</h2>
+ * Only against a torch 1.13/2.0 server (a jcomm server upgrades the connection):
+ * <ul>
+ *   <li>{@link #multiGet}: WAIT for all keys, then every GET in one write (two round trips).</li>
+ *   <li>{@link #multiSet}: every SET in one write; not atomic for readers.</li>
+ *   <li>{@link #append}: a compare-and-set loop (read, CAS old to old+value, retry until it sticks).
+ *       Caveat: if another client concurrently sets the key to exactly old+value, this append is
+ *       taken as done.</li>
+ *   <li>A wait that times out cannot be cancelled (no CANCEL_WAIT): the connection is dropped and
+ *       re-opened at the next call, so a late STOP_WAITING can never be read as another reply.
+ *       With 2.1+ numbering the client sends CANCEL_WAIT and keeps the connection.</li>
+ * </ul>
+ *
+ * <h2>Failures</h2>
+ * Every call is bounded: waits by their timeout, everything else by {@link #timeout()}. The client
+ * (re)connects with a fast exponential back-off (1 ms doubling to 50 ms) until that bound, so it
+ * rides over a server that starts late or restarts. Idempotent calls (get, set, check, wait,
+ * numKeys, multiGet, multiSet) are retried on a fresh connection when the connection breaks
+ * mid-call; the others (add, compareSet, deleteKey, append) are never sent twice: they fail with a
+ * {@link StoreException}. Before every request the client checks (one non-blocking read) that the
+ * idle connection is still open, so a request is not sent into a connection the server has closed.
+ * A server that demands a job token the client lacks, or refuses its token, fails at once with a
+ * {@link StoreException} (no retry). Timeouts throw {@link CommTimeoutException} naming the keys.
+ *
+ * <p>Thread safe: one request in flight at a time, under a lock. {@link #close()} may be called from
+ * any thread; a call blocked in it fails with {@link CommClosedException}.
+ */
+public final class TcpStore implements Store {
+
+    private static final byte[] EMPTY = new byte[0];
+    private static final long BACKOFF_START_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
+    private static final long BACKOFF_MAX_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
+    private static final int MAX_RETRIES = 3;
+
+    private final TcpStoreConfig config;
+    private final String where;
+    private final ReentrantLock lock = new ReentrantLock();
+    private final AutoCloseable owned;
+    private final SecureRandom random = new SecureRandom();
+    private InetSocketAddress address;
+    private volatile ClientChannel conn;
+    private Numbering numbering;
+    private boolean jcommServer;
+    private volatile boolean closed;
+
+    private TcpStore(TcpStoreConfig config, AutoCloseable owned) {
+        this.config = config;
+        this.owned = owned;
+        this.where = config.host() + ":" + config.port();
+        this.numbering = config.dialect().numbering();
+    }
+
+    /**
+     * Connects to the server of {@code config}, retrying with back-off for up to
+     * {@link TcpStoreConfig#connectTimeout()}.
+     *
+     * @throws StoreException when the server cannot be reached in time or refuses this client
+     */
+    public static TcpStore connect(TcpStoreConfig config) {
+        return connect(config, null);
+    }
+
+    /** Connects; {@code owned} (e.g. an in-process server) is closed with the store. */
+    static TcpStore connect(TcpStoreConfig config, AutoCloseable owned) {
+        Objects.requireNonNull(config, "config");
+        TcpStore s = new TcpStore(config, owned);
+        try {
+            s.lock.lock();
+            try {
+                s.connection(Deadline.after(config.connectTimeout()), "connect");
+            } finally {
+                s.lock.unlock();
+            }
+        } catch (RuntimeException e) {
+            s.close();
+            throw e;
+        }
+        return s;
+    }
+
+    public TcpStoreConfig config() {
+        return config;
+    }
+
+    /** True when the current connection is to a jcomm server (pipelined get, 2.1+ commands). */
+    public boolean isJcommServer() {
+        lock.lock();
+        try {
+            return conn != null && jcommServer;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    @Override
+    public Duration timeout() {
+        return config.timeout();
+    }
+
+    // ------------------------------------------------------------------ Store
+
+    @Override
+    public void set(String key, byte[] value) {
+        checkValue(value, "set");
+        call("set", Deadline.after(timeout()), true, (c, d) -> {
+            c.begin().u8(code(Op.SET));
+            putKey(c, key, "set");
+            c.bytes(value);
+            c.send(d);
+            return null;
+        });
+    }
+
+    @Override
+    public byte[] get(String key, Duration timeout) {
+        Deadline d = Deadline.after(timeout);
+        return call("get", d, true, (c, dd) -> {
+            c.begin().u8(code(Op.WAIT)).i64(1);
+            putKey(c, key, "get");
+            if (jcommServer) {
+                c.u8(code(Op.GET));
+                putKey(c, key, "get");
+                c.send(dd);
+                awaitWait(c, dd, "get", List.of(key), timeout, true);
+                return c.readBytes(config.maxValueBytes(), Deadline.after(timeout()));
+            }
+            c.send(dd);
+            awaitWait(c, dd, "get", List.of(key), timeout, false);
+            Deadline io = Deadline.after(timeout());
+            c.begin().u8(code(Op.GET));
+            putKey(c, key, "get");
+            c.send(io);
+            return c.readBytes(config.maxValueBytes(), io);
+        });
+    }
+
+    @Override
+    public long add(String key, long delta) {
+        return call("add", Deadline.after(timeout()), false, (c, d) -> {
+            c.begin().u8(code(Op.ADD));
+            putKey(c, key, "add");
+            c.i64(delta);
+            c.send(d);
+            return c.readI64(d);
+        });
+    }
+
+    /** ADD on a key sent as is (no "/" prefix): torch's {@code init/} worker counter. */
+    long addUnprefixed(byte[] wireKey, long delta) {
+        return call("add", Deadline.after(timeout()), false, (c, d) -> {
+            c.begin().u8(code(Op.ADD)).bytes(wireKey).i64(delta);
+            c.send(d);
+            return c.readI64(d);
+        });
+    }
+
+    @Override
+    public byte[] compareSet(String key, byte[] expected, byte[] desired) {
+        checkValue(expected, "compareSet");
+        checkValue(desired, "compareSet");
+        return call("compareSet", Deadline.after(timeout()), false, (c, d) -> {
+            c.begin().u8(code(Op.COMPARE_SET));
+            putKey(c, key, "compareSet");
+            c.bytes(expected).bytes(desired);
+            c.send(d);
+            return c.readBytes(config.maxValueBytes(), d);
+        });
+    }
+
+    @Override
+    public boolean check(List<String> keys) {
+        if (keys.isEmpty()) {
+            return true;
+        }
+        return call("check", Deadline.after(timeout()), true, (c, d) -> {
+            c.begin().u8(code(Op.CHECK)).i64(keys.size());
+            for (String k : keys) {
+                putKey(c, k, "check");
+            }
+            c.send(d);
+            int r = c.readU8(d);
+            if (r != Wire.CHECK_READY && r != Wire.CHECK_NOT_READY) {
+                throw new IOException("unexpected CHECK reply " + r);
+            }
+            return r == Wire.CHECK_READY;
+        });
+    }
+
+    @Override
+    public void wait(List<String> keys, Duration timeout) {
+        if (keys.isEmpty()) {
+            return;
+        }
+        Deadline d = Deadline.after(timeout);
+        call("wait", d, true, (c, dd) -> {
+            putWait(c, keys, "wait");
+            c.send(dd);
+            awaitWait(c, dd, "wait", keys, timeout, false);
+            return null;
+        });
+    }
+
+    @Override
+    public boolean deleteKey(String key) {
+        return call("deleteKey", Deadline.after(timeout()), false, (c, d) -> {
+            c.begin().u8(code(Op.DELETE_KEY));
+            putKey(c, key, "deleteKey");
+            c.send(d);
+            return c.readI64(d) > 0;
+        });
+    }
+
+    @Override
+    public long numKeys() {
+        return call("numKeys", Deadline.after(timeout()), true, (c, d) -> {
+            c.begin().u8(code(Op.GETNUMKEYS));
+            c.send(d);
+            return c.readI64(d);
+        });
+    }
+
+    @Override
+    public List<byte[]> multiGet(List<String> keys, Duration timeout) {
+        if (keys.isEmpty()) {
+            return new ArrayList<>();
+        }
+        Deadline d = Deadline.after(timeout);
+        return call("multiGet", d, true, (c, dd) -> {
+            putWait(c, keys, "multiGet");
+            if (jcommServer) {
+                putGets(c, keys);
+                c.send(dd);
+                awaitWait(c, dd, "multiGet", keys, timeout, true);
+            } else {
+                c.send(dd);
+                awaitWait(c, dd, "multiGet", keys, timeout, false);
+                c.begin();
+                putGets(c, keys);
+                c.send(Deadline.after(timeout()));
+            }
+            Deadline io = Deadline.after(timeout());
+            List<byte[]> out = new ArrayList<>(keys.size());
+            for (int i = 0; i < keys.size(); i++) {
+                out.add(c.readBytes(config.maxValueBytes(), io));
+            }
+            return out;
+        });
+    }
+
+    private void putGets(ClientChannel c, List<String> keys) {
+        if (numbering.supports(Op.MULTI_GET)) {
+            c.u8(code(Op.MULTI_GET)).i64(keys.size());
+            for (String k : keys) {
+                putKey(c, k, "multiGet");
+            }
+        } else {
+            for (String k : keys) {
+                c.u8(code(Op.GET));
+                putKey(c, k, "multiGet");
+            }
+        }
+    }
+
+    @Override
+    public void multiSet(List<String> keys, List<byte[]> values) {
+        if (keys.size() != values.size()) {
+            throw new ProtocolException(ctx("multiSet"), keys.size() + " keys but " + values.size() + " values");
+        }
+        if (keys.isEmpty()) {
+            return;
+        }
+        for (byte[] v : values) {
+            checkValue(v, "multiSet");
+        }
+        call("multiSet", Deadline.after(timeout()), true, (c, d) -> {
+            c.begin();
+            if (numbering.supports(Op.MULTI_SET)) {
+                c.u8(code(Op.MULTI_SET)).i64(keys.size());
+                for (int i = 0; i < keys.size(); i++) {
+                    putKey(c, keys.get(i), "multiSet");
+                    c.bytes(values.get(i));
+                }
+            } else {
+                for (int i = 0; i < keys.size(); i++) {
+                    c.u8(code(Op.SET));
+                    putKey(c, keys.get(i), "multiSet");
+                    c.bytes(values.get(i));
+                }
+            }
+            c.send(d);
+            return null;
+        });
+    }
+
+    @Override
+    public void append(String key, byte[] value) {
+        checkValue(value, "append");
+        Boolean done = call("append", Deadline.after(timeout()), false, (c, d) -> {
+            if (!numbering.supports(Op.APPEND)) {
+                return Boolean.FALSE;
+            }
+            c.begin().u8(code(Op.APPEND));
+            putKey(c, key, "append");
+            c.bytes(value);
+            c.send(d);
+            return Boolean.TRUE;
+        });
+        if (!done) {
+            appendByCompareSet(key, value);
+        }
+    }
+
+    /** Legacy emulation of APPEND (see the class documentation for its caveat). */
+    private void appendByCompareSet(String key, byte[] value) {
+        Deadline d = Deadline.after(timeout());
+        long backoff = 0;
+        while (true) {
+            byte[] cur = check(List.of(key)) ? get(key, d.remaining()) : EMPTY;
+            byte[] desired = Arrays.copyOf(cur, cur.length + value.length);
+            System.arraycopy(value, 0, desired, cur.length, value.length);
+            byte[] r = compareSet(key, cur, desired);
+            if (Arrays.equals(r, desired)) {
+                return;
+            }
+            if (d.isExpired()) {
+                throw new CommTimeoutException(ctx("append"), "could not append to '" + key + "' within "
+                        + timeout().toMillis() + " ms (concurrent updates)");
+            }
+            backoff = Math.min(Math.max(backoff * 2, 50_000), 5_000_000);
+            LockSupport.parkNanos(backoff);
+        }
+    }
+
+    /** Closes the connection (and an in-process server this store owns). Idempotent; any thread. */
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        ClientChannel c = conn;
+        if (c != null) {
+            c.abort();
+        }
+        boolean locked = false;
+        try {
+            locked = lock.tryLock(2, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        if (locked) {
+            try {
+                drop();
+            } finally {
+                lock.unlock();
+            }
+        }
+        if (owned != null) {
+            try {
+                owned.close();
+            } catch (Exception e) {
+                throw new StoreException(ctx("close"), "closing the in-process store server failed: " + e, e);
+            }
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "TcpStore(" + where + ", " + config.dialect() + ")";
+    }
+
+    // ------------------------------------------------------------------ plumbing
+
+    @FunctionalInterface
+    private interface Body<T> {
+        T run(ClientChannel c, Deadline d) throws IOException, TimeoutSignal;
+    }
+
+    /** A refusal that no retry can fix (token problems). */
+    private static final class Refused extends Exception {
+        private static final long serialVersionUID = 1L;
+
+        Refused(String m) {
+            super(m, null, false, false);
+        }
+    }
+
+    private OpContext ctx(String op) {
+        return OpContext.of(config.group(), config.rank(), op);
+    }
+
+    private int code(Op op) {
+        return numbering.code(op);
+    }
+
+    private void checkOpen(String op) {
+        if (closed) {
+            throw new CommClosedException(ctx(op), "the store client for " + where + " is closed");
+        }
+    }
+
+    private void checkValue(byte[] value, String op) {
+        Objects.requireNonNull(value, "value");
+        if (value.length > config.maxValueBytes()) {
+            throw new ProtocolException(ctx(op), "value of " + value.length + " bytes exceeds maxValueBytes "
+                    + config.maxValueBytes());
+        }
+    }
+
+    private void putKey(ClientChannel c, String key, String op) {
+        if (key == null || key.isEmpty()) {
+            throw new ProtocolException(ctx(op), "store keys must be non-empty");
+        }
+        int n = c.key('/', key);
+        if (n > config.maxKeyBytes()) {
+            throw new ProtocolException(ctx(op), "key of " + n + " bytes exceeds maxKeyBytes " + config.maxKeyBytes());
+        }
+    }
+
+    private void putWait(ClientChannel c, List<String> keys, String op) {
+        c.begin().u8(code(Op.WAIT)).i64(keys.size());
+        for (String k : keys) {
+            putKey(c, k, op);
+        }
+    }
+
+    /**
+     * Reads the reply of a WAIT. On timeout the connection is kept in sync: with CANCEL_WAIT when the
+     * numbering has it and nothing else was pipelined, otherwise by dropping the connection.
+     */
+    private void awaitWait(ClientChannel c, Deadline d, String op, List<String> keys, Duration timeout,
+                           boolean pipelined) throws IOException {
+        int r;
+        try {
+            r = c.readU8(d);
+        } catch (TimeoutSignal t) {
+            if (!pipelined && numbering.supports(Op.CANCEL_WAIT)) {
+                if (cancelWait(c)) {
+                    return; // the keys appeared while cancelling
+                }
+            } else {
+                drop(); // a late STOP_WAITING (or the pipelined reply) must never be read as another reply
+            }
+            throw new CommTimeoutException(ctx(op), "timed out after " + timeout.toMillis()
+                    + " ms waiting for keys " + keys + " in the store at " + where);
+        }
+        if (r != Wire.WAIT_STOP_WAITING) {
+            throw new IOException("unexpected WAIT reply " + r);
+        }
+    }
+
+    /** Sends CANCEL_WAIT; true if the wait had completed meanwhile. Drops the connection on trouble. */
+    private boolean cancelWait(ClientChannel c) {
+        try {
+            Deadline g = Deadline.after(timeout().compareTo(Duration.ofSeconds(5)) < 0 ? timeout() : Duration.ofSeconds(5));
+            c.begin().u8(code(Op.CANCEL_WAIT));
+            c.send(g);
+            int r = c.readU8(g);
+            if (r == Wire.WAIT_CANCELED) {
+                return false;
+            }
+            if (r == Wire.WAIT_STOP_WAITING && c.readU8(g) == Wire.WAIT_CANCELED) {
+                return true;
+            }
+        } catch (IOException | TimeoutSignal e) {
+            // fall through: drop
+        }
+        drop();
+        return false;
+    }
+
+    private <T> T call(String op, Deadline d, boolean retryable, Body<T> body) {
+        lock.lock();
+        try {
+            int retries = 0;
+            while (true) {
+                checkOpen(op);
+                ClientChannel c = connection(d, op);
+                try {
+                    return body.run(c, d);
+                } catch (TimeoutSignal t) {
+                    drop();
+                    throw new CommTimeoutException(ctx(op), "no reply from the store server at " + where
+                            + " within the deadline");
+                } catch (ClientChannel.ReplyTooLarge e) {
+                    drop();
+                    throw new ProtocolException(ctx(op), e.getMessage() + " (maxValueBytes, server " + where + ")");
+                } catch (IOException e) {
+                    drop();
+                    checkOpen(op);
+                    if (Thread.currentThread().isInterrupted()) {
+                        throw new StoreException(ctx(op), "interrupted", e);
+                    }
+                    if (!retryable || d.isExpired() || ++retries > MAX_RETRIES) {
+                        throw new StoreException(ctx(op), "connection to the store server at " + where
+                                + " failed during " + op + ": " + e.getMessage(), e);
+                    }
+                } catch (RuntimeException e) {
+                    if (conn == c && c.pending() > 0) {
+                        c.begin(); // discard a half-encoded request (e.g. an invalid key)
+                    }
+                    throw e;
+                }
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private void drop() {
+        ClientChannel c = conn;
+        conn = null;
+        if (c != null) {
+            c.close();
+        }
+    }
+
+    /** The open connection, or a new one (with back-off) within {@code d}. Lock held. */
+    private ClientChannel connection(Deadline d, String op) {
+        ClientChannel c = conn;
+        if (c != null) {
+            if (c.idleAndOpen()) {
+                return c;
+            }
+            drop();
+        }
+        long backoff = BACKOFF_START_NANOS;
+        int attempts = 0;
+        Exception last = null;
+        while (true) {
+            checkOpen(op);
+            attempts++;
+            c = null;
+            try {
+                if (address == null || address.isUnresolved()) {
+                    address = new InetSocketAddress(config.host(), config.port());
+                    if (address.isUnresolved()) {
+                        throw new IOException("cannot resolve " + config.host());
+                    }
+                }
+                c = ClientChannel.connect(address, d);
+                conn = c;
+                handshake(c, d);
+                return c;
+            } catch (Refused r) {
+                drop();
+                throw new StoreException(ctx(op), r.getMessage());
+            } catch (TimeoutSignal t) {
+                drop();
+                last = new IOException("deadline passed during connect");
+                break;
+            } catch (IOException e) {
+                drop();
+                last = e;
+                address = null;
+            }
+            if (Thread.currentThread().isInterrupted()) {
+                throw new StoreException(ctx(op), "interrupted while connecting to the store at " + where);
+            }
+            long left = d.remainingNanos();
+            if (left <= 0) {
+                break;
+            }
+            LockSupport.parkNanos(Math.min(backoff, left));
+            backoff = Math.min(backoff * 2, BACKOFF_MAX_NANOS);
+        }
+        throw new StoreException(ctx(op), "cannot reach the store server at " + where + " (" + attempts
+                + " attempts): " + (last == null ? "deadline passed" : last.getMessage()), last);
+    }
+
+    private void handshake(ClientChannel c, Deadline d) throws IOException, TimeoutSignal, Refused {
+        TcpStoreDialect dialect = config.dialect();
+        Numbering num = dialect.numbering();
+        boolean jcomm = false;
+        byte[] token = config.tokenRef();
+        if (token != null) {
+            byte[] cn = Auth.nonce(random);
+            c.begin().u8(Wire.AUTH_MARKER).raw(Wire.AUTH_MAGIC).raw(cn);
+            c.send(d);
+            int m;
+            try {
+                m = c.readU8(d);
+            } catch (java.io.EOFException e) {
+                throw new Refused("the store server at " + where + " closed the connection on the job-token "
+                        + "handshake (a torch server, or an old jcomm server?)");
+            }
+            if (m != Wire.AUTH_MARKER) {
+                throw new Refused("the store server at " + where + " does not speak the job-token handshake");
+            }
+            int status = c.readU8(d);
+            if (status == Wire.AUTH_NOT_CONFIGURED) {
+                throw new Refused("the store server at " + where + " has no job token but this client has one; "
+                        + "refusing an unauthenticated server");
+            }
+            if (status != Wire.AUTH_CHALLENGE) {
+                throw new Refused("the store server at " + where + " refused the handshake (status " + status + ")");
+            }
+            byte[] sn = c.readRaw(Wire.NONCE_BYTES, d);
+            byte[] sp = c.readRaw(Wire.MAC_BYTES, d);
+            if (!Auth.equal(sp, Auth.serverProof(token, cn, sn))) {
+                throw new Refused("the store server at " + where + " does not know the job token");
+            }
+            c.begin().raw(Auth.clientProof(token, cn, sn));
+            c.send(d);
+            int ok;
+            try {
+                ok = c.readU8(d);
+            } catch (java.io.EOFException e) {
+                ok = -1;
+            }
+            if (ok != Wire.AUTH_OK) {
+                throw new Refused("the store server at " + where + " refused this client's job token");
+            }
+            jcomm = true;
+        }
+        c.begin();
+        if (dialect.sendsValidate()) {
+            c.u8(num.code(Op.VALIDATE)).u32(Wire.VALIDATION_MAGIC);
+        }
+        int nonce = 0;
+        if (dialect.sendsPing()) {
+            nonce = (random.nextInt() & ~0xFF) | 0x5A; // low byte never AUTH_MARKER
+            c.u8(num.code(Op.PING)).u32(nonce);
+        }
+        boolean probe = config.probe() || token != null;
+        if (probe) {
+            c.u8(num.code(Op.CHECK)).i64(1).bytes(Wire.PROBE_KEY);
+        }
+        if (c.pending() > 0) {
+            c.send(d);
+        }
+        if (dialect.sendsPing()) {
+            int b0 = firstReplyByte(c, d);
+            byte[] rest = c.readRaw(3, d);
+            int echoed = b0 | (rest[0] & 0xFF) << 8 | (rest[1] & 0xFF) << 16 | (rest[2] & 0xFF) << 24;
+            if (echoed != nonce) {
+                throw new IOException("PING answered with a wrong nonce");
+            }
+        }
+        if (probe) {
+            int r = firstReplyByte(c, d);
+            if (r == Wire.CHECK_READY) {
+                jcomm = true;
+            } else if (r != Wire.CHECK_NOT_READY) {
+                throw new IOException("unexpected reply " + r + " to the capability probe");
+            }
+        }
+        if (jcomm && num == Numbering.TORCH_1_13) {
+            num = Numbering.TORCH_2_1; // the probe upgraded the connection on the server
+        }
+        this.numbering = num;
+        this.jcommServer = jcomm;
+    }
+
+    /** Reads the first byte of a reply, recognising a token refusal ({@code FA status}). */
+    private int firstReplyByte(ClientChannel c, Deadline d) throws IOException, TimeoutSignal, Refused {
+        int b = c.readU8(d);
+        if (b == Wire.AUTH_MARKER) {
+            int status;
+            try {
+                status = c.readU8(d);
+            } catch (IOException e) {
+                status = -1;
+            }
+            if (status == Wire.AUTH_REQUIRED) {
+                throw new Refused("the store server at " + where + " requires a job token and this client has none "
+                        + "(TcpStoreConfig.token / " + io.jcomm.api.DistributedConfig.TOKEN_FILE + ")");
+            }
+            throw new IOException("unexpected reply byte 0xFA (status " + status + ")");
+        }
+        return b;
+    }
+}

@@ -1,0 +1,183 @@
+package io.jcomm.cpu.store;
+
+import io.jcomm.api.DistributedConfig;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Objects;
+import java.util.Optional;
+
+/**
+ * Immutable configuration of a {@link TcpStore} client.
+ *
+ * <table>
+ *   <caption>Settings</caption>
+ *   <tr><th>setting</th><th>default</th><th>meaning</th></tr>
+ *   <tr><td>{@code host}, {@code port}</td><td>{@code 127.0.0.1}, 29500</td><td>the server</td></tr>
+ *   <tr><td>{@code dialect}</td><td>{@link TcpStoreDialect#TORCH_1_13}</td><td>protocol generation</td></tr>
+ *   <tr><td>{@code timeout}</td><td>60 s</td><td>{@link TcpStore#timeout()}: default wait, and the bound of
+ *       every other call including (re)connecting</td></tr>
+ *   <tr><td>{@code connectTimeout}</td><td>= timeout</td><td>bound of the first connection in
+ *       {@link TcpStore#connect}</td></tr>
+ *   <tr><td>{@code token}</td><td>none</td><td>job token for a server that demands one</td></tr>
+ *   <tr><td>{@code maxKeyBytes}, {@code maxValueBytes}</td><td>8 KiB, 8 MiB</td><td>bounds on what is sent and
+ *       accepted</td></tr>
+ *   <tr><td>{@code probe}</td><td>true</td><td>send the jcomm capability probe on connect (off: behave
+ *       exactly like a torch client)</td></tr>
+ *   <tr><td>{@code group}, {@code rank}</td><td>{@code store}, -1</td><td>labels of error messages</td></tr>
+ * </table>
+ */
+public final class TcpStoreConfig {
+
+    public static final Duration TIMEOUT_DEFAULT = Duration.ofSeconds(60);
+
+    private final String host;
+    private final int port;
+    private final TcpStoreDialect dialect;
+    private final Duration timeout;
+    private final Duration connectTimeout;
+    private final byte[] token;
+    private final int maxKeyBytes;
+    private final int maxValueBytes;
+    private final boolean probe;
+    private final String group;
+    private final int rank;
+
+    private TcpStoreConfig(Builder b) {
+        this.host = Objects.requireNonNull(b.host, "host");
+        this.port = b.port;
+        this.dialect = Objects.requireNonNull(b.dialect, "dialect");
+        this.timeout = Objects.requireNonNull(b.timeout, "timeout");
+        this.connectTimeout = b.connectTimeout != null ? b.connectTimeout : b.timeout;
+        this.token = b.token == null ? null : JobToken.check(b.token, "client token");
+        this.maxKeyBytes = b.maxKeyBytes;
+        this.maxValueBytes = b.maxValueBytes;
+        this.probe = b.probe;
+        this.group = Objects.requireNonNull(b.group, "group");
+        this.rank = b.rank;
+        if (port < 1 || port > 65535) {
+            throw new IllegalArgumentException("port out of range: " + port);
+        }
+        if (timeout.isNegative() || timeout.isZero() || connectTimeout.isNegative() || connectTimeout.isZero()) {
+            throw new IllegalArgumentException("timeouts must be positive");
+        }
+        if (maxKeyBytes < 2 || maxValueBytes < 0) {
+            throw new IllegalArgumentException("bad limits");
+        }
+    }
+
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /** Host, port, timeout, rank and token file of a torchrun-style configuration. */
+    public static Builder builder(DistributedConfig dc) {
+        Builder b = builder().host(dc.masterAddr()).port(dc.masterPort()).timeout(dc.timeout()).rank(dc.rank());
+        dc.tokenFile().ifPresent(b::tokenFile);
+        return b;
+    }
+
+    public String host() {
+        return host;
+    }
+
+    public int port() {
+        return port;
+    }
+
+    public TcpStoreDialect dialect() {
+        return dialect;
+    }
+
+    public Duration timeout() {
+        return timeout;
+    }
+
+    public Duration connectTimeout() {
+        return connectTimeout;
+    }
+
+    public Optional<byte[]> token() {
+        return Optional.ofNullable(token).map(byte[]::clone);
+    }
+
+    byte[] tokenRef() {
+        return token;
+    }
+
+    public int maxKeyBytes() {
+        return maxKeyBytes;
+    }
+
+    public int maxValueBytes() {
+        return maxValueBytes;
+    }
+
+    public boolean probe() {
+        return probe;
+    }
+
+    public String group() {
+        return group;
+    }
+
+    public int rank() {
+        return rank;
+    }
+
+    public Builder toBuilder() {
+        Builder b = new Builder();
+        b.host = host;
+        b.port = port;
+        b.dialect = dialect;
+        b.timeout = timeout;
+        b.connectTimeout = connectTimeout;
+        b.token = token;
+        b.maxKeyBytes = maxKeyBytes;
+        b.maxValueBytes = maxValueBytes;
+        b.probe = probe;
+        b.group = group;
+        b.rank = rank;
+        return b;
+    }
+
+    @Override
+    public String toString() {
+        return "TcpStoreConfig{" + host + ":" + port + ", " + dialect + ", timeout=" + timeout
+                + (token != null ? ", token" : "") + (probe ? "" : ", no probe") + "}";
+    }
+
+    /** Mutable builder. */
+    public static final class Builder {
+        private String host = "127.0.0.1";
+        private int port = DistributedConfig.MASTER_PORT_DEFAULT;
+        private TcpStoreDialect dialect = TcpStoreDialect.TORCH_1_13;
+        private Duration timeout = TIMEOUT_DEFAULT;
+        private Duration connectTimeout;
+        private byte[] token;
+        private int maxKeyBytes = TcpStoreServerConfig.MAX_KEY_BYTES_DEFAULT;
+        private int maxValueBytes = TcpStoreServerConfig.MAX_VALUE_BYTES_DEFAULT;
+        private boolean probe = true;
+        private String group = "store";
+        private int rank = -1;
+
+        private Builder() {
+        }
+
+        public Builder host(String v) { this.host = v; return this; }
+        public Builder port(int v) { this.port = v; return this; }
+        public Builder dialect(TcpStoreDialect v) { this.dialect = v; return this; }
+        public Builder timeout(Duration v) { this.timeout = v; return this; }
+        public Builder connectTimeout(Duration v) { this.connectTimeout = v; return this; }
+        public Builder token(byte[] v) { this.token = v == null ? null : v.clone(); return this; }
+        public Builder tokenFile(Path file) { this.token = JobToken.read(file); return this; }
+        public Builder maxKeyBytes(int v) { this.maxKeyBytes = v; return this; }
+        public Builder maxValueBytes(int v) { this.maxValueBytes = v; return this; }
+        public Builder probe(boolean v) { this.probe = v; return this; }
+        public Builder group(String v) { this.group = v; return this; }
+        public Builder rank(int v) { this.rank = v; return this; }
+
+        public TcpStoreConfig build() {
+            return new TcpStoreConfig(this);
+        }
+    }
+}

@@ -1,0 +1,241 @@
+package io.jcomm.cpu.store;
+
+import io.jcomm.api.OpContext;
+import io.jcomm.api.StoreException;
+import io.jcomm.cpu.store.internal.ServerConnection;
+import io.jcomm.cpu.store.internal.ServerContext;
+import io.jcomm.cpu.store.internal.ServerStats;
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.IoHandlerFactory;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.ServerChannel;
+import io.netty.channel.WriteBufferWaterMark;
+import io.netty.channel.epoll.Epoll;
+import io.netty.channel.epoll.EpollIoHandler;
+import io.netty.channel.epoll.EpollServerSocketChannel;
+import io.netty.channel.nio.NioIoHandler;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.netty.util.concurrent.DefaultThreadFactory;
+import java.net.InetSocketAddress;
+import java.util.Objects;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/**
+ * A rendezvous store server that speaks PyTorch's TCPStore wire protocol, so that torch processes
+ * ({@code torch.distributed.TCPStore(host, port, is_master=False)}) and jcomm processes
+ * ({@link TcpStore}) share one store.
+ *
+ * <h2>Dialects</h2>
+ * Detected per connection, so clients of every torch generation are served at once: a connection
+ * whose first bytes are VALIDATE ({@code 00 CE F7 85 3C}) uses torch 2.2+ numbering (2.5+ PING
+ * included); any other connection uses the legacy numbering of torch 1.13/2.0 and 2.1, told apart as
+ * described in {@link TcpStoreServerConfig.LegacyMode}. A jcomm client identifies itself with a
+ * harmless CHECK probe and gets the 2.1 command set and pipelined WAIT+GET.
+ *
+ * <h2>Robustness</h2>
+ * Every length and count is bounded ({@link TcpStoreServerConfig}) before any byte is buffered for
+ * it; an unknown command, a malformed or oversized request, a GET of a missing key or an ADD on a
+ * non-integer closes only the offending connection, with a logged reason (warnings are rate-limited
+ * to ten a second). Waits are served by the server: a WAIT stays pending until its keys are set;
+ * nobody polls.
+ *
+ * <h2>Job token (beyond PyTorch)</h2>
+ * With a token configured, every connection must first pass a mutual HMAC-SHA256 challenge-response
+ * over fresh nonces (see {@code internal.Auth}); a connection that starts with anything else is
+ * answered {@code FA 03} and closed, one that fails the proof {@code FA 01}, one that does not finish
+ * within the handshake timeout is closed. <b>Torch clients cannot authenticate, so a server with a
+ * token refuses all of them</b>: use a token only for jobs whose store clients are all jcomm.
+ *
+ * <h2>Threads</h2>
+ * One Netty event loop (epoll when available, else NIO) runs the listener, every connection and the
+ * map, so no lock is taken anywhere on the request path. {@link #close()} may be called from any
+ * thread and waits (bounded) for the loop to stop.
+ *
+ * <pre>{@code
+ * try (TcpStoreServer server = TcpStoreServer.start(TcpStoreServerConfig.defaults());
+ *      TcpStore store = TcpStore.connect(TcpStoreConfig.builder().port(server.port()).build())) {
+ *     store.set("k", "v".getBytes());
+ * }
+ * }</pre>
+ */
+public final class TcpStoreServer implements AutoCloseable {
+
+    private final TcpStoreServerConfig config;
+    private final EventLoopGroup group;
+    private final Channel serverChannel;
+    private final ServerContext context;
+    private final InetSocketAddress address;
+    private final String transport;
+    private volatile boolean closed;
+
+    private TcpStoreServer(TcpStoreServerConfig config, EventLoopGroup group, Channel serverChannel,
+                           ServerContext context, String transport) {
+        this.config = config;
+        this.group = group;
+        this.serverChannel = serverChannel;
+        this.context = context;
+        this.address = (InetSocketAddress) serverChannel.localAddress();
+        this.transport = transport;
+    }
+
+    /**
+     * Binds and starts a server in this process.
+     *
+     * @throws StoreException when the address cannot be bound (e.g. the port is in use)
+     */
+    public static TcpStoreServer start(TcpStoreServerConfig config) {
+        Objects.requireNonNull(config, "config");
+        boolean epoll = switch (config.transport()) {
+            case EPOLL -> {
+                if (!Epoll.isAvailable()) {
+                    throw new StoreException("epoll transport requested but unavailable: " + Epoll.unavailabilityCause());
+                }
+                yield true;
+            }
+            case NIO -> false;
+            case AUTO -> Epoll.isAvailable();
+        };
+        IoHandlerFactory factory = epoll ? EpollIoHandler.newFactory() : NioIoHandler.newFactory();
+        Class<? extends ServerChannel> channelClass = epoll ? EpollServerSocketChannel.class : NioServerSocketChannel.class;
+        EventLoopGroup group = new MultiThreadIoEventLoopGroup(1,
+                new DefaultThreadFactory("jcomm-" + config.name(), true), factory);
+        ServerContext ctx = new ServerContext(config.name(), config.token().orElse(null), config.maxKeyBytes(),
+                config.maxValueBytes(), config.maxKeysPerRequest(), config.maxRequestBytes(), config.maxStoreBytes(),
+                config.maxConnections(), config.handshakeTimeout().toNanos(),
+                ServerContext.LegacyPolicy.valueOf(config.legacyMode().name()), config.logConnections());
+        try {
+            ServerBootstrap b = new ServerBootstrap()
+                    .group(group)
+                    .channel(channelClass)
+                    .option(ChannelOption.SO_BACKLOG, 1024)
+                    .option(ChannelOption.SO_REUSEADDR, true)
+                    .childOption(ChannelOption.TCP_NODELAY, true)
+                    .childOption(ChannelOption.SO_KEEPALIVE, true)
+                    .childOption(ChannelOption.WRITE_BUFFER_WATER_MARK, new WriteBufferWaterMark(256 * 1024, 1024 * 1024))
+                    .childHandler(new ChannelInitializer<SocketChannel>() {
+                        @Override
+                        protected void initChannel(SocketChannel ch) {
+                            ch.pipeline().addLast(new ServerConnection(ctx));
+                        }
+                    });
+            ChannelFuture f = b.bind(config.host(), config.port()).awaitUninterruptibly();
+            if (!f.isSuccess()) {
+                throw new StoreException(OpContext.of("store", -1, "serverStart"),
+                        "cannot bind the store server to " + config.host() + ":" + config.port() + ": " + f.cause(),
+                        f.cause());
+            }
+            TcpStoreServer server = new TcpStoreServer(config, group, f.channel(), ctx, epoll ? "epoll" : "nio");
+            ServerContextLog.started(server);
+            return server;
+        } catch (RuntimeException e) {
+            group.shutdownGracefully(0, 1, TimeUnit.SECONDS);
+            throw e;
+        }
+    }
+
+    /** The bound port (the real one when the configuration asked for port 0). */
+    public int port() {
+        return address.getPort();
+    }
+
+    public InetSocketAddress address() {
+        return address;
+    }
+
+    /** {@code epoll} or {@code nio}. */
+    public String transport() {
+        return transport;
+    }
+
+    public TcpStoreServerConfig config() {
+        return config;
+    }
+
+    public boolean isClosed() {
+        return closed;
+    }
+
+    /** A snapshot of the server's counters (taken on the event loop; bounded wait). */
+    public Stats stats() {
+        ServerStats s = context.stats();
+        Callable<long[]> read = () -> new long[] {context.engine().size(), context.engine().storedBytes(),
+                context.engine().pendingWaits()};
+        long[] e = new long[] {-1, -1, -1};
+        if (!closed) {
+            try {
+                e = group.submit(read).get(5, TimeUnit.SECONDS);
+            } catch (InterruptedException ex) {
+                Thread.currentThread().interrupt();
+            } catch (ExecutionException | TimeoutException | java.util.concurrent.RejectedExecutionException ex) {
+                // closed or busy: report what the counters say
+            }
+        }
+        return new Stats(s.connectionsOpened(), s.connectionsOpen(), s.connectionsFaulted(), s.commands(),
+                s.droppedWaits(), e[0], e[1], e[2], s.largestRequestBytes(), s.peakBufferedBytes(),
+                s.peakBufferCapacity());
+    }
+
+    /**
+     * Counters of a server.
+     *
+     * @param connectionsOpened  connections accepted so far
+     * @param connectionsOpen    connections open now
+     * @param connectionsFaulted connections the server closed because of bad input or a refusal
+     * @param commands           commands executed
+     * @param droppedWaits       pending WAITs dropped because a legacy client sent a new command
+     * @param keys               keys in the store
+     * @param storedBytes        bytes of all keys and values
+     * @param pendingWaits       WAITs pending now
+     * @param largestRequestBytes largest request executed
+     * @param peakBufferedBytes  most bytes ever buffered for one connection's undecoded input
+     * @param peakBufferCapacity largest receive buffer ever allocated for one connection
+     */
+    public record Stats(long connectionsOpened, long connectionsOpen, long connectionsFaulted, long commands,
+                        long droppedWaits, long keys, long storedBytes, long pendingWaits, long largestRequestBytes,
+                        long peakBufferedBytes, long peakBufferCapacity) {
+    }
+
+    /** Stops listening, closes every connection and stops the event loop. Idempotent; bounded. */
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        serverChannel.close().awaitUninterruptibly(5, TimeUnit.SECONDS);
+        group.shutdownGracefully(0, 2, TimeUnit.SECONDS).awaitUninterruptibly(10, TimeUnit.SECONDS);
+        ServerContextLog.stopped(this);
+    }
+
+    @Override
+    public String toString() {
+        return "TcpStoreServer(" + address + ", " + transport + (config.hasToken() ? ", token" : "") + ")";
+    }
+
+    /** Start/stop log lines. */
+    private static final class ServerContextLog {
+        private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(TcpStoreServer.class);
+
+        static void started(TcpStoreServer s) {
+            if (s.config.logConnections()) {
+                LOG.info("{}: listening on {} ({}, token {})", s.config.name(), s.address, s.transport,
+                        s.config.hasToken() ? "required" : "off");
+            } else {
+                LOG.debug("{}: listening on {} ({})", s.config.name(), s.address, s.transport);
+            }
+        }
+
+        static void stopped(TcpStoreServer s) {
+            LOG.debug("{}: stopped", s.config.name());
+        }
+    }
+}

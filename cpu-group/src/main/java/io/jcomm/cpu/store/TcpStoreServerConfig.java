@@ -1,0 +1,261 @@
+package io.jcomm.cpu.store;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Objects;
+import java.util.Optional;
+
+/**
+ * Immutable configuration of a {@link TcpStoreServer}. Built with {@link #builder()}; every limit has
+ * a safe default (torch 2.x's libuv server uses the same sizes).
+ *
+ * <table>
+ *   <caption>Settings</caption>
+ *   <tr><th>setting</th><th>default</th><th>meaning</th></tr>
+ *   <tr><td>{@code host}</td><td>{@code 127.0.0.1}</td><td>bind address; loopback unless set explicitly
+ *       ({@code 0.0.0.0} binds every interface)</td></tr>
+ *   <tr><td>{@code port}</td><td>0</td><td>0 = an ephemeral port ({@link TcpStoreServer#port()} tells which)</td></tr>
+ *   <tr><td>{@code token}</td><td>none</td><td>job token: when set, every connection must pass the
+ *       challenge-response first, and torch clients are refused</td></tr>
+ *   <tr><td>{@code maxKeyBytes}</td><td>8 KiB</td><td>longest key</td></tr>
+ *   <tr><td>{@code maxValueBytes}</td><td>8 MiB</td><td>longest value</td></tr>
+ *   <tr><td>{@code maxKeysPerRequest}</td><td>131072</td><td>keys in one CHECK/WAIT/MULTI_GET/MULTI_SET</td></tr>
+ *   <tr><td>{@code maxRequestBytes}</td><td>64 MiB</td><td>largest single request (all its fields)</td></tr>
+ *   <tr><td>{@code maxStoreBytes}</td><td>1 GiB</td><td>all keys and values together</td></tr>
+ *   <tr><td>{@code maxConnections}</td><td>4096</td><td>open connections</td></tr>
+ *   <tr><td>{@code handshakeTimeout}</td><td>10 s</td><td>time a connection has to authenticate (token only)</td></tr>
+ *   <tr><td>{@code legacyMode}</td><td>{@code AUTO}</td><td>how to read the command bytes 7 and 8 on a
+ *       connection without VALIDATE (see {@link LegacyMode})</td></tr>
+ *   <tr><td>{@code transport}</td><td>{@code AUTO}</td><td>epoll when available, else NIO</td></tr>
+ *   <tr><td>{@code logConnections}</td><td>false</td><td>log open/close of every connection at INFO
+ *       (otherwise DEBUG)</td></tr>
+ * </table>
+ */
+public final class TcpStoreServerConfig {
+
+    /**
+     * Connections that do not start with VALIDATE use the legacy numbering, shared by torch 1.13/2.0
+     * and 2.1 except for command bytes 7 and 8 (1.13: WATCH_KEY, DELETE_KEY; 2.1: DELETE_KEY, APPEND).
+     */
+    public enum LegacyMode {
+        /**
+         * Decide per connection: bytes 9-11 (MULTI_GET, MULTI_SET, CANCEL_WAIT) mark 2.1; byte 8
+         * followed at once by more bytes after its key is 2.1's APPEND (a 1.13 client waits for the
+         * DELETE_KEY reply before sending anything), otherwise 1.13's DELETE_KEY; byte 7 as the
+         * very first command is 1.13's WATCH_KEY (its callback connection), later 2.1's DELETE_KEY.
+         */
+        AUTO,
+        /** Always 1.13/2.0 numbering. */
+        TORCH_1_13,
+        /** Always 2.1 numbering. */
+        TORCH_2_1
+    }
+
+    /** Network transport of the server. */
+    public enum Transport {
+        AUTO, EPOLL, NIO
+    }
+
+    public static final String HOST_DEFAULT = "127.0.0.1";
+    public static final int MAX_KEY_BYTES_DEFAULT = 8 * 1024;
+    public static final int MAX_VALUE_BYTES_DEFAULT = 8 * 1024 * 1024;
+    public static final int MAX_KEYS_PER_REQUEST_DEFAULT = 128 * 1024;
+    public static final long MAX_REQUEST_BYTES_DEFAULT = 64L * 1024 * 1024;
+    public static final long MAX_STORE_BYTES_DEFAULT = 1L << 30;
+    public static final int MAX_CONNECTIONS_DEFAULT = 4096;
+    public static final Duration HANDSHAKE_TIMEOUT_DEFAULT = Duration.ofSeconds(10);
+
+    private final String host;
+    private final int port;
+    private final byte[] token;
+    private final int maxKeyBytes;
+    private final int maxValueBytes;
+    private final int maxKeysPerRequest;
+    private final long maxRequestBytes;
+    private final long maxStoreBytes;
+    private final int maxConnections;
+    private final Duration handshakeTimeout;
+    private final LegacyMode legacyMode;
+    private final Transport transport;
+    private final boolean logConnections;
+    private final String name;
+
+    private TcpStoreServerConfig(Builder b) {
+        this.host = Objects.requireNonNull(b.host, "host");
+        this.port = b.port;
+        this.token = b.token == null ? null : JobToken.check(b.token, "server token");
+        this.maxKeyBytes = b.maxKeyBytes;
+        this.maxValueBytes = b.maxValueBytes;
+        this.maxKeysPerRequest = b.maxKeysPerRequest;
+        this.maxRequestBytes = b.maxRequestBytes;
+        this.maxStoreBytes = b.maxStoreBytes;
+        this.maxConnections = b.maxConnections;
+        this.handshakeTimeout = Objects.requireNonNull(b.handshakeTimeout, "handshakeTimeout");
+        this.legacyMode = Objects.requireNonNull(b.legacyMode, "legacyMode");
+        this.transport = Objects.requireNonNull(b.transport, "transport");
+        this.logConnections = b.logConnections;
+        this.name = Objects.requireNonNull(b.name, "name");
+        if (port < 0 || port > 65535) {
+            throw new IllegalArgumentException("port out of range: " + port);
+        }
+        if (maxKeyBytes < 1 || maxValueBytes < 0 || maxKeysPerRequest < 1 || maxConnections < 1) {
+            throw new IllegalArgumentException("limits must be positive: " + this);
+        }
+        if (maxRequestBytes < 1 + 8L + maxKeyBytes + 8L + maxValueBytes) {
+            throw new IllegalArgumentException("maxRequestBytes " + maxRequestBytes
+                    + " cannot hold one SET of the largest key and value");
+        }
+        if (maxRequestBytes > Integer.MAX_VALUE - 1024) {
+            throw new IllegalArgumentException("maxRequestBytes must be below 2 GiB");
+        }
+        if (handshakeTimeout.isNegative() || handshakeTimeout.isZero()) {
+            throw new IllegalArgumentException("handshakeTimeout must be positive");
+        }
+    }
+
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /** Defaults: loopback, ephemeral port, no token. */
+    public static TcpStoreServerConfig defaults() {
+        return builder().build();
+    }
+
+    public String host() {
+        return host;
+    }
+
+    public int port() {
+        return port;
+    }
+
+    /** A copy of the token, if one is configured. */
+    public Optional<byte[]> token() {
+        return Optional.ofNullable(token).map(byte[]::clone);
+    }
+
+    public boolean hasToken() {
+        return token != null;
+    }
+
+    byte[] tokenRef() {
+        return token;
+    }
+
+    public int maxKeyBytes() {
+        return maxKeyBytes;
+    }
+
+    public int maxValueBytes() {
+        return maxValueBytes;
+    }
+
+    public int maxKeysPerRequest() {
+        return maxKeysPerRequest;
+    }
+
+    public long maxRequestBytes() {
+        return maxRequestBytes;
+    }
+
+    public long maxStoreBytes() {
+        return maxStoreBytes;
+    }
+
+    public int maxConnections() {
+        return maxConnections;
+    }
+
+    public Duration handshakeTimeout() {
+        return handshakeTimeout;
+    }
+
+    public LegacyMode legacyMode() {
+        return legacyMode;
+    }
+
+    public Transport transport() {
+        return transport;
+    }
+
+    public boolean logConnections() {
+        return logConnections;
+    }
+
+    /** Label used in log lines and thread names. */
+    public String name() {
+        return name;
+    }
+
+    public Builder toBuilder() {
+        Builder b = new Builder();
+        b.host = host;
+        b.port = port;
+        b.token = token;
+        b.maxKeyBytes = maxKeyBytes;
+        b.maxValueBytes = maxValueBytes;
+        b.maxKeysPerRequest = maxKeysPerRequest;
+        b.maxRequestBytes = maxRequestBytes;
+        b.maxStoreBytes = maxStoreBytes;
+        b.maxConnections = maxConnections;
+        b.handshakeTimeout = handshakeTimeout;
+        b.legacyMode = legacyMode;
+        b.transport = transport;
+        b.logConnections = logConnections;
+        b.name = name;
+        return b;
+    }
+
+    @Override
+    public String toString() {
+        return "TcpStoreServerConfig{" + host + ":" + port + (token != null ? ", token" : "") + ", maxKey="
+                + maxKeyBytes + ", maxValue=" + maxValueBytes + ", maxKeys=" + maxKeysPerRequest + ", maxRequest="
+                + maxRequestBytes + ", maxStore=" + maxStoreBytes + ", maxConnections=" + maxConnections
+                + ", legacy=" + legacyMode + ", transport=" + transport + "}";
+    }
+
+    /** Mutable builder. */
+    public static final class Builder {
+        private String host = HOST_DEFAULT;
+        private int port;
+        private byte[] token;
+        private int maxKeyBytes = MAX_KEY_BYTES_DEFAULT;
+        private int maxValueBytes = MAX_VALUE_BYTES_DEFAULT;
+        private int maxKeysPerRequest = MAX_KEYS_PER_REQUEST_DEFAULT;
+        private long maxRequestBytes = MAX_REQUEST_BYTES_DEFAULT;
+        private long maxStoreBytes = MAX_STORE_BYTES_DEFAULT;
+        private int maxConnections = MAX_CONNECTIONS_DEFAULT;
+        private Duration handshakeTimeout = HANDSHAKE_TIMEOUT_DEFAULT;
+        private LegacyMode legacyMode = LegacyMode.AUTO;
+        private Transport transport = Transport.AUTO;
+        private boolean logConnections;
+        private String name = "store";
+
+        private Builder() {
+        }
+
+        /** Bind address. The default is loopback; anything else must be asked for here. */
+        public Builder host(String v) { this.host = v; return this; }
+        public Builder port(int v) { this.port = v; return this; }
+        /** Job token (copied); {@code null} for none. */
+        public Builder token(byte[] v) { this.token = v == null ? null : v.clone(); return this; }
+        /** Reads the job token from a file ({@link JobToken#read}). */
+        public Builder tokenFile(Path file) { this.token = JobToken.read(file); return this; }
+        public Builder maxKeyBytes(int v) { this.maxKeyBytes = v; return this; }
+        public Builder maxValueBytes(int v) { this.maxValueBytes = v; return this; }
+        public Builder maxKeysPerRequest(int v) { this.maxKeysPerRequest = v; return this; }
+        public Builder maxRequestBytes(long v) { this.maxRequestBytes = v; return this; }
+        public Builder maxStoreBytes(long v) { this.maxStoreBytes = v; return this; }
+        public Builder maxConnections(int v) { this.maxConnections = v; return this; }
+        public Builder handshakeTimeout(Duration v) { this.handshakeTimeout = v; return this; }
+        public Builder legacyMode(LegacyMode v) { this.legacyMode = v; return this; }
+        public Builder transport(Transport v) { this.transport = v; return this; }
+        public Builder logConnections(boolean v) { this.logConnections = v; return this; }
+        public Builder name(String v) { this.name = v; return this; }
+
+        public TcpStoreServerConfig build() {
+            return new TcpStoreServerConfig(this);
+        }
+    }
+}

@@ -1,0 +1,64 @@
+package io.jcomm.cpu.store.internal;
+
+/**
+ * Counters of one server. Written only by the event-loop thread; the volatile fields make them
+ * readable from any thread (a reader may see a counter a moment old).
+ */
+public final class ServerStats {
+    volatile long connectionsOpened;
+    volatile long connectionsOpen;
+    volatile long connectionsFaulted;
+    volatile long commands;
+    volatile long droppedWaits;
+    volatile long largestRequestBytes;
+    volatile long peakBufferedBytes;
+    volatile long peakBufferCapacity;
+
+    public long connectionsOpened() {
+        return connectionsOpened;
+    }
+
+    public long connectionsOpen() {
+        return connectionsOpen;
+    }
+
+    public long connectionsFaulted() {
+        return connectionsFaulted;
+    }
+
+    public long commands() {
+        return commands;
+    }
+
+    public long droppedWaits() {
+        return droppedWaits;
+    }
+
+    public long largestRequestBytes() {
+        return largestRequestBytes;
+    }
+
+    public long peakBufferedBytes() {
+        return peakBufferedBytes;
+    }
+
+    public long peakBufferCapacity() {
+        return peakBufferCapacity;
+    }
+
+    void buffered(int readable, int capacity) {
+        if (readable > peakBufferedBytes) {
+            peakBufferedBytes = readable;
+        }
+        if (capacity > peakBufferCapacity) {
+            peakBufferCapacity = capacity;
+        }
+    }
+
+    void request(int bytes) {
+        commands++;
+        if (bytes > largestRequestBytes) {
+            largestRequestBytes = bytes;
+        }
+    }
+}

@@ -1,0 +1,308 @@
+package io.jcomm.cpu.store.internal;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+
+/**
+ * The store's state: the key-value map, the waiters and (torch 1.13) the watchers. Not thread safe
+ * by design: it is owned by the server's single event-loop thread, so no operation takes a lock.
+ *
+ * <p>Keys passed in are usually the server's reusable probe ({@link Key#load}); the engine copies a
+ * key only when it retains it (a new map entry, a waiter, a watcher).
+ */
+public final class StoreEngine {
+
+    /** Told when every key of a wait exists. */
+    public interface WaitListener {
+        void waitCompleted(WaitRecord record);
+    }
+
+    /** Told about changes to a watched key (torch 1.13 watch_key). */
+    public interface WatchListener {
+        void keyChanged(int type, Key key, byte[] oldValue, byte[] newValue);
+    }
+
+    /** One pending WAIT of one connection. */
+    public static final class WaitRecord {
+        final WaitListener listener;
+        final List<Key> missing = new ArrayList<>(2);
+        int remaining;
+        boolean finished;
+
+        WaitRecord(WaitListener listener) {
+            this.listener = listener;
+        }
+
+        /** The keys still missing when the wait was registered (for messages). */
+        public List<Key> missingKeys() {
+            return missing;
+        }
+    }
+
+    private static final byte[] EMPTY = new byte[0];
+
+    private final HashMap<Key, byte[]> data = new HashMap<>();
+    private final HashMap<Key, ArrayList<WaitRecord>> waiters = new HashMap<>();
+    private final HashMap<Key, ArrayList<WatchListener>> watchers = new HashMap<>();
+    private final long maxStoreBytes;
+    private long storedBytes;
+    private long pendingWaits;
+
+    public StoreEngine(long maxStoreBytes) {
+        this.maxStoreBytes = maxStoreBytes;
+    }
+
+    public int size() {
+        return data.size();
+    }
+
+    /** Bytes of all keys and values held. */
+    public long storedBytes() {
+        return storedBytes;
+    }
+
+    public long pendingWaits() {
+        return pendingWaits;
+    }
+
+    public boolean contains(Key key) {
+        return data.containsKey(key);
+    }
+
+    /** The value or {@code null}; the caller must not modify it. */
+    public byte[] get(Key key) {
+        return data.get(key);
+    }
+
+    private void reserve(long delta) {
+        if (delta > 0 && storedBytes + delta > maxStoreBytes) {
+            throw new StoreFault("store full: " + storedBytes + " + " + delta + " bytes exceeds maxStoreBytes "
+                    + maxStoreBytes);
+        }
+    }
+
+    /** Stores {@code value} (taken over, not copied); wakes waiters and notifies watchers. */
+    public void set(Key key, byte[] value) {
+        byte[] old = data.get(key);
+        if (old != null) {
+            reserve((long) value.length - old.length);
+            data.put(key, value); // keeps the existing key object
+            storedBytes += (long) value.length - old.length;
+        } else {
+            reserve((long) key.length() + value.length);
+            data.put(key.copy(), value);
+            storedBytes += (long) key.length() + value.length;
+        }
+        changed(key, old, value);
+    }
+
+    private void changed(Key key, byte[] old, byte[] value) {
+        if (!watchers.isEmpty()) {
+            ArrayList<WatchListener> ws = watchers.get(key);
+            if (ws != null) {
+                int type = old == null ? Wire.WATCH_KEY_CREATED : Wire.WATCH_KEY_UPDATED;
+                for (WatchListener w : new ArrayList<>(ws)) {
+                    w.keyChanged(type, key, old == null ? EMPTY : old, value);
+                }
+            }
+        }
+        if (!waiters.isEmpty()) {
+            ArrayList<WaitRecord> ws = waiters.remove(key);
+            if (ws != null) {
+                for (WaitRecord r : ws) {
+                    if (!r.finished && --r.remaining == 0) {
+                        finish(r);
+                        r.listener.waitCompleted(r);
+                    }
+                }
+            }
+        }
+    }
+
+    /**
+     * Torch's ADD: parses the current value as a decimal integer like {@code std::stoll} (leading
+     * blanks, optional sign, digits; trailing bytes ignored), adds with 64-bit wrap-around, stores
+     * the decimal result.
+     */
+    public long add(Key key, long delta) {
+        byte[] old = data.get(key);
+        long v = delta;
+        if (old != null) {
+            v += parseLong(old);
+        }
+        set(key, decimal(v));
+        return v;
+    }
+
+    static long parseLong(byte[] b) {
+        int i = 0;
+        int n = b.length;
+        while (i < n && (b[i] == ' ' || (b[i] >= '\t' && b[i] <= '\r'))) {
+            i++;
+        }
+        boolean neg = false;
+        if (i < n && (b[i] == '+' || b[i] == '-')) {
+            neg = b[i] == '-';
+            i++;
+        }
+        int start = i;
+        long acc = 0;
+        while (i < n && b[i] >= '0' && b[i] <= '9') {
+            int d = b[i] - '0';
+            // accumulate negatively so that Long.MIN_VALUE parses
+            if (acc < (Long.MIN_VALUE + d) / 10) {
+                throw new StoreFault("ADD on a value out of the int64 range");
+            }
+            acc = acc * 10 - d;
+            i++;
+        }
+        if (i == start) {
+            throw new StoreFault("ADD on a value that is not an integer");
+        }
+        if (!neg) {
+            if (acc == Long.MIN_VALUE) {
+                throw new StoreFault("ADD on a value out of the int64 range");
+            }
+            return -acc;
+        }
+        return acc;
+    }
+
+    static byte[] decimal(long v) {
+        if (v >= 0 && v < 10) {
+            return new byte[] {(byte) ('0' + v)};
+        }
+        String s = Long.toString(v);
+        byte[] out = new byte[s.length()];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = (byte) s.charAt(i);
+        }
+        return out;
+    }
+
+    /** Torch's compare-and-set; returns the bytes to send back (not to be modified). */
+    public byte[] compareSet(Key key, byte[] expected, byte[] desired) {
+        byte[] cur = data.get(key);
+        if (cur == null) {
+            if (expected.length == 0) {
+                set(key, desired);
+                return desired;
+            }
+            return expected;
+        }
+        if (Arrays.equals(cur, expected)) {
+            set(key, desired);
+            return desired;
+        }
+        return cur;
+    }
+
+    public void append(Key key, byte[] value) {
+        byte[] cur = data.get(key);
+        if (cur == null) {
+            set(key, value);
+            return;
+        }
+        byte[] nv = Arrays.copyOf(cur, cur.length + value.length);
+        System.arraycopy(value, 0, nv, cur.length, value.length);
+        set(key, nv);
+    }
+
+    public boolean delete(Key key) {
+        byte[] old = data.remove(key);
+        if (old == null) {
+            return false;
+        }
+        storedBytes -= (long) key.length() + old.length;
+        if (!watchers.isEmpty()) {
+            ArrayList<WatchListener> ws = watchers.get(key);
+            if (ws != null) {
+                for (WatchListener w : new ArrayList<>(ws)) {
+                    w.keyChanged(Wire.WATCH_KEY_DELETED, key, old, EMPTY);
+                }
+            }
+        }
+        return true;
+    }
+
+    // ---- waits ----
+
+    public WaitRecord beginWait(WaitListener listener) {
+        return new WaitRecord(listener);
+    }
+
+    /** Adds one key of a WAIT; registers the record on it when the key is missing. */
+    public void waitFor(WaitRecord r, Key key) {
+        if (data.containsKey(key)) {
+            return;
+        }
+        ArrayList<WaitRecord> ws = waiters.get(key);
+        Key owned;
+        if (ws == null) {
+            owned = key.copy();
+            ws = new ArrayList<>(2);
+            waiters.put(owned, ws);
+        } else {
+            owned = key.copy();
+        }
+        ws.add(r);
+        r.missing.add(owned);
+        r.remaining++;
+    }
+
+    /**
+     * Ends registration: true if no key was missing (the wait is complete now and nothing stays
+     * registered), false if the record waits for a set.
+     */
+    public boolean endWaitRegistration(WaitRecord r) {
+        if (r.remaining == 0) {
+            r.finished = true;
+            return true;
+        }
+        pendingWaits++;
+        return false;
+    }
+
+    private void finish(WaitRecord r) {
+        r.finished = true;
+        pendingWaits--;
+    }
+
+    /** Cancels a pending wait (client gave up, CANCEL_WAIT, or connection closed). Idempotent. */
+    public void cancelWait(WaitRecord r) {
+        if (r == null || r.finished) {
+            return;
+        }
+        finish(r);
+        for (Key k : r.missing) {
+            ArrayList<WaitRecord> ws = waiters.get(k);
+            if (ws != null) {
+                ws.remove(r);
+                if (ws.isEmpty()) {
+                    waiters.remove(k);
+                }
+            }
+        }
+    }
+
+    // ---- watches (torch 1.13 callback connections) ----
+
+    /** Registers {@code w} on {@code key}; returns the retained key (for {@link #unwatch}). */
+    public Key watch(Key key, WatchListener w) {
+        Key owned = key.copy();
+        watchers.computeIfAbsent(owned, k -> new ArrayList<>(1)).add(w);
+        return owned;
+    }
+
+    public void unwatch(Key key, WatchListener w) {
+        ArrayList<WatchListener> ws = watchers.get(key);
+        if (ws != null) {
+            ws.remove(w);
+            if (ws.isEmpty()) {
+                watchers.remove(key);
+            }
+        }
+    }
+}
