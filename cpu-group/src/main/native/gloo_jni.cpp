@@ -353,6 +353,12 @@ std::vector<PairSocket> locatePairSockets(const std::shared_ptr<gloo::rendezvous
 
 struct Comm {
   Comm(int r, int s, int d) : rank(r), size(s), ndev(d), contexts(d), devices(d), sockets(d) {}
+  ~Comm() {
+    contexts.clear();  // pairs first (they unregister from their device's event loop) ...
+    devices.clear();   // ... then the devices, whose destructors join the loop threads
+  }
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
   const int rank;
   const int size;
   const int ndev;

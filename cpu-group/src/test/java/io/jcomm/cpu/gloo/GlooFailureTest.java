@@ -238,5 +238,8 @@ class GlooFailureTest {
                 Duration.ofSeconds(1), Map.of(GlooBackend.DEVICES_OPTION, "x"))));
         assertThrows(BackendException.class, () -> GlooBackend.connect(ThreadRanks.context(store, 0, 2,
                 Duration.ofSeconds(1), Map.of(GlooBackend.CHECK_ARGS_OPTION, "maybe"))));
+        BackendException e = assertThrows(BackendException.class, () -> GlooBackend.connect(ThreadRanks.context(
+                store, 0, 2, Duration.ofSeconds(5), Map.of(GlooBackend.IFNAME_OPTION, "nosuchif0"))));
+        assertTrue(e.getMessage().contains("nosuchif0"), e.getMessage());
     }
 }
