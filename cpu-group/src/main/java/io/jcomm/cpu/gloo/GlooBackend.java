@@ -39,7 +39,9 @@ import java.util.concurrent.TimeUnit;
  *       {@code <r>}), bounded by {@link CpuBackendContext#timeout()}.</li>
  *   <li>Collective number {@code k} (counted from 0 per backend, barrier included) uses gloo tag
  *       {@code k} on context {@code k % devices}; send/recv use the caller's tag as the gloo slot
- *       and context {@code tag % devices} and do not advance the counter (torch 1.13's rules).</li>
+ *       and context {@code tag % devices} and do not advance the counter (torch 1.13's rules). Tags
+ *       are unsigned 32-bit on the wire: negative tags (the group's internal ones, e.g.
+ *       {@code CpuBackend.OBJECT_TAG}) map to slots a torch user cannot pick.</li>
  *   <li>Algorithms: gloo's ring all-reduce, binomial-tree broadcast, ring all-gather, allgatherv,
  *       gather, scatter, barrier. Reduce-scatter is an all-reduce of a copy of the input of which
  *       each rank keeps its chunk (gloo 2022 has none). {@code F16}/{@code BF16} reductions run in
@@ -415,7 +417,6 @@ public final class GlooBackend implements CpuBackend {
         final String op = "send";
         host(tensor, op);
         peerArg(dst, "dst", op);
-        tagArg(tag, op);
         try (NativeHandle.Lease l = begin(op)) {
             GlooNative.send(l.handle(), device(tag), tag, millis(deadline, op), checkArgs,
                     tensor.buffer(), tensor.byteSize(), dst);
@@ -429,7 +430,6 @@ public final class GlooBackend implements CpuBackend {
         final String op = "recv";
         host(tensor, op);
         peerArg(src, "src", op);
-        tagArg(tag, op);
         try (NativeHandle.Lease l = begin(op)) {
             GlooNative.recv(l.handle(), device(tag), tag, millis(deadline, op), checkArgs,
                     tensor.buffer(), tensor.byteSize(), src);
@@ -577,12 +577,6 @@ public final class GlooBackend implements CpuBackend {
         rankArg(r, what, op);
         if (r == rank) {
             throw new ProtocolException(ctx(op), what + " rank " + r + " is this rank");
-        }
-    }
-
-    private void tagArg(int tag, String op) {
-        if (tag < 0) {
-            throw new ProtocolException(ctx(op), "tag " + tag + " is negative");
         }
     }
 }

@@ -267,6 +267,14 @@ class GlooCollectivesTest {
                 b.send(in, prev, 11, d());
             }
             assertArrayEquals(payload, back.toByteArray());
+            // Negative tags (the group's internal ones) are slots too.
+            Tensor neg = Tensor.ofInts(rank);
+            if (rank == 0) {
+                b.send(neg, 1, -1, d());
+            } else if (rank == 1) {
+                b.recv(neg, 0, -1, d());
+                assertEquals(0, neg.getLong(0));
+            }
         });
     }
 
