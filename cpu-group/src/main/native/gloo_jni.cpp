@@ -46,6 +46,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
+#include <deque>
+#include <condition_variable>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -354,6 +357,7 @@ std::vector<PairSocket> locatePairSockets(const std::shared_ptr<gloo::rendezvous
 struct Comm {
   Comm(int r, int s, int d) : rank(r), size(s), ndev(d), contexts(d), devices(d), sockets(d) {}
   ~Comm() {
+    stopSends();
     contexts.clear();  // pairs first (they unregister from their device's event loop) ...
     devices.clear();   // ... then the devices, whose destructors join the loop threads
   }
@@ -367,6 +371,105 @@ struct Comm {
   std::vector<std::vector<PairSocket>> sockets;  // [device][rank]
   std::mutex mutex;                              // guards the three vectors while connecting
   std::vector<char> scratch;  // reduction scratch (calls are serialised by the Java side)
+
+  // ---- buffered sends: send() copies the payload, posts it and returns; a reaper thread waits
+  // for the receivers (gloo transmits only once the receiver has posted its recv) ----
+  struct PendingSend {
+    std::vector<uint8_t> payload;
+    uint64_t header = 0;
+    std::unique_ptr<gloo::transport::UnboundBuffer> headerBuf;  // with the argument check only
+    std::unique_ptr<gloo::transport::UnboundBuffer> dataBuf;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  std::mutex sendMutex;
+  std::condition_variable sendCv;
+  std::deque<std::unique_ptr<PendingSend>> sends;
+  gloo::transport::UnboundBuffer* waitingOn = nullptr;  // the buffer the reaper waits on
+  bool stopping = false;
+  std::thread reaper;
+
+  // The first failure of a buffered send; reported by the next call on this communicator.
+  bool failed = false;
+  jint failedKind = 0;
+  int failedPeer = -1;
+  std::string failedMessage;
+
+  void enqueue(std::unique_ptr<PendingSend> ps) {
+    std::lock_guard<std::mutex> lock(sendMutex);
+    sends.push_back(std::move(ps));
+    if (!reaper.joinable()) {
+      reaper = std::thread([this] { reap(); });
+    }
+    sendCv.notify_all();
+  }
+
+  // Throws the failure of an earlier buffered send, if any.
+  void throwIfSendFailed() {
+    std::lock_guard<std::mutex> lock(sendMutex);
+    if (failed) {
+      throw NativeError(failedKind, "an earlier send failed: " + failedMessage, failedPeer);
+    }
+  }
+
+  // Waits up to timeout until every buffered send was received (or one failed).
+  bool flush(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(sendMutex);
+    return sendCv.wait_for(lock, timeout, [this] { return sends.empty() || failed || stopping; }) && !failed;
+  }
+
+  void stopSends() {
+    {
+      std::lock_guard<std::mutex> lock(sendMutex);
+      stopping = true;
+      if (waitingOn != nullptr) {
+        waitingOn->abortWaitSend();
+      }
+      sendCv.notify_all();
+    }
+    if (reaper.joinable()) {
+      reaper.join();
+    }
+    std::lock_guard<std::mutex> lock(sendMutex);
+    sends.clear();  // unbound buffers may be destroyed with operations pending (gloo holds weak references)
+  }
+
+  // false when stopping (the wait was aborted)
+  bool waitSent(gloo::transport::UnboundBuffer* b, std::chrono::steady_clock::time_point deadline) {
+    {
+      std::lock_guard<std::mutex> lock(sendMutex);
+      if (stopping) {
+        return false;
+      }
+      waitingOn = b;
+    }
+    // Cleared however waitSend returns: a timeout throws, and the buffer is freed right after.
+    struct Clear {
+      Comm* c;
+      ~Clear() {
+        std::lock_guard<std::mutex> lock(c->sendMutex);
+        c->waitingOn = nullptr;
+      }
+    } clear{this};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    bool done = b->waitSend(std::max(std::chrono::milliseconds(1), left));
+    std::lock_guard<std::mutex> lock(sendMutex);
+    return done && !stopping;
+  }
+
+  void reap();
+  void recordSendFailure(jint kind, int peer, const std::string& msg) {
+    {
+      std::lock_guard<std::mutex> lock(sendMutex);
+      if (!failed) {
+        failed = true;
+        failedKind = kind;
+        failedPeer = peer;
+        failedMessage = msg;
+      }
+      sendCv.notify_all();
+    }
+    abortAll();
+  }
 
   const std::shared_ptr<gloo::rendezvous::Context>& ctx(int dev) const {
     if (dev < 0 || dev >= ndev || !contexts[dev]) {
@@ -420,6 +523,52 @@ struct Comm {
   }
 };
 
+bool contains(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
+
+// Kind and peer of a gloo::IoException's message.
+jint ioKind(const std::string& msg) {
+  if (contains(msg, "Timed out") || contains(msg, "timeout") || contains(msg, "Application timeout")) {
+    return KIND_TIMEOUT;
+  }
+  return KIND_IO;
+}
+
+void Comm::reap() {
+  for (;;) {
+    PendingSend* ps;
+    {
+      std::unique_lock<std::mutex> lock(sendMutex);
+      sendCv.wait(lock, [this] { return stopping || !sends.empty(); });
+      if (stopping) {
+        return;
+      }
+      ps = sends.front().get();
+    }
+    try {
+      bool done = (!ps->headerBuf || waitSent(ps->headerBuf.get(), ps->deadline)) &&
+                  waitSent(ps->dataBuf.get(), ps->deadline);
+      if (!done) {
+        return;  // stopping
+      }
+    } catch (gloo::IoException& e) {
+      std::string msg = e.what();
+      jint kind = ioKind(msg);
+      recordSendFailure(kind, kind == KIND_IO ? peerIn(msg) : -1, msg);
+    } catch (std::exception& e) {
+      recordSendFailure(KIND_OTHER, -1, e.what());
+    } catch (...) {
+      recordSendFailure(KIND_OTHER, -1, "unknown C++ exception");
+    }
+    std::lock_guard<std::mutex> lock(sendMutex);
+    if (failed) {
+      sends.clear();  // the connections are closed: nothing else will be delivered
+    } else if (!sends.empty()) {
+      sends.pop_front();
+    }
+    sendCv.notify_all();
+  }
+}
+
 Comm* toComm(jlong h) {
   if (h == 0) {
     throw NativeError(KIND_ARGUMENT, "null gloo handle");
@@ -433,7 +582,13 @@ void throwJava(JNIEnv* env, jint kind, int peer, const std::string& msg) {
   if (env->ExceptionCheck()) {
     return;
   }
-  jstring m = env->NewStringUTF(msg.c_str());
+  std::string ascii(msg);
+  for (char& c : ascii) {
+    if (static_cast<unsigned char>(c) >= 0x80 || c == '\0') {
+      c = '?';  // NewStringUTF wants modified UTF-8; gloo's messages are ASCII anyway
+    }
+  }
+  jstring m = env->NewStringUTF(ascii.c_str());
   if (m == nullptr) {
     return;  // OutOfMemoryError pending
   }
@@ -442,8 +597,6 @@ void throwJava(JNIEnv* env, jint kind, int peer, const std::string& msg) {
     env->Throw(ex);
   }
 }
-
-bool contains(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
 
 // Runs fn; converts every C++ exception into a Java exception. After an I/O failure or a timeout
 // every pair of every context of the communicator is closed, so that peers blocked on this rank
@@ -461,13 +614,8 @@ void guarded(JNIEnv* env, Comm* comm, F&& fn) {
     throwJava(env, e.kind, e.peerRank, e.what());
   } catch (gloo::IoException& e) {
     std::string msg = e.what();
-    jint kind = KIND_IO;
-    int peer = -1;
-    if (contains(msg, "Timed out") || contains(msg, "timeout") || contains(msg, "Application timeout")) {
-      kind = KIND_TIMEOUT;
-    } else if (comm != nullptr) {
-      peer = comm->peerIn(msg);
-    }
+    jint kind = ioKind(msg);
+    int peer = kind == KIND_IO && comm != nullptr ? comm->peerIn(msg) : -1;
     if (comm != nullptr) {
       try {
         comm->abortAll();
@@ -1046,6 +1194,7 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_barrier(JNIEnv
   guarded(env, reinterpret_cast<Comm*>(h), [&] {
     Comm* comm = toComm(h);
     const auto& ctx = comm->ctx(dev);
+    comm->throwIfSendFailed();
     Deadline dl(timeoutMs);
     auto utag = static_cast<uint32_t>(tag);
     if (check) {
@@ -1065,6 +1214,7 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_broadcast(JNIE
   guarded(env, reinterpret_cast<Comm*>(h), [&] {
     Comm* comm = toComm(h);
     const auto& ctx = comm->ctx(dev);
+    comm->throwIfSendFailed();
     checkRank(comm, root, "broadcast root");
     uint8_t* p = address(env, buf, bytes, "broadcast");
     Deadline dl(timeoutMs);
@@ -1092,6 +1242,7 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_allReduce(JNIE
   guarded(env, reinterpret_cast<Comm*>(h), [&] {
     Comm* comm = toComm(h);
     const auto& ctx = comm->ctx(dev);
+    comm->throwIfSendFailed();
     size_t es = dtypeSize(dtype);
     if (numel < 0) {
       throw NativeError(KIND_ARGUMENT, "negative element count");
@@ -1117,6 +1268,7 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_reduceScatter(
   guarded(env, reinterpret_cast<Comm*>(h), [&] {
     Comm* comm = toComm(h);
     const auto& ctx = comm->ctx(dev);
+    comm->throwIfSendFailed();
     size_t es = dtypeSize(dtype);
     if (outNumel < 0) {
       throw NativeError(KIND_ARGUMENT, "negative element count");
@@ -1148,6 +1300,7 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_allGather(JNIE
   guarded(env, reinterpret_cast<Comm*>(h), [&] {
     Comm* comm = toComm(h);
     const auto& ctx = comm->ctx(dev);
+    comm->throwIfSendFailed();
     uint8_t* src = address(env, in, inBytes, "allGather input");
     uint8_t* dst = address(env, out, inBytes * comm->size, "allGather output");
     Deadline dl(timeoutMs);
@@ -1175,6 +1328,7 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_allGatherV(JNI
   guarded(env, reinterpret_cast<Comm*>(h), [&] {
     Comm* comm = toComm(h);
     const auto& ctx = comm->ctx(dev);
+    comm->throwIfSendFailed();
     if (byteCounts == nullptr || env->GetArrayLength(byteCounts) != comm->size) {
       throw NativeError(KIND_ARGUMENT, "allGatherV: need one count per rank");
     }
@@ -1220,6 +1374,7 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_gather(JNIEnv*
   guarded(env, reinterpret_cast<Comm*>(h), [&] {
     Comm* comm = toComm(h);
     const auto& ctx = comm->ctx(dev);
+    comm->throwIfSendFailed();
     checkRank(comm, root, "gather root");
     uint8_t* src = address(env, in, inBytes, "gather input");
     uint8_t* dst = comm->rank == root ? address(env, out, inBytes * comm->size, "gather output") : nullptr;
@@ -1250,6 +1405,7 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_scatter(JNIEnv
   guarded(env, reinterpret_cast<Comm*>(h), [&] {
     Comm* comm = toComm(h);
     const auto& ctx = comm->ctx(dev);
+    comm->throwIfSendFailed();
     checkRank(comm, root, "scatter root");
     uint8_t* dst = address(env, out, outBytes, "scatter output");
     uint8_t* src = comm->rank == root ? address(env, in, outBytes * comm->size, "scatter input") : nullptr;
@@ -1283,26 +1439,31 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_send(JNIEnv* e
   guarded(env, reinterpret_cast<Comm*>(h), [&] {
     Comm* comm = toComm(h);
     const auto& ctx = comm->ctx(dev);
+    comm->throwIfSendFailed();
     checkRank(comm, dst, "send destination");
     if (dst == comm->rank) {
       throw NativeError(KIND_ARGUMENT, "send to self");
     }
     uint8_t* p = address(env, buf, bytes, "send");
-    Deadline dl(timeoutMs);
-    auto slot = static_cast<uint64_t>(static_cast<uint32_t>(tag));
-    uint64_t header = static_cast<uint64_t>(bytes);
-    std::unique_ptr<gloo::transport::UnboundBuffer> hb;
+    auto ps = std::make_unique<Comm::PendingSend>();
+    ps->deadline = Deadline(timeoutMs).end;
+    ps->payload.assign(p, p + bytes);
+    ps->header = static_cast<uint64_t>(bytes);
     if (check) {
-      hb = ctx->createUnboundBuffer(&header, sizeof(header));
-      hb->send(dst, static_cast<uint64_t>(gloo::Slot::build(kP2pHeaderSlotPrefix, static_cast<uint32_t>(tag))));
+      ps->headerBuf = ctx->createUnboundBuffer(&ps->header, sizeof(ps->header));
+      ps->headerBuf->send(dst, static_cast<uint64_t>(gloo::Slot::build(kP2pHeaderSlotPrefix, static_cast<uint32_t>(tag))));
     }
-    auto b = ctx->createUnboundBuffer(p, static_cast<size_t>(bytes));
-    b->send(dst, slot);
-    if (hb) {
-      hb->waitSend(dl.left());
-    }
-    b->waitSend(dl.left());
+    ps->dataBuf = ctx->createUnboundBuffer(ps->payload.data(), ps->payload.size());
+    ps->dataBuf->send(dst, static_cast<uint64_t>(static_cast<uint32_t>(tag)));
+    comm->enqueue(std::move(ps));
   });
+}
+
+JNIEXPORT jboolean JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_flush(JNIEnv* env, jclass, jlong h,
+                                                                           jlong timeoutMs) {
+  jboolean out = JNI_FALSE;
+  guarded(env, nullptr, [&] { out = toComm(h)->flush(ms(timeoutMs)) ? JNI_TRUE : JNI_FALSE; });
+  return out;
 }
 
 JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_recv(JNIEnv* env, jclass, jlong h, jint dev,
@@ -1311,6 +1472,7 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_recv(JNIEnv* e
   guarded(env, reinterpret_cast<Comm*>(h), [&] {
     Comm* comm = toComm(h);
     const auto& ctx = comm->ctx(dev);
+    comm->throwIfSendFailed();
     checkRank(comm, src, "recv source");
     if (src == comm->rank) {
       throw NativeError(KIND_ARGUMENT, "recv from self");

@@ -48,6 +48,11 @@ import java.util.concurrent.TimeUnit;
  *       float and round back to nearest even; {@code AVG} is a sum divided by the size (integers
  *       truncate toward zero); on {@code BOOL}, {@code SUM}/{@code MAX} are "or" and
  *       {@code PROD}/{@code MIN} are "and".</li>
+ *   <li>Send is buffered: the payload is copied and posted, and a background thread waits for the
+ *       receiver (gloo transmits only when the receiver has posted its receive), so sends never
+ *       deadlock against receives posted in another order or after a collective. A delivery that
+ *       fails or is not taken by the send's deadline poisons the backend; the next call reports it.
+ *       Receive blocks until the message is in the tensor.</li>
  *   <li>Argument check ({@value #CHECK_ARGS_OPTION}, default {@code true}): before each collective
  *       every rank sends a 32-byte description of its call (operation, dtype, count, root,
  *       reduce op) to every other rank on a slot of its own, and a mismatch fails on every rank
@@ -84,6 +89,9 @@ public final class GlooBackend implements CpuBackend {
     /** {@code true}/{@code false}: exchange a description of every call before running it. */
     public static final String CHECK_ARGS_OPTION = "gloo.checkArgs";
     public static final boolean CHECK_ARGS_DEFAULT = true;
+
+    /** How long {@link #close()} waits for buffered sends to be taken by their receivers. */
+    private static final long FLUSH_WAIT_MILLIS = 2_000;
 
     /** How long {@link #close()} waits for a call in progress to return before leaving it to free the handle. */
     private static final long CLOSE_WAIT_MILLIS = 2_000;
@@ -412,6 +420,12 @@ public final class GlooBackend implements CpuBackend {
         }
     }
 
+    /**
+     * Buffered send: copies the tensor, posts it and returns without waiting for the receiver (so
+     * that sends never deadlock against receives in another order). The receiver must take it
+     * within {@code deadline}; a delivery failure poisons the backend and is reported by the next
+     * call. gloo transmits the payload only when the receiver has posted its receive.
+     */
     @Override
     public void send(Tensor tensor, int dst, int tag, Deadline deadline) {
         final String op = "send";
@@ -439,12 +453,24 @@ public final class GlooBackend implements CpuBackend {
     }
 
     /**
-     * Closes every connection and frees the native communicator. A call in progress on another
-     * thread fails with {@link CommClosedException}; the communicator is freed when it has returned
-     * (this method waits up to 2 s for that). Idempotent.
+     * Closes every connection and frees the native communicator. Buffered sends not yet taken by
+     * their receivers get up to 2 s to be delivered first. A call in progress on another thread
+     * fails with {@link CommClosedException}; the communicator is freed when it has returned (this
+     * method waits up to 2 s for that). Idempotent.
      */
     @Override
     public void close() {
+        if (!closed && failure == null) {
+            // Buffered sends are delivered only once their receivers ask for them: give them a moment.
+            NativeHandle.Lease l = handle.acquire();
+            if (l != null) {
+                try (l) {
+                    GlooNative.flush(l.handle(), FLUSH_WAIT_MILLIS);
+                } catch (GlooNativeException e) {
+                    // closing anyway
+                }
+            }
+        }
         closed = true;
         handle.close(CLOSE_WAIT_MILLIS, TimeUnit.MILLISECONDS);
     }

@@ -279,6 +279,54 @@ class GlooCollectivesTest {
     }
 
     @Test
+    void sendsAreBufferedSoNoOrderDeadlocks() {
+        ThreadRanks.run(3, (b, rank) -> {
+            int next = (rank + 1) % 3;
+            int prev = (rank + 2) % 3;
+            // every rank sends first
+            Tensor out = Tensor.ofLongs(rank, 100 + rank);
+            b.send(out, next, 1, d());
+            out.fill(-1); // the payload was copied: changing the tensor now is harmless
+            Tensor in = Tensor.allocate(DType.I64, 2);
+            b.recv(in, prev, 1, d());
+            assertArrayEquals(new long[] {prev, 100 + prev}, in.toLongArray());
+            // tags received in the opposite order
+            if (rank == 0) {
+                b.send(Tensor.ofInts(1, 1, 1), 1, 11, d());
+                b.send(Tensor.ofInts(2, 2), 1, 12, d());
+            } else if (rank == 1) {
+                Tensor two = Tensor.allocate(DType.I32, 2);
+                b.recv(two, 0, 12, d());
+                Tensor one = Tensor.allocate(DType.I32, 3);
+                b.recv(one, 0, 11, d());
+                assertArrayEquals(new long[] {2, 2}, two.toLongArray());
+                assertArrayEquals(new long[] {1, 1, 1}, one.toLongArray());
+            }
+            // a send before a collective that the receiver enters first
+            if (rank == 0) {
+                b.send(Tensor.ofLongs(42), 2, 3, d());
+            }
+            Tensor x = Tensor.ofLongs(rank + 1);
+            b.allReduce(x, ReduceOp.SUM, d());
+            assertEquals(6, x.getLong(0));
+            if (rank == 2) {
+                Tensor y = Tensor.allocate(DType.I64, 1);
+                b.recv(y, 0, 3, d());
+                assertEquals(42, y.getLong(0));
+            }
+            // a last send right before close is still delivered (close waits for it)
+            if (rank == 1) {
+                b.send(Tensor.ofFloats(7.5f), 0, 99, d());
+            } else if (rank == 0) {
+                Thread.sleep(200);
+                Tensor z = Tensor.allocate(DType.F32, 1);
+                b.recv(z, 1, 99, d());
+                assertEquals(7.5, z.getDouble(0));
+            }
+        });
+    }
+
+    @Test
     void tagsFollowTorchCounterAcrossTwoDevices() {
         ThreadRanks.run(2, Map.of(GlooBackend.DEVICES_OPTION, "2"), Duration.ofSeconds(60), (b, rank) -> {
             assertEquals(2, b.devices());

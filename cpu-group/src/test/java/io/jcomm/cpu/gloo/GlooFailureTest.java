@@ -131,6 +131,25 @@ class GlooFailureTest {
     }
 
     @Test
+    void aSendNobodyReceivesPoisonsTheBackendLater() {
+        CountDownLatch done = new CountDownLatch(1);
+        ThreadRanks.run(2, (b, rank) -> {
+            b.barrier(d(10_000));
+            if (rank == 0) {
+                b.send(Tensor.ofInts(1), 1, 5, d(300)); // returns at once: buffered
+                Thread.sleep(1500);
+                long start = System.nanoTime();
+                CommTimeoutException e = assertThrows(CommTimeoutException.class, () -> b.barrier(d(10_000)));
+                assertTrue(elapsedMillis(start) < 1000, "reported at once");
+                assertTrue(e.getMessage().contains("an earlier send failed"), e.getMessage());
+                done.countDown();
+            } else {
+                assertTrue(done.await(30, TimeUnit.SECONDS));
+            }
+        });
+    }
+
+    @Test
     void expiredDeadlineIsATimeout() {
         ThreadRanks.run(2, (b, rank) -> {
             b.barrier(d(10_000)); // both connected before either closes

@@ -70,8 +70,19 @@ public final class GlooNative {
     public static native void scatter(long handle, int dev, int tag, long timeoutMillis, boolean check,
                                ByteBuffer in, ByteBuffer out, long outBytes, int dtype, int root);
 
+    /**
+     * Copies the payload, posts it to {@code dst} and returns: a background thread waits until the
+     * receiver takes it (by the deadline). A failure is reported by the next call of any kind.
+     */
     public static native void send(long handle, int dev, int tag, long timeoutMillis, boolean check,
                             ByteBuffer buf, long bytes, int dst);
+
+    /**
+     * Waits up to {@code timeoutMillis} until every buffered send was received.
+     *
+     * @return true if none is left and none failed
+     */
+    public static native boolean flush(long handle, long timeoutMillis);
 
     public static native void recv(long handle, int dev, int tag, long timeoutMillis, boolean check,
                             ByteBuffer buf, long bytes, int src);
