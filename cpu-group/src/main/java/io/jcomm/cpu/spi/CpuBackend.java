@@ -1,6 +1,8 @@
 package io.jcomm.cpu.spi;
 
+import io.jcomm.api.DType;
 import io.jcomm.api.Deadline;
+import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
 
@@ -25,6 +27,12 @@ import io.jcomm.api.Tensor;
  * ranks, {@link io.jcomm.api.BackendException} otherwise. After a failure the caller poisons the
  * group and calls {@link #close()}; {@link #close()} must also unblock a call in progress (from
  * another thread).
+ *
+ * <p>The byte-payload methods ({@link #broadcastBytes}, {@link #allGatherBytes}, {@link #gatherBytes},
+ * {@link #sendBytes}, {@link #recvBytes}) carry the encoded objects of the object collectives. Their
+ * default implementations use the tensor operations (a length exchange, then the payload, as torch
+ * does); a backend may override them to send each payload as one length-prefixed message. Every
+ * received length is checked against {@code maxBytes} before anything is allocated.
  */
 public interface CpuBackend extends AutoCloseable {
 
@@ -57,6 +65,116 @@ public interface CpuBackend extends AutoCloseable {
     void send(Tensor tensor, int dst, int tag, Deadline deadline);
 
     void recv(Tensor tensor, int src, int tag, Deadline deadline);
+
+    // ---- variable-size byte payloads (object collectives); additive, with tensor-based defaults ----
+
+    /**
+     * Tag reserved for the object point-to-point messages of the default {@link #sendBytes} /
+     * {@link #recvBytes}. The group only passes non-negative tags from users, so negative tags are
+     * free for internal use.
+     */
+    int OBJECT_TAG = -1;
+
+    /**
+     * Broadcasts {@code payload} (meaningful on {@code src} only, may be {@code null} elsewhere) and
+     * returns {@code src}'s payload on every rank.
+     *
+     * @throws ProtocolException if a received length is negative or exceeds {@code maxBytes}
+     */
+    default byte[] broadcastBytes(byte[] payload, int src, int maxBytes, Deadline deadline) {
+        boolean root = payload != null;
+        Tensor len = Tensor.allocate(DType.I64, 1);
+        if (root) {
+            len.setLong(0, payload.length);
+        }
+        broadcast(len, src, deadline);
+        int n = checkedLength(len.getLong(0), maxBytes, src);
+        Tensor data = root ? Tensor.ofBytes(payload) : Tensor.allocate(DType.U8, n);
+        broadcast(data, src, deadline);
+        return root ? payload : data.toByteArray();
+    }
+
+    /** Every rank's {@code payload}, indexed by group rank. */
+    default byte[][] allGatherBytes(byte[] payload, int rank, int size, int maxBytes, Deadline deadline) {
+        Tensor lens = Tensor.allocate(DType.I64, size);
+        allGather(lens, Tensor.ofLongs(payload.length), deadline);
+        long[] counts = new long[size];
+        long total = 0;
+        for (int r = 0; r < size; r++) {
+            counts[r] = r == rank ? payload.length : checkedLength(lens.getLong(r), maxBytes, r);
+            total += counts[r];
+        }
+        if (total > Integer.MAX_VALUE) {
+            throw new ProtocolException("all-gathered payloads total " + total + " bytes, over the 2 GiB limit");
+        }
+        Tensor out = Tensor.allocate(DType.U8, total);
+        allGatherV(out, Tensor.ofBytes(payload), counts, deadline);
+        byte[][] result = new byte[size][];
+        long off = 0;
+        for (int r = 0; r < size; r++) {
+            result[r] = out.flatSlice(off, counts[r]).toByteArray();
+            off += counts[r];
+        }
+        return result;
+    }
+
+    /**
+     * Every rank's {@code payload} on {@code dst} (indexed by group rank); {@code null} on the other
+     * ranks. The default exchanges lengths with an all-gather and pads payloads to the longest one.
+     */
+    default byte[][] gatherBytes(byte[] payload, int dst, int rank, int size, int maxBytes, Deadline deadline) {
+        Tensor lens = Tensor.allocate(DType.I64, size);
+        allGather(lens, Tensor.ofLongs(payload.length), deadline);
+        int max = 0;
+        int[] counts = new int[size];
+        for (int r = 0; r < size; r++) {
+            counts[r] = r == rank ? payload.length : checkedLength(lens.getLong(r), maxBytes, r);
+            max = Math.max(max, counts[r]);
+        }
+        if ((long) max * size > Integer.MAX_VALUE) {
+            throw new ProtocolException("gathered payloads of up to " + max + " bytes exceed the 2 GiB limit");
+        }
+        Tensor in = Tensor.allocate(DType.U8, max);
+        in.buffer().put(payload);
+        Tensor out = rank == dst ? Tensor.allocate(DType.U8, (long) max * size) : null;
+        gather(out, in, dst, deadline);
+        if (rank != dst) {
+            return null;
+        }
+        byte[][] result = new byte[size][];
+        for (int r = 0; r < size; r++) {
+            result[r] = out.flatSlice((long) r * max, counts[r]).toByteArray();
+        }
+        return result;
+    }
+
+    /** Sends a byte payload to {@code dst}, matched by {@link #recvBytes} on {@code dst}. */
+    default void sendBytes(byte[] payload, int dst, Deadline deadline) {
+        send(Tensor.ofLongs(payload.length), dst, OBJECT_TAG, deadline);
+        send(Tensor.ofBytes(payload), dst, OBJECT_TAG, deadline);
+    }
+
+    /** Receives a byte payload sent with {@link #sendBytes} by {@code src}. */
+    default byte[] recvBytes(int src, int maxBytes, Deadline deadline) {
+        Tensor len = Tensor.allocate(DType.I64, 1);
+        recv(len, src, OBJECT_TAG, deadline);
+        Tensor data = Tensor.allocate(DType.U8, checkedLength(len.getLong(0), maxBytes, src));
+        recv(data, src, OBJECT_TAG, deadline);
+        return data.toByteArray();
+    }
+
+    /**
+     * Checks a length received from {@code peer}.
+     *
+     * @throws ProtocolException if it is negative or larger than {@code maxBytes}
+     */
+    static int checkedLength(long length, int maxBytes, int peer) {
+        if (length < 0 || length > maxBytes) {
+            throw new ProtocolException("rank " + peer + " announced a payload of " + length
+                    + " bytes; the limit is " + maxBytes + " (option object.maxBytes)");
+        }
+        return (int) length;
+    }
 
     /** Releases resources and fails any call in progress. Idempotent; never blocks for long. */
     @Override

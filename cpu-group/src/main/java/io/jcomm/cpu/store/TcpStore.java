@@ -81,6 +81,8 @@ public final class TcpStore implements Store {
     private static final long BACKOFF_START_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
     private static final long BACKOFF_MAX_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
     private static final int MAX_RETRIES = 3;
+    /** How long a CANCEL_WAIT may take before the connection is dropped instead. */
+    private static final Duration CANCEL_GRACE = Duration.ofSeconds(1);
 
     private final TcpStoreConfig config;
     private final String where;
@@ -502,7 +504,7 @@ public final class TcpStore implements Store {
     /** Sends CANCEL_WAIT; true if the wait had completed meanwhile. Drops the connection on trouble. */
     private boolean cancelWait(ClientChannel c) {
         try {
-            Deadline g = Deadline.after(timeout().compareTo(Duration.ofSeconds(5)) < 0 ? timeout() : Duration.ofSeconds(5));
+            Deadline g = Deadline.after(timeout().compareTo(CANCEL_GRACE) < 0 ? timeout() : CANCEL_GRACE);
             c.begin().u8(code(Op.CANCEL_WAIT));
             c.send(g);
             int r = c.readU8(g);
@@ -648,7 +650,8 @@ public final class TcpStore implements Store {
             byte[] sn = c.readRaw(Wire.NONCE_BYTES, d);
             byte[] sp = c.readRaw(Wire.MAC_BYTES, d);
             if (!Auth.equal(sp, Auth.serverProof(token, cn, sn))) {
-                throw new Refused("the store server at " + where + " does not know the job token");
+                throw new Refused("job token mismatch: the store server at " + where
+                        + " could not prove it holds this client's token");
             }
             c.begin().raw(Auth.clientProof(token, cn, sn));
             c.send(d);
@@ -659,7 +662,7 @@ public final class TcpStore implements Store {
                 ok = -1;
             }
             if (ok != Wire.AUTH_OK) {
-                throw new Refused("the store server at " + where + " refused this client's job token");
+                throw new Refused("job token mismatch: the store server at " + where + " refused this client's token");
             }
             jcomm = true;
         }

@@ -15,6 +15,8 @@ import io.netty.channel.IoHandlerFactory;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.ServerChannel;
 import io.netty.channel.WriteBufferWaterMark;
+import io.netty.channel.group.ChannelGroup;
+import io.netty.channel.group.DefaultChannelGroup;
 import io.netty.channel.epoll.Epoll;
 import io.netty.channel.epoll.EpollIoHandler;
 import io.netty.channel.epoll.EpollServerSocketChannel;
@@ -75,12 +77,14 @@ public final class TcpStoreServer implements AutoCloseable {
     private final ServerContext context;
     private final InetSocketAddress address;
     private final String transport;
+    private final ChannelGroup connections;
     private volatile boolean closed;
 
-    private TcpStoreServer(TcpStoreServerConfig config, EventLoopGroup group, Channel serverChannel,
-                           ServerContext context, String transport) {
+    private TcpStoreServer(TcpStoreServerConfig config, EventLoopGroup group, ChannelGroup connections,
+                           Channel serverChannel, ServerContext context, String transport) {
         this.config = config;
         this.group = group;
+        this.connections = connections;
         this.serverChannel = serverChannel;
         this.context = context;
         this.address = (InetSocketAddress) serverChannel.localAddress();
@@ -112,6 +116,7 @@ public final class TcpStoreServer implements AutoCloseable {
                 config.maxValueBytes(), config.maxKeysPerRequest(), config.maxRequestBytes(), config.maxStoreBytes(),
                 config.maxConnections(), config.handshakeTimeout().toNanos(),
                 ServerContext.LegacyPolicy.valueOf(config.legacyMode().name()), config.logConnections());
+        ChannelGroup connections = new DefaultChannelGroup("jcomm-" + config.name(), group.next());
         try {
             ServerBootstrap b = new ServerBootstrap()
                     .group(group)
@@ -124,6 +129,7 @@ public final class TcpStoreServer implements AutoCloseable {
                     .childHandler(new ChannelInitializer<SocketChannel>() {
                         @Override
                         protected void initChannel(SocketChannel ch) {
+                            connections.add(ch);
                             ch.pipeline().addLast(new ServerConnection(ctx));
                         }
                     });
@@ -133,7 +139,7 @@ public final class TcpStoreServer implements AutoCloseable {
                         "cannot bind the store server to " + config.host() + ":" + config.port() + ": " + f.cause(),
                         f.cause());
             }
-            TcpStoreServer server = new TcpStoreServer(config, group, f.channel(), ctx, epoll ? "epoll" : "nio");
+            TcpStoreServer server = new TcpStoreServer(config, group, connections, f.channel(), ctx, epoll ? "epoll" : "nio");
             ServerContextLog.started(server);
             return server;
         } catch (RuntimeException e) {
@@ -212,6 +218,7 @@ public final class TcpStoreServer implements AutoCloseable {
         }
         closed = true;
         serverChannel.close().awaitUninterruptibly(5, TimeUnit.SECONDS);
+        connections.close().awaitUninterruptibly(5, TimeUnit.SECONDS);
         group.shutdownGracefully(0, 2, TimeUnit.SECONDS).awaitUninterruptibly(10, TimeUnit.SECONDS);
         ServerContextLog.stopped(this);
     }

@@ -1,0 +1,111 @@
+package io.jcomm.cpu;
+
+import io.jcomm.api.CommException;
+import io.jcomm.api.Deadline;
+import io.jcomm.api.OpContext;
+import io.jcomm.api.ProcessGroup;
+import io.jcomm.api.ProtocolException;
+import io.jcomm.api.store.PrefixStore;
+import io.jcomm.api.store.Store;
+import io.jcomm.cpu.codec.ForyCodec;
+import io.jcomm.cpu.internal.DefaultProcessGroup;
+import io.jcomm.cpu.internal.Errors;
+import io.jcomm.cpu.spi.CpuBackend;
+import io.jcomm.cpu.spi.CpuBackendContext;
+import io.jcomm.cpu.spi.CpuBackendProvider;
+import java.nio.charset.StandardCharsets;
+import java.util.Locale;
+
+/**
+ * Creates CPU groups: the control plane of one parallel dimension (barrier, CPU-tensor
+ * collectives, point-to-point and object collectives), on a backend found by
+ * {@link CpuBackends}.
+ *
+ * <pre>{@code
+ * try (ProcessGroup world = CpuGroups.create(CpuGroupOptions.fromConfig(config, store))) {
+ *     world.barrier();
+ *     Meta m = world.broadcastObject(meta, 0, Meta.class);
+ * }
+ * }</pre>
+ */
+public final class CpuGroups {
+
+    /**
+     * Option: {@code true} (default) checks at creation that every rank registered the same classes
+     * with its {@link ForyCodec} (one small all-gather); {@code false} skips the check, e.g. for a
+     * group shared with processes that are not this SDK.
+     */
+    public static final String CODEC_CHECK_OPTION = "codec.check";
+
+    private CpuGroups() {
+    }
+
+    /**
+     * Creates and connects a group: collective over the group's members (every member calls it with
+     * the same group name, size and rank list), bounded by {@link CpuGroupOptions#timeout()}. A group
+     * of size 1 needs no backend and no store traffic.
+     *
+     * @throws io.jcomm.api.BackendException when the backend is unknown, unavailable or fails to connect
+     * @throws io.jcomm.api.CommTimeoutException when the peers do not show up in time
+     * @throws ProtocolException when the ranks' codecs register different classes
+     */
+    public static ProcessGroup create(CpuGroupOptions options) {
+        OpContext ctx = OpContext.of(options.groupName(), options.rank(), "create");
+        if (options.size() == 1) {
+            String b = options.backend().toLowerCase(Locale.ROOT);
+            return new DefaultProcessGroup(options.groupName(), 0, 1, options.globalRanks(),
+                    b.equals(CpuBackends.AUTO) ? "local" : b, options.timeout(), options.codec(),
+                    options.maxObjectBytes(), null);
+        }
+        CpuBackendProvider provider;
+        try {
+            provider = CpuBackends.select(options.backend());
+        } catch (CommException e) {
+            throw Errors.sameType(e, ctx, e.detail(), e.getCause());
+        }
+        Store groupStore = new PrefixStore(options.groupName(), options.store());
+        CpuBackendContext bctx = new CpuBackendContext(groupStore, options.groupName(), options.rank(), options.size(),
+                options.globalRanks(), options.hostname(), options.timeout(), options.options());
+        CpuBackend backend;
+        try {
+            backend = provider.create(bctx);
+        } catch (RuntimeException e) {
+            throw Errors.wrap(e, ctx);
+        }
+        DefaultProcessGroup group = new DefaultProcessGroup(options.groupName(), options.rank(), options.size(),
+                options.globalRanks(), backend.name(), options.timeout(), options.codec(), options.maxObjectBytes(),
+                backend);
+        if (options.codec() instanceof ForyCodec
+                && Boolean.parseBoolean(options.option(CODEC_CHECK_OPTION, "true"))) {
+            try {
+                checkCodecs(backend, options, (ForyCodec) options.codec(), ctx);
+            } catch (RuntimeException e) {
+                group.close();
+                throw e;
+            }
+        }
+        return group;
+    }
+
+    private static void checkCodecs(CpuBackend backend, CpuGroupOptions o, ForyCodec codec, OpContext ctx) {
+        byte[] mine = codec.fingerprint().getBytes(StandardCharsets.US_ASCII);
+        byte[][] all;
+        try {
+            all = backend.allGatherBytes(mine, o.rank(), o.size(), 256, Deadline.after(o.timeout()));
+        } catch (RuntimeException e) {
+            throw Errors.wrap(e, ctx);
+        }
+        StringBuilder diff = new StringBuilder();
+        for (int r = 0; r < all.length; r++) {
+            String theirs = new String(all[r], StandardCharsets.US_ASCII);
+            if (!theirs.equals(codec.fingerprint())) {
+                diff.append(" rank ").append(r).append('=').append(theirs);
+            }
+        }
+        if (diff.length() > 0) {
+            throw new ProtocolException(ctx, "ranks registered different classes with their codecs (this rank "
+                    + codec.fingerprint() + ", registered " + codec.registeredTypes().size() + " classes;" + diff
+                    + "); register the same classes everywhere");
+        }
+    }
+}

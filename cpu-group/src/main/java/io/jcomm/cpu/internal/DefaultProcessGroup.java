@@ -1,0 +1,757 @@
+package io.jcomm.cpu.internal;
+
+import io.jcomm.api.CommClosedException;
+import io.jcomm.api.CommException;
+import io.jcomm.api.CommTimeoutException;
+import io.jcomm.api.DType;
+import io.jcomm.api.Deadline;
+import io.jcomm.api.ObjectCodec;
+import io.jcomm.api.OpContext;
+import io.jcomm.api.ProcessGroup;
+import io.jcomm.api.ProtocolException;
+import io.jcomm.api.ReduceOp;
+import io.jcomm.api.Tensor;
+import io.jcomm.api.work.CompletableWork;
+import io.jcomm.api.work.Work;
+import io.jcomm.cpu.spi.CpuBackend;
+import io.jcomm.cpu.spi.Reductions;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicReference;
+
+/**
+ * The {@link ProcessGroup} every CPU backend is wrapped in (c10d's ProcessGroup over a Backend).
+ * It does what is the same for every backend:
+ *
+ * <ul>
+ *   <li>argument validation: host tensors, dtypes, sizes and ranks are checked before anything is
+ *       sent, and fail with {@link ProtocolException} without affecting the group;</li>
+ *   <li>world size 1: every collective completes locally, no backend exists;</li>
+ *   <li>object collectives: encode with the codec, exchange byte payloads through the backend
+ *       (bounded by {@code object.maxBytes}), decode and type-check;</li>
+ *   <li>asynchronous calls run in call order on one worker thread; a synchronous call first waits
+ *       for earlier asynchronous calls, and runs on the caller's thread (no thread hop when nothing
+ *       asynchronous is pending);</li>
+ *   <li>poisoning: the first failure of a backend call (peer death, timeout, mismatch, transport
+ *       error) is remembered, the backend is closed at once (so that peers notice quickly), and every
+ *       later call fails immediately with an exception of the same type caused by the original;</li>
+ *   <li>every exception names the group, this rank and the operation;</li>
+ *   <li>{@link #close()} from any thread fails a call in progress with {@link CommClosedException}.</li>
+ * </ul>
+ */
+public final class DefaultProcessGroup implements ProcessGroup {
+
+    /** Something to run against the backend with a deadline. */
+    @FunctionalInterface
+    private interface Call {
+        void run(CpuBackend backend, Deadline deadline);
+    }
+
+    private static final CompletableFuture<Void> DONE = CompletableFuture.completedFuture(null);
+
+    private final String name;
+    private final int rank;
+    private final int size;
+    private final List<Integer> globalRanks;
+    private final String backendName;
+    private final Duration timeout;
+    private final ObjectCodec codec;
+    private final int maxObjectBytes;
+    private final CpuBackend backend;
+
+    private final AtomicReference<CommException> poison = new AtomicReference<>();
+    private volatile boolean closed;
+    private final Object asyncLock = new Object();
+    private ThreadPoolExecutor asyncExecutor; // guarded by asyncLock, created on first async call
+    private volatile CompletableFuture<Void> asyncTail = DONE;
+    private final Set<CompletableWork<?>> inFlight = ConcurrentHashMap.newKeySet();
+
+    /**
+     * @param backend the connected backend, or {@code null} when {@code size == 1}
+     */
+    public DefaultProcessGroup(String name, int rank, int size, List<Integer> globalRanks, String backendName,
+                               Duration timeout, ObjectCodec codec, long maxObjectBytes, CpuBackend backend) {
+        this.name = Objects.requireNonNull(name, "name");
+        this.rank = rank;
+        this.size = size;
+        this.globalRanks = List.copyOf(globalRanks);
+        this.backendName = Objects.requireNonNull(backendName, "backendName");
+        this.timeout = Objects.requireNonNull(timeout, "timeout");
+        this.codec = Objects.requireNonNull(codec, "codec");
+        this.maxObjectBytes = (int) Math.min(Integer.MAX_VALUE - 64, maxObjectBytes);
+        this.backend = backend;
+        if (size > 1 && backend == null) {
+            throw new IllegalArgumentException("a group of size " + size + " needs a backend");
+        }
+    }
+
+    // ---------------------------------------------------------------- identity
+
+    @Override
+    public String name() {
+        return name;
+    }
+
+    @Override
+    public int rank() {
+        return rank;
+    }
+
+    @Override
+    public int size() {
+        return size;
+    }
+
+    @Override
+    public List<Integer> globalRanks() {
+        return globalRanks;
+    }
+
+    @Override
+    public String backendName() {
+        return backendName;
+    }
+
+    @Override
+    public Duration defaultTimeout() {
+        return timeout;
+    }
+
+    @Override
+    public ObjectCodec codec() {
+        return codec;
+    }
+
+    @Override
+    public boolean isPoisoned() {
+        return closed || poison.get() != null;
+    }
+
+    /** The failure that poisoned the group, if any. */
+    public CommException poisonCause() {
+        return poison.get();
+    }
+
+    @Override
+    public String toString() {
+        return "ProcessGroup(" + name + ", rank " + rank + "/" + size + ", " + backendName + ")";
+    }
+
+    private OpContext ctx(String op) {
+        return OpContext.of(name, rank, op);
+    }
+
+    // ---------------------------------------------------------------- validation
+
+    private Deadline deadline(Duration t, OpContext ctx) {
+        if (t == null || t.isNegative()) {
+            throw new ProtocolException(ctx, "timeout must be non-null and non-negative, got " + t);
+        }
+        return Deadline.after(t);
+    }
+
+    private void checkHost(Tensor t, String what, OpContext ctx) {
+        if (t == null) {
+            throw new ProtocolException(ctx, what + " must not be null");
+        }
+        if (!t.isHost()) {
+            throw new ProtocolException(ctx, what + " must be a host (cpu) tensor, got " + t);
+        }
+    }
+
+    private void checkRank(int r, String what, OpContext ctx) {
+        if (r < 0 || r >= size) {
+            throw new ProtocolException(ctx, what + " " + r + " out of range [0, " + size + ")");
+        }
+    }
+
+    private void checkPeer(int r, String what, OpContext ctx) {
+        checkRank(r, what, ctx);
+        if (r == rank) {
+            throw new ProtocolException(ctx, what + " " + r + " is this rank; point-to-point needs another rank");
+        }
+    }
+
+    private static void checkTag(int tag, OpContext ctx) {
+        if (tag < 0) {
+            throw new ProtocolException(ctx, "tag must be >= 0 (negative tags are reserved), got " + tag);
+        }
+    }
+
+    private static void checkSameType(Tensor a, Tensor b, OpContext ctx) {
+        if (a.dtype() != b.dtype()) {
+            throw new ProtocolException(ctx, "dtype mismatch: output is " + a.dtype() + ", input is " + b.dtype());
+        }
+    }
+
+    private static void checkNumel(Tensor t, long expected, String what, OpContext ctx) {
+        if (t.numel() != expected) {
+            throw new ProtocolException(ctx, what + " has " + t.numel() + " elements, expected " + expected);
+        }
+    }
+
+    private static void checkReducible(DType t, ReduceOp op, OpContext ctx) {
+        Objects.requireNonNull(op, "op");
+        if (!Reductions.supports(t, op)) {
+            throw new ProtocolException(ctx, op + " is not defined for " + t);
+        }
+    }
+
+    private long sizeTimes(long n, OpContext ctx) {
+        try {
+            return Math.multiplyExact(n, (long) size);
+        } catch (ArithmeticException e) {
+            throw new ProtocolException(ctx, "element count overflows: " + n + " x " + size);
+        }
+    }
+
+    // ---------------------------------------------------------------- execution
+
+    /** Throws when the group is closed or poisoned; waits for earlier asynchronous calls. */
+    private void enter(OpContext ctx, Deadline d) {
+        checkUsable(ctx);
+        CompletableFuture<Void> tail = asyncTail;
+        if (!tail.isDone()) {
+            try {
+                tail.get(d.remainingNanos(), TimeUnit.NANOSECONDS);
+            } catch (TimeoutException e) {
+                throw new CommTimeoutException(ctx, "earlier asynchronous operations did not complete before the deadline");
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new CommException(ctx, "interrupted while waiting for earlier asynchronous operations", e);
+            } catch (ExecutionException e) {
+                // the tail never completes exceptionally; a failure of the async op is in the poison
+            }
+            checkUsable(ctx);
+        }
+    }
+
+    private void checkUsable(OpContext ctx) {
+        CommException p = poison.get();
+        if (p != null) {
+            throw Errors.poisoned(p, ctx);
+        }
+        if (closed) {
+            throw new CommClosedException(ctx, "group closed");
+        }
+    }
+
+    /** Records a backend failure, poisons the group and releases the backend. */
+    private CommException fail(OpContext ctx, Throwable t) {
+        CommException e = Errors.wrap(t, ctx);
+        if (closed && !(e instanceof CommClosedException)) {
+            e = new CommClosedException(ctx, "group closed while the call was running", e);
+        }
+        if (poison.compareAndSet(null, e)) {
+            try {
+                backend.close();
+            } catch (RuntimeException ignored) {
+                // best effort: the group is unusable either way
+            }
+        }
+        return e;
+    }
+
+    private void sync(String op, Duration t, Call call) {
+        OpContext ctx = ctx(op);
+        Deadline d = deadline(t, ctx);
+        enter(ctx, d);
+        try {
+            call.run(backend, d);
+        } catch (RuntimeException e) {
+            throw fail(ctx, e);
+        }
+    }
+
+    private Work<Void> async(String op, Duration t, Object keepAlive, Call call) {
+        OpContext ctx = ctx(op);
+        Deadline d = deadline(t, ctx);
+        CompletableWork<Void> w = new CompletableWork<>(ctx, d, keepAlive);
+        CommException p = poison.get();
+        if (p != null || closed) {
+            w.fail(p != null ? Errors.poisoned(p, ctx) : new CommClosedException(ctx, "group closed"));
+            return w;
+        }
+        CompletableFuture<Void> done = new CompletableFuture<>();
+        inFlight.add(w);
+        synchronized (asyncLock) {
+            ThreadPoolExecutor ex = executor();
+            asyncTail = done;
+            try {
+                ex.execute(() -> runAsync(w, ctx, d, call, done));
+            } catch (RuntimeException e) { // rejected: closed concurrently
+                inFlight.remove(w);
+                done.complete(null);
+                w.fail(new CommClosedException(ctx, "group closed"));
+            }
+        }
+        return w;
+    }
+
+    private void runAsync(CompletableWork<Void> w, OpContext ctx, Deadline d, Call call, CompletableFuture<Void> done) {
+        try {
+            CommException p = poison.get();
+            if (p != null || closed) {
+                w.fail(p != null ? Errors.poisoned(p, ctx) : new CommClosedException(ctx, "group closed"));
+                return;
+            }
+            try {
+                call.run(backend, d);
+                w.complete(null);
+            } catch (RuntimeException e) {
+                w.fail(fail(ctx, e));
+            } catch (Error e) {
+                w.fail(fail(ctx, e));
+                throw e;
+            }
+        } finally {
+            inFlight.remove(w);
+            done.complete(null);
+        }
+    }
+
+    private ThreadPoolExecutor executor() {
+        if (asyncExecutor == null) {
+            ThreadPoolExecutor ex = new ThreadPoolExecutor(1, 1, 0L, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(), r -> {
+                Thread th = new Thread(r, "jcomm-cpu-async-" + name + "-r" + rank);
+                th.setDaemon(true);
+                return th;
+            });
+            asyncExecutor = ex;
+        }
+        return asyncExecutor;
+    }
+
+    /** Runs a local (size 1) operation as an already completed work. */
+    private Work<Void> local(String op, Runnable r) {
+        OpContext ctx = ctx(op);
+        checkUsable(ctx);
+        r.run();
+        return CompletableWork.completed(ctx, null);
+    }
+
+    private static void copyIfDistinct(Tensor dst, Tensor src) {
+        if (dst.byteSize() == 0) {
+            return;
+        }
+        dst.copyFrom(src);
+    }
+
+    // ---------------------------------------------------------------- synchronisation
+
+    @Override
+    public void barrier(Duration timeout) {
+        if (size == 1) {
+            deadline(timeout, ctx("barrier"));
+            checkUsable(ctx("barrier"));
+            return;
+        }
+        sync("barrier", timeout, (b, d) -> b.barrier(d));
+    }
+
+    @Override
+    public Work<Void> barrierAsync(Duration timeout) {
+        if (size == 1) {
+            deadline(timeout, ctx("barrier"));
+            return local("barrier", () -> { });
+        }
+        return async("barrier", timeout, null, (b, d) -> b.barrier(d));
+    }
+
+    // ---------------------------------------------------------------- tensor collectives
+
+    private void validateBroadcast(Tensor tensor, int src, OpContext ctx) {
+        checkHost(tensor, "tensor", ctx);
+        checkRank(src, "src", ctx);
+    }
+
+    @Override
+    public void broadcast(Tensor tensor, int src, Duration timeout) {
+        validateBroadcast(tensor, src, ctx("broadcast"));
+        if (size == 1) {
+            deadline(timeout, ctx("broadcast"));
+            checkUsable(ctx("broadcast"));
+            return;
+        }
+        sync("broadcast", timeout, (b, d) -> b.broadcast(tensor, src, d));
+    }
+
+    @Override
+    public Work<Void> broadcastAsync(Tensor tensor, int src, Duration timeout) {
+        validateBroadcast(tensor, src, ctx("broadcast"));
+        if (size == 1) {
+            deadline(timeout, ctx("broadcast"));
+            return local("broadcast", () -> { });
+        }
+        return async("broadcast", timeout, tensor, (b, d) -> b.broadcast(tensor, src, d));
+    }
+
+    private void validateAllReduce(Tensor tensor, ReduceOp op, OpContext ctx) {
+        checkHost(tensor, "tensor", ctx);
+        checkReducible(tensor.dtype(), op, ctx);
+    }
+
+    @Override
+    public void allReduce(Tensor tensor, ReduceOp op, Duration timeout) {
+        validateAllReduce(tensor, op, ctx("allReduce"));
+        if (size == 1) {
+            deadline(timeout, ctx("allReduce"));
+            checkUsable(ctx("allReduce"));
+            return; // x op nothing = x; AVG divides by 1
+        }
+        sync("allReduce", timeout, (b, d) -> b.allReduce(tensor, op, d));
+    }
+
+    @Override
+    public Work<Void> allReduceAsync(Tensor tensor, ReduceOp op, Duration timeout) {
+        validateAllReduce(tensor, op, ctx("allReduce"));
+        if (size == 1) {
+            deadline(timeout, ctx("allReduce"));
+            return local("allReduce", () -> { });
+        }
+        return async("allReduce", timeout, tensor, (b, d) -> b.allReduce(tensor, op, d));
+    }
+
+    private void validateAllGather(Tensor output, Tensor input, OpContext ctx) {
+        checkHost(output, "output", ctx);
+        checkHost(input, "input", ctx);
+        checkSameType(output, input, ctx);
+        checkNumel(output, sizeTimes(input.numel(), ctx), "output", ctx);
+    }
+
+    @Override
+    public void allGather(Tensor output, Tensor input, Duration timeout) {
+        validateAllGather(output, input, ctx("allGather"));
+        if (size == 1) {
+            deadline(timeout, ctx("allGather"));
+            checkUsable(ctx("allGather"));
+            copyIfDistinct(output, input);
+            return;
+        }
+        sync("allGather", timeout, (b, d) -> b.allGather(output, input, d));
+    }
+
+    @Override
+    public Work<Void> allGatherAsync(Tensor output, Tensor input, Duration timeout) {
+        validateAllGather(output, input, ctx("allGather"));
+        if (size == 1) {
+            deadline(timeout, ctx("allGather"));
+            return local("allGather", () -> copyIfDistinct(output, input));
+        }
+        return async("allGather", timeout, new Tensor[] {output, input}, (b, d) -> b.allGather(output, input, d));
+    }
+
+    @Override
+    public void allGatherV(Tensor output, Tensor input, long[] counts, Duration timeout) {
+        OpContext ctx = ctx("allGatherV");
+        checkHost(output, "output", ctx);
+        checkHost(input, "input", ctx);
+        checkSameType(output, input, ctx);
+        if (counts == null || counts.length != size) {
+            throw new ProtocolException(ctx, "counts must have one entry per rank (" + size + "), got "
+                    + (counts == null ? "null" : counts.length));
+        }
+        long[] c = counts.clone();
+        long total = 0;
+        for (int r = 0; r < size; r++) {
+            if (c[r] < 0) {
+                throw new ProtocolException(ctx, "counts[" + r + "] is negative: " + c[r]);
+            }
+            total += c[r];
+            if (total < 0) {
+                throw new ProtocolException(ctx, "counts overflow");
+            }
+        }
+        checkNumel(input, c[rank], "input", ctx);
+        checkNumel(output, total, "output", ctx);
+        if (size == 1) {
+            deadline(timeout, ctx);
+            checkUsable(ctx);
+            copyIfDistinct(output, input);
+            return;
+        }
+        sync("allGatherV", timeout, (b, d) -> b.allGatherV(output, input, c, d));
+    }
+
+    private void validateGather(Tensor output, Tensor input, int dst, OpContext ctx) {
+        checkHost(input, "input", ctx);
+        checkRank(dst, "dst", ctx);
+        if (rank == dst) {
+            checkHost(output, "output", ctx);
+            checkSameType(output, input, ctx);
+            checkNumel(output, sizeTimes(input.numel(), ctx), "output", ctx);
+        }
+    }
+
+    @Override
+    public void gather(Tensor output, Tensor input, int dst, Duration timeout) {
+        OpContext ctx = ctx("gather");
+        validateGather(output, input, dst, ctx);
+        if (size == 1) {
+            deadline(timeout, ctx);
+            checkUsable(ctx);
+            copyIfDistinct(output, input);
+            return;
+        }
+        Tensor out = rank == dst ? output : null;
+        sync("gather", timeout, (b, d) -> b.gather(out, input, dst, d));
+    }
+
+    @Override
+    public void scatter(Tensor output, Tensor input, int src, Duration timeout) {
+        OpContext ctx = ctx("scatter");
+        checkHost(output, "output", ctx);
+        checkRank(src, "src", ctx);
+        if (rank == src) {
+            checkHost(input, "input", ctx);
+            checkSameType(output, input, ctx);
+            checkNumel(input, sizeTimes(output.numel(), ctx), "input", ctx);
+        }
+        if (size == 1) {
+            deadline(timeout, ctx);
+            checkUsable(ctx);
+            copyIfDistinct(output, input);
+            return;
+        }
+        Tensor in = rank == src ? input : null;
+        sync("scatter", timeout, (b, d) -> b.scatter(output, in, src, d));
+    }
+
+    private void validateReduceScatter(Tensor output, Tensor input, ReduceOp op, OpContext ctx) {
+        checkHost(output, "output", ctx);
+        checkHost(input, "input", ctx);
+        checkSameType(output, input, ctx);
+        checkReducible(output.dtype(), op, ctx);
+        checkNumel(input, sizeTimes(output.numel(), ctx), "input", ctx);
+    }
+
+    @Override
+    public void reduceScatter(Tensor output, Tensor input, ReduceOp op, Duration timeout) {
+        validateReduceScatter(output, input, op, ctx("reduceScatter"));
+        if (size == 1) {
+            deadline(timeout, ctx("reduceScatter"));
+            checkUsable(ctx("reduceScatter"));
+            copyIfDistinct(output, input);
+            return;
+        }
+        sync("reduceScatter", timeout, (b, d) -> b.reduceScatter(output, input, op, d));
+    }
+
+    @Override
+    public Work<Void> reduceScatterAsync(Tensor output, Tensor input, ReduceOp op, Duration timeout) {
+        validateReduceScatter(output, input, op, ctx("reduceScatter"));
+        if (size == 1) {
+            deadline(timeout, ctx("reduceScatter"));
+            return local("reduceScatter", () -> copyIfDistinct(output, input));
+        }
+        return async("reduceScatter", timeout, new Tensor[] {output, input},
+                (b, d) -> b.reduceScatter(output, input, op, d));
+    }
+
+    // ---------------------------------------------------------------- point to point
+
+    private void validateP2p(Tensor tensor, int peer, int tag, String what, OpContext ctx) {
+        checkHost(tensor, "tensor", ctx);
+        checkPeer(peer, what, ctx);
+        checkTag(tag, ctx);
+    }
+
+    @Override
+    public void send(Tensor tensor, int dst, int tag, Duration timeout) {
+        validateP2p(tensor, dst, tag, "dst", ctx("send"));
+        sync("send", timeout, (b, d) -> b.send(tensor, dst, tag, d));
+    }
+
+    @Override
+    public Work<Void> sendAsync(Tensor tensor, int dst, int tag, Duration timeout) {
+        validateP2p(tensor, dst, tag, "dst", ctx("send"));
+        return async("send", timeout, tensor, (b, d) -> b.send(tensor, dst, tag, d));
+    }
+
+    @Override
+    public void recv(Tensor tensor, int src, int tag, Duration timeout) {
+        validateP2p(tensor, src, tag, "src", ctx("recv"));
+        sync("recv", timeout, (b, d) -> b.recv(tensor, src, tag, d));
+    }
+
+    @Override
+    public Work<Void> recvAsync(Tensor tensor, int src, int tag, Duration timeout) {
+        validateP2p(tensor, src, tag, "src", ctx("recv"));
+        return async("recv", timeout, tensor, (b, d) -> b.recv(tensor, src, tag, d));
+    }
+
+    // ---------------------------------------------------------------- objects
+
+    private byte[] encode(Object value, OpContext ctx) {
+        try {
+            return codec.encode(value);
+        } catch (CommException e) {
+            throw Errors.sameType(e, ctx, e.detail(), e);
+        } catch (RuntimeException e) {
+            throw new ProtocolException(ctx, "cannot encode " + value.getClass().getName() + ": " + e, e);
+        }
+    }
+
+    private <T> T decode(byte[] bytes, Class<T> type, int from, OpContext ctx) {
+        try {
+            return codec.decode(bytes, type);
+        } catch (CommException e) {
+            throw new ProtocolException(ctx, "object from rank " + from + ": " + e.detail(), e);
+        } catch (RuntimeException e) {
+            throw new ProtocolException(ctx, "object from rank " + from + " could not be decoded: " + e, e);
+        }
+    }
+
+    private static <T> void checkType(Object value, Class<T> type, OpContext ctx) {
+        Objects.requireNonNull(type, "type");
+        if (value != null && !type.isInstance(value)) {
+            throw new ProtocolException(ctx, "value of type " + value.getClass().getName() + " is not a " + type.getName());
+        }
+    }
+
+    @Override
+    public <T> T broadcastObject(T value, int src, Class<T> type, Duration timeout) {
+        OpContext ctx = ctx("broadcastObject");
+        checkRank(src, "src", ctx);
+        Objects.requireNonNull(type, "type");
+        Deadline d = deadline(timeout, ctx);
+        if (rank == src) {
+            checkType(value, type, ctx);
+        }
+        if (size == 1) {
+            checkUsable(ctx);
+            return value;
+        }
+        byte[] enc = rank == src ? encode(value, ctx) : null;
+        enter(ctx, d);
+        byte[] got;
+        try {
+            got = backend.broadcastBytes(enc, src, maxObjectBytes, d);
+        } catch (RuntimeException e) {
+            throw fail(ctx, e);
+        }
+        return rank == src ? value : decode(got, type, src, ctx);
+    }
+
+    @Override
+    public <T> List<T> allGatherObject(T value, Class<T> type, Duration timeout) {
+        OpContext ctx = ctx("allGatherObject");
+        Objects.requireNonNull(type, "type");
+        Deadline d = deadline(timeout, ctx);
+        checkType(value, type, ctx);
+        if (size == 1) {
+            checkUsable(ctx);
+            return Collections.singletonList(value);
+        }
+        byte[] enc = encode(value, ctx);
+        enter(ctx, d);
+        byte[][] all;
+        try {
+            all = backend.allGatherBytes(enc, rank, size, maxObjectBytes, d);
+        } catch (RuntimeException e) {
+            throw fail(ctx, e);
+        }
+        List<T> out = new ArrayList<>(size);
+        for (int r = 0; r < size; r++) {
+            out.add(r == rank ? value : decode(all[r], type, r, ctx));
+        }
+        return Collections.unmodifiableList(out);
+    }
+
+    @Override
+    public <T> List<T> gatherObject(T value, int dst, Class<T> type, Duration timeout) {
+        OpContext ctx = ctx("gatherObject");
+        checkRank(dst, "dst", ctx);
+        Objects.requireNonNull(type, "type");
+        Deadline d = deadline(timeout, ctx);
+        checkType(value, type, ctx);
+        if (size == 1) {
+            checkUsable(ctx);
+            return Collections.singletonList(value);
+        }
+        byte[] enc = encode(value, ctx);
+        enter(ctx, d);
+        byte[][] all;
+        try {
+            all = backend.gatherBytes(enc, dst, rank, size, maxObjectBytes, d);
+        } catch (RuntimeException e) {
+            throw fail(ctx, e);
+        }
+        if (rank != dst) {
+            return List.of();
+        }
+        List<T> out = new ArrayList<>(size);
+        for (int r = 0; r < size; r++) {
+            out.add(r == rank ? value : decode(all[r], type, r, ctx));
+        }
+        return Collections.unmodifiableList(out);
+    }
+
+    @Override
+    public void sendObject(Object value, int dst, Duration timeout) {
+        OpContext ctx = ctx("sendObject");
+        checkPeer(dst, "dst", ctx);
+        Deadline d = deadline(timeout, ctx);
+        byte[] enc = encode(value, ctx);
+        enter(ctx, d);
+        try {
+            backend.sendBytes(enc, dst, d);
+        } catch (RuntimeException e) {
+            throw fail(ctx, e);
+        }
+    }
+
+    @Override
+    public <T> T recvObject(int src, Class<T> type, Duration timeout) {
+        OpContext ctx = ctx("recvObject");
+        checkPeer(src, "src", ctx);
+        Objects.requireNonNull(type, "type");
+        Deadline d = deadline(timeout, ctx);
+        enter(ctx, d);
+        byte[] got;
+        try {
+            got = backend.recvBytes(src, maxObjectBytes, d);
+        } catch (RuntimeException e) {
+            throw fail(ctx, e);
+        }
+        return decode(got, type, src, ctx);
+    }
+
+    // ---------------------------------------------------------------- lifecycle
+
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        OpContext ctx = ctx("close");
+        poison.compareAndSet(null, new CommClosedException(ctx, "group closed"));
+        if (backend != null) {
+            try {
+                backend.close();
+            } catch (RuntimeException ignored) {
+                // close is best effort and idempotent
+            }
+        }
+        synchronized (asyncLock) {
+            if (asyncExecutor != null) {
+                asyncExecutor.shutdownNow();
+            }
+        }
+        for (CompletableWork<?> w : inFlight) {
+            w.fail(new CommClosedException(w.context(), "group closed before the operation completed"));
+        }
+    }
+}

@@ -1,0 +1,713 @@
+package io.jcomm.cpu.internal.tcp;
+
+import io.jcomm.api.CollectiveMismatchException;
+import io.jcomm.api.CommClosedException;
+import io.jcomm.api.CommException;
+import io.jcomm.api.CommTimeoutException;
+import io.jcomm.api.Deadline;
+import io.jcomm.api.OpContext;
+import io.jcomm.api.PeerFailureException;
+import io.jcomm.api.ProtocolException;
+import io.jcomm.api.store.Store;
+import io.jcomm.cpu.spi.CpuBackendContext;
+import io.netty.bootstrap.Bootstrap;
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.IoHandlerFactory;
+import io.netty.channel.ServerChannel;
+import io.netty.channel.epoll.Epoll;
+import io.netty.channel.epoll.EpollIoHandler;
+import io.netty.channel.epoll.EpollServerSocketChannel;
+import io.netty.channel.epoll.EpollSocketChannel;
+import io.netty.channel.nio.NioIoHandler;
+import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.netty.channel.socket.nio.NioSocketChannel;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.security.SecureRandom;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.BooleanSupplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The tcp backend's transport: a full mesh of Netty connections set up through the store, driven
+ * by the calling thread ({@link DrivenEventLoop}), plus optional shared-memory rings to peers on the
+ * same host. Algorithms post sends and receives on an {@link Op} and {@link #await} it.
+ *
+ * <h2>Waiting</h2>
+ * A waiting call polls (non-blocking epoll/select, shared-memory rings) for up to
+ * {@code tcp.spinMicros}, then blocks in epoll/select until I/O arrives or the deadline passes; while a
+ * shared-memory transfer is in progress it yields and parks briefly instead. An idle group uses no CPU.
+ *
+ * <h2>Failures</h2>
+ * The first failure (peer connection lost, abort from a peer, mismatch, timeout) is kept; every later
+ * call fails with it. {@link #close()} tells the peers: a clean close sends BYE, a close after a
+ * failure sends ABORT with the reason, so that they fail at once instead of at their deadline.
+ */
+final class Engine {
+
+    private static final Logger LOG = LoggerFactory.getLogger(Engine.class);
+    private static final long MAX_BLOCK_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
+    private static final long PARK_NANOS = TimeUnit.MICROSECONDS.toNanos(20);
+    private static final int YIELDS = 64;
+
+    final String group;
+    final int rank;
+    final int size;
+    final TcpConfig cfg;
+    final Link[] links;
+    final DrivenEventLoop loop;
+    private final boolean epoll;
+    private final ReentrantLock driverLock = new ReentrantLock();
+    private volatile Thread driver;
+    private volatile boolean closed;
+    private volatile CommException failure;
+    private boolean shutDown;
+    private boolean closedPeers;
+    private String opName = "create";
+    private long collectiveSeq;
+    private long earlyBytes;
+    private final ArrayDeque<Link> dirty = new ArrayDeque<>();
+    private final List<Link> parkedLinks = new ArrayList<>();
+    private final List<Link> allLinks = new ArrayList<>();
+    private Channel server;
+    private long nonce;
+    private long generation;
+    private ShmRings shmRings;
+
+    private Engine(CpuBackendContext ctx, TcpConfig cfg) {
+        this.group = ctx.groupName();
+        this.rank = ctx.rank();
+        this.size = ctx.size();
+        this.cfg = cfg;
+        this.links = new Link[size];
+        boolean useEpoll = cfg.transport.equals("epoll") || (cfg.transport.equals("auto") && Epoll.isAvailable());
+        if (cfg.transport.equals("epoll") && !Epoll.isAvailable()) {
+            throw new IllegalArgumentException("tcp.transport=epoll but native epoll is unavailable: "
+                    + Epoll.unavailabilityCause());
+        }
+        this.epoll = useEpoll;
+        IoHandlerFactory f = useEpoll ? EpollIoHandler.newFactory() : NioIoHandler.newFactory();
+        this.loop = new DrivenEventLoop(f);
+    }
+
+    /** Creates the mesh: collective over the group, bounded by the context's timeout. */
+    static Engine connect(CpuBackendContext ctx, TcpConfig cfg) {
+        Engine e = new Engine(ctx, cfg);
+        e.enter("create");
+        try {
+            e.bootstrap(ctx, Deadline.after(ctx.timeout()));
+        } catch (RuntimeException ex) {
+            e.failure = e.failure != null ? e.failure : io.jcomm.cpu.internal.Errors.wrap(ex, e.ctx());
+            e.exit();
+            e.close();
+            throw ex;
+        }
+        e.exit();
+        return e;
+    }
+
+    String transportName() {
+        return epoll ? "epoll" : "nio";
+    }
+
+    OpContext ctx() {
+        return OpContext.of(group, rank, opName);
+    }
+
+    // ------------------------------------------------------------------ driving
+
+    /** Takes the loop for the calling thread; every operation starts with it and ends with {@link #exit}. */
+    void enter(String op) {
+        driverLock.lock();
+        opName = op;
+        driver = Thread.currentThread();
+        loop.own(driver);
+        if (closed) {
+            exit();
+            throw closedException();
+        }
+        CommException f = failure;
+        if (f != null) {
+            exit();
+            throw f;
+        }
+    }
+
+    void exit() {
+        try {
+            if (closed && !shutDown) {
+                shutdownFromDriver();
+            }
+        } finally {
+            driver = null;
+            driverLock.unlock();
+        }
+    }
+
+    private CommClosedException closedException() {
+        return new CommClosedException(ctx(), "group closed");
+    }
+
+    boolean hasFailed() {
+        return failure != null || closed;
+    }
+
+    /** Starts an operation; collectives get the next sequence number. */
+    Op begin(int kind, int code, Deadline deadline) {
+        long seq = kind == Frame.DATA ? ++collectiveSeq : 0;
+        return new Op(opName, kind, code, seq, deadline);
+    }
+
+    /** Drives I/O until {@code op} completes, fails, or its deadline passes. */
+    void await(Op op) {
+        long spinEnd = 0;
+        int yields = 0;
+        while (true) {
+            check();
+            drainDirty();
+            if (op.isComplete()) {
+                return;
+            }
+            int work = loop.runNow();
+            work += pollShm();
+            if (op.isComplete()) {
+                return; // a failure noticed meanwhile surfaces at the next call
+            }
+            if (work > 0) {
+                spinEnd = 0;
+                yields = 0;
+                continue;
+            }
+            long now = System.nanoTime();
+            long left = op.deadline.nanoTime() - now;
+            if (left <= 0) {
+                throw timeout(op);
+            }
+            if (spinEnd == 0) {
+                spinEnd = now + cfg.spinNanos;
+            }
+            if (now - spinEnd < 0) {
+                Thread.onSpinWait();
+                continue;
+            }
+            if (shmBusy()) {
+                if (yields++ < YIELDS) {
+                    Thread.yield();
+                } else {
+                    LockSupport.parkNanos(Math.min(left, PARK_NANOS));
+                }
+                continue;
+            }
+            loop.runBlocking(Math.min(left, MAX_BLOCK_NANOS));
+            spinEnd = 0;
+        }
+    }
+
+    /** Drives I/O until {@code done} holds (set-up phases). */
+    private void driveUntil(BooleanSupplier done, Deadline d, java.util.function.Supplier<String> what) {
+        while (!done.getAsBoolean()) {
+            check();
+            drainDirty();
+            int work = loop.runNow();
+            if (done.getAsBoolean()) {
+                return;
+            }
+            if (work > 0) {
+                continue;
+            }
+            long left = d.remainingNanos();
+            if (left <= 0) {
+                throw fail(new CommTimeoutException(ctx(), "timed out after setting up part of the group: " + what.get()));
+            }
+            loop.runBlocking(Math.min(left, TimeUnit.MILLISECONDS.toNanos(10)));
+        }
+    }
+
+    private void check() {
+        CommException f = failure;
+        if (f != null) {
+            throw f;
+        }
+        if (closed) {
+            throw closedException();
+        }
+        if (closedPeers) {
+            for (Link l : links) {
+                if (l != null && l.inactive && l.byeSeen && l.awaitsData()) {
+                    throw fail(new CommClosedException(ctx(), "peer rank " + l.peer
+                            + " closed the group while this rank waited for it"));
+                }
+            }
+        }
+    }
+
+    private CommTimeoutException timeout(Op op) {
+        StringBuilder sb = new StringBuilder(op.name);
+        if (op.seq > 0) {
+            sb.append(" (collective #").append(op.seq).append(')');
+        }
+        sb.append(" did not complete before its deadline");
+        for (Link l : links) {
+            if (l != null) {
+                String p = l.pendingDescription();
+                if (!p.isEmpty()) {
+                    sb.append("; ").append(p);
+                }
+            }
+        }
+        CommTimeoutException e = new CommTimeoutException(ctx(), sb.toString());
+        fail(e);
+        return e;
+    }
+
+    // ------------------------------------------------------------------ sending and receiving
+
+    /** Sends one message of {@code op} to {@code peer}; large payloads are read from caller memory. */
+    void send(Op op, int peer, Frame f, ByteBuffer payload) {
+        Link l = links[peer];
+        if (l.inactive) {
+            throw fail(l.byeSeen ? new CommClosedException(ctx(), "peer rank " + peer + " closed the group")
+                    : new PeerFailureException(ctx(), peer, "connection lost"));
+        }
+        int n = payload == null ? 0 : payload.remaining();
+        if (l.shm != null && l.shm.canSend() && n >= cfg.shmThresholdBytes && n > 0) {
+            l.writeShmHeader(f, n);
+            l.shm.send(op, payload);
+            return;
+        }
+        ChannelFuture cf = l.write(f, payload, true);
+        if (cf != null) {
+            op.track(cf);
+        }
+    }
+
+    Recv post(Recv r) {
+        r.op.pendingRecvs++;
+        Link l = links[r.peer];
+        if (r.expect.kind == Frame.DATA) {
+            l.postCollective(r);
+        } else {
+            l.postP2p(r);
+        }
+        return r;
+    }
+
+    // ------------------------------------------------------------------ early messages
+
+    boolean reserveEarly(int bytes) {
+        if (earlyBytes > 0 && earlyBytes + bytes > cfg.maxUnexpectedBytes) {
+            return false;
+        }
+        earlyBytes += bytes;
+        return true;
+    }
+
+    ByteBuffer allocateEarly(int bytes) {
+        if (bytes == 0) {
+            return ByteBuffer.allocate(0);
+        }
+        return bytes <= Link.INLINE_PAYLOAD_MAX ? ByteBuffer.allocate(bytes) : ByteBuffer.allocateDirect(bytes);
+    }
+
+    void releaseEarly(Link.Early e) {
+        earlyBytes -= e.header.payload;
+        e.data = null;
+        if (!parkedLinks.isEmpty()) {
+            for (Link l : parkedLinks) {
+                markDirty(l);
+            }
+        }
+    }
+
+    void noteParked(Link l) {
+        if (!parkedLinks.contains(l)) {
+            parkedLinks.add(l);
+        }
+    }
+
+    void markDirty(Link l) {
+        if (!dirty.contains(l)) {
+            dirty.add(l);
+        }
+    }
+
+    private void drainDirty() {
+        Link l;
+        while ((l = dirty.poll()) != null) {
+            l.service();
+            if (!l.isParked()) {
+                parkedLinks.remove(l);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ shared memory
+
+    private int pollShm() {
+        if (shmRings == null) {
+            return 0;
+        }
+        int work = 0;
+        for (Link l : links) {
+            if (l != null && l.shm != null) {
+                work += l.shm.poll();
+            }
+        }
+        return work;
+    }
+
+    private boolean shmBusy() {
+        if (shmRings == null) {
+            return false;
+        }
+        for (Link l : links) {
+            if (l != null && l.shm != null && l.shm.busy()) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Whether payloads to {@code peer} go through shared memory (for tests and the benchmark). */
+    boolean sharedMemoryTo(int peer) {
+        Link l = links[peer];
+        return l != null && l.shm != null && l.shm.canSend();
+    }
+
+    // ------------------------------------------------------------------ failures
+
+    /** Records the first failure and returns {@code e}. */
+    CommException fail(CommException e) {
+        if (failure == null) {
+            failure = e;
+        }
+        return e;
+    }
+
+    CollectiveMismatchException mismatch(Link l, Frame expected, Frame got, String diff) {
+        CollectiveMismatchException e = new CollectiveMismatchException(ctx(), "rank " + l.peer + " sent "
+                + got.describe() + " while this rank expected " + expected.describe() + ":" + diff);
+        fail(e);
+        return e;
+    }
+
+    void onInactive(Link l, Throwable cause) {
+        l.inactive = true;
+        if (closed || shutDown || l.peer < 0 || links[l.peer] != l) {
+            return;
+        }
+        if (l.abortSeen) {
+            return;
+        }
+        if (l.byeSeen) {
+            // a clean close: only an operation that still needs this peer fails (checkClosedPeers)
+            closedPeers = true;
+        } else {
+            fail(new PeerFailureException(ctx(), l.peer, "connection lost (the process died or the network failed)"
+                    + (cause != null ? ": " + cause : ""), cause));
+        }
+    }
+
+    void onAbort(Link l, int reason, String text) {
+        if (closed) {
+            return;
+        }
+        switch (reason) {
+            case Frame.ABORT_MISMATCH:
+                fail(new CollectiveMismatchException(ctx(), "rank " + l.peer + " detected a mismatch and aborted the group: "
+                        + text));
+                break;
+            case Frame.ABORT_TIMEOUT:
+                fail(new PeerFailureException(ctx(), l.peer, "aborted the group after a timeout: " + text));
+                break;
+            default:
+                fail(new PeerFailureException(ctx(), l.peer, "aborted the group: " + text));
+        }
+    }
+
+    // ------------------------------------------------------------------ set-up
+
+    private ChannelInitializer<Channel> initializer(int peer) {
+        return new ChannelInitializer<>() {
+            @Override
+            protected void initChannel(Channel ch) {
+                Link l = new Link(Engine.this);
+                l.peer = peer;
+                l.attach(ch);
+                ch.config().setRecvByteBufAllocator(l);
+                ch.config().setOption(ChannelOption.TCP_NODELAY, true);
+                if (cfg.socketBufferBytes > 0) {
+                    ch.config().setOption(ChannelOption.SO_SNDBUF, cfg.socketBufferBytes);
+                    ch.config().setOption(ChannelOption.SO_RCVBUF, cfg.socketBufferBytes);
+                }
+                ch.pipeline().addLast(l);
+                allLinks.add(l);
+                if (peer >= 0) {
+                    links[peer] = l;
+                }
+            }
+        };
+    }
+
+    private void bootstrap(CpuBackendContext ctx, Deadline d) {
+        Store store = ctx.store();
+        nonce = new SecureRandom().nextLong();
+        Class<? extends ServerChannel> serverClass = epoll ? EpollServerSocketChannel.class : NioServerSocketChannel.class;
+        ChannelFuture bind = new ServerBootstrap().group(loop).channel(serverClass)
+                .option(ChannelOption.SO_BACKLOG, 256)
+                .childHandler(initializer(-1))
+                .bind(new InetSocketAddress(ctx.hostname(), 0));
+        driveUntil(bind::isDone, d, () -> "binding a server socket on " + ctx.hostname());
+        if (!bind.isSuccess()) {
+            throw fail(new io.jcomm.api.BackendException(ctx(), "cannot listen on " + ctx.hostname() + ": " + bind.cause(),
+                    bind.cause()));
+        }
+        server = bind.channel();
+        int port = ((InetSocketAddress) server.localAddress()).getPort();
+
+        generation = store.add("tcp/instance/" + rank, 1);
+        String hostId = cfg.hostId != null ? cfg.hostId : HostIdentity.get();
+        if (cfg.shm) {
+            shmRings = ShmRings.create(cfg, group, rank, size, generation);
+        }
+        String me = ctx.hostname() + " " + port + " " + Long.toUnsignedString(nonce, 16) + " " + hostId + " "
+                + (shmRings != null ? shmRings.path() : "-");
+        String prefix = "tcp/" + generation + "/rank/";
+        store.set(prefix + rank, me.getBytes(StandardCharsets.UTF_8));
+        List<String> keys = new ArrayList<>();
+        for (int r = 0; r < size; r++) {
+            if (r != rank) {
+                keys.add(prefix + r);
+            }
+        }
+        List<byte[]> values = store.multiGet(keys, d.remaining());
+        String[][] peers = new String[size][];
+        int i = 0;
+        for (int r = 0; r < size; r++) {
+            if (r == rank) {
+                continue;
+            }
+            String[] parts = new String(values.get(i++), StandardCharsets.UTF_8).split(" ");
+            if (parts.length != 5) {
+                throw fail(new ProtocolException(ctx(), "malformed address of rank " + r + " in the store"));
+            }
+            peers[r] = parts;
+        }
+
+        // connect to lower ranks, accept from higher ranks
+        Class<? extends Channel> clientClass = epoll ? EpollSocketChannel.class : NioSocketChannel.class;
+        for (int r = 0; r < rank; r++) {
+            connect(r, peers[r], clientClass, d);
+        }
+        driveUntil(this::allConnected, d, this::missingConnections);
+
+        // shared memory to peers on this host
+        if (shmRings != null) {
+            for (int r = 0; r < size; r++) {
+                if (r != rank && peers[r][3].equals(hostId) && !peers[r][4].equals("-")) {
+                    links[r].shm = shmRings.link(r, peers[r][4]);
+                    links[r].shm.bind(links[r]);
+                }
+            }
+        }
+        for (int r = 0; r < size; r++) {
+            if (r != rank) {
+                links[r].writeControl(Frame.READY, 0, generation, null);
+            }
+        }
+        driveUntil(this::allReady, d, () -> "waiting for ranks to finish connecting: " + notReady());
+        if (shmRings != null) {
+            shmRings.unlinkFile(); // every peer mapped it (or decided not to)
+        }
+        server.close();
+        server = null;
+        LOG.debug("group {} rank {}: connected {} peers over {} (shared memory: {})", group, rank, size - 1,
+                transportName(), shmRings != null ? shmRings.describe(links) : "off");
+    }
+
+    private void connect(int r, String[] addr, Class<? extends Channel> clientClass, Deadline d) {
+        String host = addr[0];
+        int port;
+        long theirNonce;
+        try {
+            port = Integer.parseInt(addr[1]);
+            theirNonce = Long.parseUnsignedLong(addr[2], 16);
+        } catch (NumberFormatException e) {
+            throw fail(new ProtocolException(ctx(), "malformed address of rank " + r + ": " + String.join(" ", addr)));
+        }
+        while (true) {
+            ChannelFuture cf = new Bootstrap().group(loop).channel(clientClass)
+                    .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, (int) Math.max(1, Math.min(10_000, d.remainingMillis())))
+                    .handler(initializer(r))
+                    .connect(new InetSocketAddress(host, port));
+            driveUntil(cf::isDone, d, () -> "connecting to rank " + r + " at " + host + ":" + port);
+            if (cf.isSuccess()) {
+                Frame hello = Frame.of(Frame.HELLO, 0, theirNonce);
+                hello.root = rank;
+                hello.count = generation;
+                hello.index = r;
+                links[r].write(hello, null, true);
+                links[r].helloSeen = true;
+                return;
+            }
+            links[r] = null;
+            if (d.isExpired()) {
+                throw fail(new CommTimeoutException(ctx(), "cannot connect to rank " + r + " at " + host + ":" + port
+                        + ": " + cf.cause()));
+            }
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(20));
+        }
+    }
+
+    void onHello(Link l, Frame f) {
+        int from = f.root;
+        boolean ok = f.seq == nonce && f.count == generation && f.index == rank && from > rank && from < size
+                && links[from] == null && l.peer < 0;
+        if (!ok) {
+            LOG.debug("group {} rank {}: rejecting a connection with a stale or foreign hello from {}", group, rank,
+                    l.channel.remoteAddress());
+            l.channel.close();
+            return;
+        }
+        l.peer = from;
+        links[from] = l;
+    }
+
+    private boolean allConnected() {
+        for (int r = 0; r < size; r++) {
+            if (r != rank && (links[r] == null || !links[r].channel.isActive())) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private String missingConnections() {
+        StringBuilder sb = new StringBuilder("no connection yet with ranks");
+        for (int r = 0; r < size; r++) {
+            if (r != rank && (links[r] == null || !links[r].channel.isActive())) {
+                sb.append(' ').append(r);
+            }
+        }
+        return sb.toString();
+    }
+
+    private boolean allReady() {
+        for (int r = 0; r < size; r++) {
+            if (r != rank && !links[r].readySeen) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private String notReady() {
+        StringBuilder sb = new StringBuilder();
+        for (int r = 0; r < size; r++) {
+            if (r != rank && !links[r].readySeen) {
+                sb.append(' ').append(r);
+            }
+        }
+        return sb.toString().trim();
+    }
+
+    // ------------------------------------------------------------------ closing
+
+    /**
+     * Closes the mesh; callable from any thread. A call in progress on another thread fails with
+     * {@link CommClosedException} and the thread that drives the loop releases the connections.
+     */
+    void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        loop.wakeup();
+        Thread t = driver;
+        if (t != null) {
+            LockSupport.unpark(t);
+        }
+        boolean locked = false;
+        try {
+            locked = driverLock.tryLock(2, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        if (!locked) {
+            return; // the driving thread shuts down when it leaves (exit())
+        }
+        try {
+            if (!shutDown) {
+                driver = Thread.currentThread();
+                loop.own(driver);
+                shutdownFromDriver();
+            }
+        } finally {
+            driver = null;
+            driverLock.unlock();
+        }
+    }
+
+    private void shutdownFromDriver() {
+        shutDown = true;
+        CommException f = failure;
+        byte[] reason = null;
+        int code = 0;
+        if (f != null) {
+            String text = f.getMessage();
+            byte[] b = text.getBytes(StandardCharsets.UTF_8);
+            reason = b.length <= Link.MAX_CONTROL_PAYLOAD ? b : java.util.Arrays.copyOf(b, Link.MAX_CONTROL_PAYLOAD);
+            code = f instanceof CollectiveMismatchException ? Frame.ABORT_MISMATCH
+                    : f instanceof CommTimeoutException ? Frame.ABORT_TIMEOUT : Frame.ABORT_FAILURE;
+        }
+        List<ChannelFuture> closing = new ArrayList<>();
+        try {
+            for (Link l : allLinks) {
+                if (l.channel != null && l.channel.isActive() && l.peer >= 0) {
+                    try {
+                        if (f != null) {
+                            l.writeControl(Frame.ABORT, code, 0, reason);
+                        } else {
+                            l.writeControl(Frame.BYE, 0, 0, null);
+                        }
+                    } catch (RuntimeException ignored) {
+                        // the connection may be broken already
+                    }
+                }
+                if (l.channel != null) {
+                    closing.add(l.channel.close());
+                }
+            }
+            if (server != null) {
+                closing.add(server.close());
+            }
+            long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(500);
+            while (System.nanoTime() - end < 0 && !closing.stream().allMatch(ChannelFuture::isDone)) {
+                if (loop.runNow() == 0) {
+                    loop.runBlocking(TimeUnit.MILLISECONDS.toNanos(5));
+                }
+            }
+        } catch (RuntimeException e) {
+            LOG.debug("error while closing group {} rank {}", group, rank, e);
+        } finally {
+            for (Link l : allLinks) {
+                l.release();
+            }
+            if (shmRings != null) {
+                shmRings.close();
+            }
+            loop.destroy();
+        }
+    }
+}

@@ -1,0 +1,255 @@
+package io.jcomm.cpu.internal.tcp;
+
+import io.jcomm.api.DType;
+import io.jcomm.api.ReduceOp;
+import io.netty.buffer.ByteBuf;
+
+/**
+ * The header every message of the tcp backend starts with: 40 bytes, little-endian. It says which
+ * collective (operation, sequence number, dtype, reduce op, element count, root or tag, algorithm)
+ * the message belongs to and how long its payload is, so that a receiver can check that the sender
+ * is running the same collective with the same arguments before it touches any payload byte.
+ *
+ * <pre>
+ *  0 u8  magic (0xC7)      1 u8 kind            2 u8 op          3 u8 dtype code
+ *  4 u8  reduce op code    5 u8 algorithm       6 u8 flags       7 u8 reserved
+ *  8 i64 seq (collectives: the group's collective counter; hello: session nonce)
+ * 16 i64 count (elements of the operation as the sender sees it, or a digest of per-rank counts)
+ * 24 i32 root, or tag for point-to-point
+ * 28 i32 index of this message within the operation (for this sender/receiver pair)
+ * 32 i32 payload bytes that follow (through the socket, or through shared memory when flagged)
+ * 36 i32 reserved
+ * </pre>
+ */
+final class Frame {
+
+    static final int SIZE = 40;
+    static final byte MAGIC = (byte) 0xC7;
+
+    // kinds
+    static final int DATA = 1;
+    static final int P2P = 2;
+    static final int ABORT = 3;
+    static final int BYE = 4;
+    static final int HELLO = 5;
+    static final int READY = 6;
+
+    // operations
+    static final int OP_NONE = 0;
+    static final int OP_BARRIER = 1;
+    static final int OP_BROADCAST = 2;
+    static final int OP_ALLREDUCE = 3;
+    static final int OP_ALLGATHER = 4;
+    static final int OP_ALLGATHERV = 5;
+    static final int OP_GATHER = 6;
+    static final int OP_SCATTER = 7;
+    static final int OP_REDUCESCATTER = 8;
+    static final int OP_SEND = 9;
+    static final int OP_BCAST_BYTES = 10;
+    static final int OP_ALLGATHER_BYTES = 11;
+    static final int OP_GATHER_BYTES = 12;
+    static final int OP_SEND_BYTES = 13;
+
+    // flags
+    static final int FLAG_SHM = 1;
+
+    // abort reasons (in the op byte of an ABORT frame)
+    static final int ABORT_FAILURE = 1;
+    static final int ABORT_MISMATCH = 2;
+    static final int ABORT_TIMEOUT = 3;
+
+    private static final String[] OP_NAMES = {"none", "barrier", "broadcast", "allReduce", "allGather", "allGatherV",
+        "gather", "scatter", "reduceScatter", "send", "broadcastObject", "allGatherObject", "gatherObject",
+        "sendObject"};
+
+    int kind;
+    int op;
+    int dtype;
+    int redop;
+    int algo;
+    int flags;
+    long seq;
+    long count;
+    int root;
+    int index;
+    int payload;
+
+    Frame() {
+    }
+
+    static Frame of(int kind, int op, long seq) {
+        Frame f = new Frame();
+        f.kind = kind;
+        f.op = op;
+        f.seq = seq;
+        f.root = -1;
+        return f;
+    }
+
+    Frame dtype(DType t) {
+        this.dtype = t == null ? 0 : t.code();
+        return this;
+    }
+
+    Frame redop(ReduceOp r) {
+        this.redop = r == null ? 0 : r.code();
+        return this;
+    }
+
+    Frame algo(int a) {
+        this.algo = a;
+        return this;
+    }
+
+    Frame count(long c) {
+        this.count = c;
+        return this;
+    }
+
+    Frame root(int r) {
+        this.root = r;
+        return this;
+    }
+
+    Frame index(int i) {
+        this.index = i;
+        return this;
+    }
+
+    Frame payload(int bytes) {
+        this.payload = bytes;
+        return this;
+    }
+
+    Frame copy() {
+        Frame f = new Frame();
+        f.kind = kind;
+        f.op = op;
+        f.dtype = dtype;
+        f.redop = redop;
+        f.algo = algo;
+        f.flags = flags;
+        f.seq = seq;
+        f.count = count;
+        f.root = root;
+        f.index = index;
+        f.payload = payload;
+        return f;
+    }
+
+    void writeTo(ByteBuf b) {
+        b.writeByte(MAGIC);
+        b.writeByte(kind);
+        b.writeByte(op);
+        b.writeByte(dtype);
+        b.writeByte(redop);
+        b.writeByte(algo);
+        b.writeByte(flags);
+        b.writeByte(0);
+        b.writeLongLE(seq);
+        b.writeLongLE(count);
+        b.writeIntLE(root);
+        b.writeIntLE(index);
+        b.writeIntLE(payload);
+        b.writeIntLE(0);
+    }
+
+    /**
+     * Reads a header at {@code b}'s reader index (which advances by {@link #SIZE}).
+     *
+     * @return null when the magic byte is wrong (the stream is not ours or is corrupt)
+     */
+    static Frame readFrom(ByteBuf b) {
+        Frame f = new Frame();
+        byte magic = b.readByte();
+        f.kind = b.readUnsignedByte();
+        f.op = b.readUnsignedByte();
+        f.dtype = b.readUnsignedByte();
+        f.redop = b.readUnsignedByte();
+        f.algo = b.readUnsignedByte();
+        f.flags = b.readUnsignedByte();
+        b.readByte();
+        f.seq = b.readLongLE();
+        f.count = b.readLongLE();
+        f.root = b.readIntLE();
+        f.index = b.readIntLE();
+        f.payload = b.readIntLE();
+        b.readIntLE();
+        return magic == MAGIC ? f : null;
+    }
+
+    static String opName(int op) {
+        return op >= 0 && op < OP_NAMES.length ? OP_NAMES[op] : "op#" + op;
+    }
+
+    private static String dtypeName(int code) {
+        if (code == 0) {
+            return "-";
+        }
+        try {
+            return DType.fromCode(code).shortName();
+        } catch (RuntimeException e) {
+            return "dtype#" + code;
+        }
+    }
+
+    private static String redopName(int code) {
+        if (code == 0) {
+            return "-";
+        }
+        try {
+            return ReduceOp.fromCode(code).name();
+        } catch (RuntimeException e) {
+            return "redop#" + code;
+        }
+    }
+
+    /**
+     * Describes how {@code got} differs from {@code expected}, or returns null when they agree (the
+     * payload length is compared unless {@code variablePayload}).
+     */
+    static String difference(Frame expected, Frame got, boolean variablePayload) {
+        StringBuilder sb = new StringBuilder();
+        if (expected.kind != got.kind) {
+            sb.append(" kind ").append(got.kind).append(" vs ").append(expected.kind).append(';');
+        }
+        if (expected.op != got.op) {
+            sb.append(" operation ").append(opName(got.op)).append(" vs ").append(opName(expected.op)).append(';');
+        }
+        if (expected.seq != got.seq) {
+            sb.append(" collective #").append(got.seq).append(" vs #").append(expected.seq).append(';');
+        }
+        if (expected.dtype != got.dtype) {
+            sb.append(" dtype ").append(dtypeName(got.dtype)).append(" vs ").append(dtypeName(expected.dtype)).append(';');
+        }
+        if (expected.redop != got.redop) {
+            sb.append(" reduce op ").append(redopName(got.redop)).append(" vs ").append(redopName(expected.redop)).append(';');
+        }
+        if (expected.count != got.count) {
+            sb.append(" count ").append(got.count).append(" vs ").append(expected.count).append(';');
+        }
+        if (expected.root != got.root) {
+            sb.append(expected.kind == P2P ? " tag " : " root ").append(got.root).append(" vs ").append(expected.root).append(';');
+        }
+        if (expected.algo != got.algo) {
+            sb.append(" algorithm ").append(got.algo).append(" vs ").append(expected.algo)
+                    .append(" (are the tcp.* options equal on every rank?);");
+        }
+        if (sb.length() == 0 && expected.index != got.index) {
+            sb.append(" message index ").append(got.index).append(" vs ").append(expected.index).append(';');
+        }
+        if (sb.length() == 0 && !variablePayload && expected.payload != got.payload) {
+            sb.append(" payload ").append(got.payload).append(" bytes vs ").append(expected.payload).append(';');
+        }
+        return sb.length() == 0 ? null : sb.toString();
+    }
+
+    /** Short description for error messages. */
+    String describe() {
+        if (kind == P2P) {
+            return opName(op) + "(" + dtypeName(dtype) + " x " + count + ", tag " + root + ")";
+        }
+        return opName(op) + " #" + seq + "(" + dtypeName(dtype) + " x " + count
+                + (redop != 0 ? ", " + redopName(redop) : "") + (root >= 0 ? ", root " + root : "") + ")";
+    }
+}

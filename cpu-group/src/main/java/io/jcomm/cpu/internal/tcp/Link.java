@@ -1,0 +1,677 @@
+package io.jcomm.cpu.internal.tcp;
+
+import io.jcomm.api.CommException;
+import io.jcomm.api.ProtocolException;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelConfig;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.RecvByteBufAllocator;
+import io.netty.util.UncheckedBooleanSupplier;
+import java.nio.ByteBuffer;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+
+/**
+ * One connection to one peer: decodes the inbound byte stream into frames and delivers payloads to
+ * posted receives, and writes outbound frames.
+ *
+ * <h2>Receiving without copies</h2>
+ * The link is its channel's {@link RecvByteBufAllocator}: while a large payload is being received it
+ * hands the channel a buffer that wraps the destination itself (the caller's tensor, or the staging
+ * buffer of a reduction), so the kernel copies socket data straight into it. Headers and small
+ * payloads are read through a 64 KiB scratch buffer.
+ *
+ * <h2>Matching</h2>
+ * Collective messages from a peer arrive in the order the peer sent them, which is the order in which
+ * this rank posts its receives for that peer; each is checked against the posted receive's expected
+ * header (a difference is a {@link io.jcomm.api.CollectiveMismatchException}). Point-to-point messages
+ * match posted receives by tag. A message that arrives before its receive is posted is buffered
+ * (bounded by {@code tcp.maxUnexpectedBytes}; past the bound the link stops reading until space
+ * frees up). Payloads flagged {@link Frame#FLAG_SHM} travel through the shared-memory ring instead
+ * of the socket.
+ *
+ * <p>Everything here runs on the thread that drives the event loop.
+ */
+final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllocator, RecvByteBufAllocator.ExtendedHandle {
+
+    static final int SCRATCH_BYTES = 64 << 10;
+    static final int DIRECT_READ_MIN = 16 << 10;
+    static final int INLINE_PAYLOAD_MAX = 64 << 10;
+    static final int MAX_CONTROL_PAYLOAD = 4096;
+    private static final int MAX_READS_PER_EVENT = 32;
+
+    /** A message whose payload arrived (or is arriving) before a receive was posted for it. */
+    static final class Early {
+        final Frame header;
+        ByteBuffer data;
+        int filled;
+        boolean complete;
+        Recv claimedBy;
+
+        Early(Frame header) {
+            this.header = header;
+        }
+    }
+
+    /** The message whose payload is being received. */
+    static final class Incoming {
+        final Frame header;
+        final Recv recv;       // the receive it feeds, or null
+        final Early early;     // the early buffer it fills, or null
+        final int control;     // a control frame kind whose payload we collect, or 0
+        final ByteBuffer target;
+        final int total;
+        int filled;
+
+        Incoming(Frame header, Recv recv, Early early, int control, ByteBuffer target) {
+            this.header = header;
+            this.recv = recv;
+            this.early = early;
+            this.control = control;
+            this.target = target;
+            this.total = header.payload;
+        }
+    }
+
+    final Engine engine;
+    int peer = -1;
+    Channel channel;
+    boolean helloSeen;
+    boolean readySeen;
+    boolean byeSeen;
+    boolean abortSeen;
+    boolean inactive;
+
+    private ByteBuf scratch;
+    private Incoming current;
+    private ByteBuf direct;
+    private Incoming directFor;
+    private int directBase;
+    private ByteBuffer staging;
+    private boolean parked;
+    private boolean processing;
+
+    private final ArrayDeque<Recv> collectiveRecvs = new ArrayDeque<>();
+    private final ArrayDeque<Recv> completionOrder = new ArrayDeque<>();
+    private boolean finishing;
+    private final List<Recv> p2pRecvs = new ArrayList<>();
+    private final ArrayDeque<Early> early = new ArrayDeque<>();
+
+    /** Shared-memory transport to/from this peer, or null. */
+    ShmLink shm;
+
+    // read accounting for the allocator handle
+    private int attempted;
+    private int lastRead;
+    private int reads;
+    private ChannelConfig config;
+
+    Link(Engine engine) {
+        this.engine = engine;
+    }
+
+    // ------------------------------------------------------------------ channel life cycle
+
+    void attach(Channel ch) {
+        this.channel = ch;
+        this.config = ch.config();
+        this.scratch = Unpooled.directBuffer(SCRATCH_BYTES, SCRATCH_BYTES);
+    }
+
+    @Override
+    public void channelInactive(ChannelHandlerContext ctx) {
+        inactive = true;
+        engine.onInactive(this, null);
+        ctx.fireChannelInactive();
+    }
+
+    @Override
+    public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+        engine.onInactive(this, cause);
+        ctx.close();
+    }
+
+    /** Frees the scratch buffer; after the channel closed. */
+    void release() {
+        if (scratch != null && scratch.refCnt() > 0) {
+            scratch.release(scratch.refCnt());
+        }
+        if (direct != null && direct.refCnt() > 0) {
+            direct.release(direct.refCnt());
+        }
+        direct = null;
+        for (Early e : early) {
+            engine.releaseEarly(e);
+        }
+        early.clear();
+        completionOrder.clear();
+        collectiveRecvs.clear();
+        p2pRecvs.clear();
+        if (shm != null) {
+            shm.close();
+        }
+    }
+
+    String who() {
+        return peer >= 0 ? "rank " + peer : String.valueOf(channel == null ? "?" : channel.remoteAddress());
+    }
+
+    // ------------------------------------------------------------------ writing
+
+    /**
+     * Writes a frame and its payload (read from {@code payload}'s position to limit). Small payloads
+     * are copied next to the header; larger ones are written from the caller's memory, and the
+     * returned future completes once the socket took every byte (null when nothing needs tracking).
+     */
+    ChannelFuture write(Frame f, ByteBuffer payload, boolean flush) {
+        int n = payload == null ? 0 : payload.remaining();
+        f.payload = n;
+        ChannelFuture tracked = null;
+        if (n <= INLINE_PAYLOAD_MAX) {
+            ByteBuf b = channel.alloc().directBuffer(Frame.SIZE + n);
+            f.writeTo(b);
+            if (n > 0) {
+                b.writeBytes(payload.duplicate());
+            }
+            channel.write(b, channel.voidPromise());
+        } else {
+            ByteBuf h = channel.alloc().directBuffer(Frame.SIZE);
+            f.writeTo(h);
+            channel.write(h, channel.voidPromise());
+            tracked = channel.write(Unpooled.wrappedBuffer(payload.slice()));
+        }
+        if (flush) {
+            channel.flush();
+        }
+        return tracked;
+    }
+
+    /** Writes a header whose payload travels through shared memory. */
+    void writeShmHeader(Frame f, int payloadBytes) {
+        f.payload = payloadBytes;
+        f.flags |= Frame.FLAG_SHM;
+        ByteBuf b = channel.alloc().directBuffer(Frame.SIZE);
+        f.writeTo(b);
+        channel.writeAndFlush(b, channel.voidPromise());
+    }
+
+    void writeControl(int kind, int code, long seq, byte[] payload) {
+        if (channel == null || !channel.isActive()) {
+            return;
+        }
+        Frame f = Frame.of(kind, code, seq);
+        write(f, payload == null ? null : ByteBuffer.wrap(payload), true);
+    }
+
+    // ------------------------------------------------------------------ posting receives
+
+    void postCollective(Recv r) {
+        r.orderedBy = this;
+        completionOrder.addLast(r);
+        // Unclaimed early collective messages exist only while no collective receive is queued, and
+        // they are matched in arrival order.
+        for (Early x : early) {
+            if (x.header.kind == Frame.DATA && x.claimedBy == null) {
+                claim(x, r);
+                return;
+            }
+        }
+        collectiveRecvs.addLast(r);
+        if (parked) {
+            engine.markDirty(this);
+        }
+    }
+
+    /** Completes the leading collective receives whose payloads are in place, in posting order. */
+    void finishInOrder() {
+        if (finishing) {
+            return; // the outer call drains the queue
+        }
+        finishing = true;
+        try {
+            Recv r;
+            while ((r = completionOrder.peekFirst()) != null && r.payloadComplete) {
+                completionOrder.pollFirst();
+                r.complete();
+            }
+        } finally {
+            finishing = false;
+        }
+    }
+
+    void postP2p(Recv r) {
+        for (Early x : early) {
+            if (x.header.kind == Frame.P2P && x.claimedBy == null && x.header.root == r.expect.root) {
+                claim(x, r);
+                return;
+            }
+        }
+        p2pRecvs.add(r);
+        if (parked) {
+            engine.markDirty(this);
+        }
+    }
+
+    private void claim(Early e, Recv r) {
+        String diff = Frame.difference(r.expect, e.header, r.variable());
+        if (diff != null) {
+            throw engine.mismatch(this, r.expect, e.header, diff);
+        }
+        if (r.variable()) {
+            checkVariable(r, e.header);
+        }
+        e.claimedBy = r;
+        if (e.complete) {
+            // delivered from the wait loop, never inside post(): a continuation must not run before
+            // the operation's own first sends were issued
+            engine.markDirty(this);
+        }
+    }
+
+    private void deliverEarly(Early e) {
+        early.remove(e);
+        Recv r = e.claimedBy;
+        ByteBuffer data = e.data == null ? ByteBuffer.allocate(0) : e.data;
+        engine.releaseEarly(e);
+        r.deliver(data, e.header.payload);
+        if (parked) {
+            engine.markDirty(this);
+        }
+    }
+
+    private void checkVariable(Recv r, Frame got) {
+        if (got.payload < 0 || got.payload > r.maxBytes) {
+            throw new ProtocolException(engine.ctx(), "rank " + peer + " sent an object of " + got.payload
+                    + " bytes; the limit is " + r.maxBytes + " (option object.maxBytes)");
+        }
+    }
+
+    /**
+     * Delivers claimed early messages that are complete, and resumes reading after it was stopped
+     * (buffer budget) once receives were posted or space freed. Called from the wait loop.
+     */
+    void service() {
+        for (Early e : early.toArray(new Early[0])) {
+            if (e.claimedBy != null && e.complete && early.contains(e)) {
+                deliverEarly(e);
+            }
+        }
+        resume();
+    }
+
+    private void resume() {
+        if (!parked || inactive) {
+            return;
+        }
+        parked = false;
+        processScratch();
+        if (!parked && channel.isActive()) {
+            config.setAutoRead(true);
+        }
+    }
+
+    private void park() {
+        parked = true;
+        config.setAutoRead(false);
+        engine.noteParked(this);
+    }
+
+    boolean isParked() {
+        return parked;
+    }
+
+    /** Whether this rank waits for anything from this peer (posted receives, payload in progress). */
+    boolean awaitsData() {
+        return !collectiveRecvs.isEmpty() || !p2pRecvs.isEmpty() || current != null
+                || (shm != null && shm.receiving()) || early.stream().anyMatch(e -> e.claimedBy != null && !e.complete);
+    }
+
+    // ------------------------------------------------------------------ reading
+
+    @Override
+    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+        ByteBuf buf = (ByteBuf) msg;
+        try {
+            if (buf == direct) {
+                Incoming in = current;
+                int now = directBase + buf.writerIndex();
+                in.filled = now;
+                buf.readerIndex(buf.writerIndex());
+                if (in.filled == in.total) {
+                    direct.release();
+                    direct = null;
+                    directFor = null;
+                    current = null;
+                    complete(in);
+                    processScratch();
+                }
+            } else if (buf == scratch) {
+                processScratch();
+            } else {
+                // not a buffer we handed out (should not happen): append it to the scratch stream
+                scratch.discardReadBytes();
+                if (scratch.writableBytes() < buf.readableBytes()) {
+                    throw new ProtocolException(engine.ctx(), "inbound buffer overflow from " + who());
+                }
+                scratch.writeBytes(buf);
+                processScratch();
+            }
+        } catch (CommException e) {
+            engine.fail(e);
+            parked = true;
+            config.setAutoRead(false);
+        } finally {
+            buf.release();
+        }
+    }
+
+    private void processScratch() {
+        if (processing) {
+            return;
+        }
+        processing = true;
+        try {
+            while (!parked && !engine.hasFailed()) {
+                Incoming in = current;
+                if (in != null) {
+                    int n = Math.min(scratch.readableBytes(), in.total - in.filled);
+                    if (n > 0) {
+                        ByteBuffer dst = in.target.duplicate();
+                        dst.position(in.filled).limit(in.filled + n);
+                        scratch.readBytes(dst);
+                        in.filled += n;
+                    }
+                    if (in.filled < in.total) {
+                        break;
+                    }
+                    current = null;
+                    complete(in);
+                    continue;
+                }
+                if (scratch.readableBytes() < Frame.SIZE) {
+                    break;
+                }
+                int start = scratch.readerIndex();
+                Frame f = Frame.readFrom(scratch);
+                if (f == null) {
+                    throw new ProtocolException(engine.ctx(), "corrupt stream from " + who() + " (bad magic byte)");
+                }
+                if (!dispatch(f)) {
+                    scratch.readerIndex(start);
+                    park();
+                    break;
+                }
+            }
+        } finally {
+            processing = false;
+        }
+    }
+
+    /** Handles a header; false when it cannot be handled now (the link parks). */
+    private boolean dispatch(Frame f) {
+        if (f.payload < 0) {
+            throw new ProtocolException(engine.ctx(), who() + " announced a negative payload length");
+        }
+        switch (f.kind) {
+            case Frame.DATA:
+            case Frame.P2P:
+                if (peer < 0) {
+                    throw new ProtocolException(engine.ctx(), "data before hello from " + who());
+                }
+                return dispatchData(f);
+            case Frame.HELLO:
+                if (f.payload != 0 || helloSeen) {
+                    throw new ProtocolException(engine.ctx(), "unexpected hello from " + who());
+                }
+                helloSeen = true;
+                engine.onHello(this, f);
+                return true;
+            case Frame.READY:
+                readySeen = true;
+                return true;
+            case Frame.BYE:
+                byeSeen = true;
+                return true;
+            case Frame.ABORT:
+                if (f.payload > MAX_CONTROL_PAYLOAD) {
+                    throw new ProtocolException(engine.ctx(), "oversized abort frame from " + who());
+                }
+                begin(new Incoming(f, null, null, Frame.ABORT, ByteBuffer.allocate(f.payload)));
+                return true;
+            default:
+                throw new ProtocolException(engine.ctx(), "unknown frame kind " + f.kind + " from " + who());
+        }
+    }
+
+    private boolean dispatchData(Frame f) {
+        Recv r = null;
+        if (f.kind == Frame.DATA) {
+            r = collectiveRecvs.peekFirst();
+            if (r != null) {
+                String diff = Frame.difference(r.expect, f, r.variable());
+                if (diff != null) {
+                    throw engine.mismatch(this, r.expect, f, diff);
+                }
+                collectiveRecvs.pollFirst();
+            }
+        } else {
+            for (int i = 0; i < p2pRecvs.size(); i++) {
+                Recv x = p2pRecvs.get(i);
+                if (x.expect.root == f.root) {
+                    String diff = Frame.difference(x.expect, f, x.variable());
+                    if (diff != null) {
+                        throw engine.mismatch(this, x.expect, f, diff);
+                    }
+                    r = p2pRecvs.remove(i);
+                    break;
+                }
+            }
+        }
+        if (r != null) {
+            if (r.variable()) {
+                checkVariable(r, f);
+            }
+            if ((f.flags & Frame.FLAG_SHM) != 0) {
+                requireShm(f).expect(f, r, null);
+                return true;
+            }
+            ByteBuffer target;
+            switch (r.mode) {
+                case Recv.INTO:
+                    target = r.dest;
+                    break;
+                case Recv.REDUCE:
+                    target = staging(f.payload);
+                    break;
+                default:
+                    target = ByteBuffer.allocate(f.payload);
+                    break;
+            }
+            begin(new Incoming(f, r, null, 0, target));
+            return true;
+        }
+        // nobody waits for it yet: buffer it, within the budget
+        if (!engine.reserveEarly(f.payload)) {
+            return false;
+        }
+        Early e = new Early(f);
+        early.addLast(e);
+        if ((f.flags & Frame.FLAG_SHM) != 0) {
+            e.data = engine.allocateEarly(f.payload);
+            requireShm(f).expect(f, null, e);
+            return true;
+        }
+        e.data = engine.allocateEarly(f.payload);
+        begin(new Incoming(f, null, e, 0, e.data));
+        return true;
+    }
+
+    private ShmLink requireShm(Frame f) {
+        if (shm == null || !shm.canReceive()) {
+            throw new ProtocolException(engine.ctx(), who() + " sent " + f.describe()
+                    + " through shared memory, but no shared-memory ring exists from it");
+        }
+        return shm;
+    }
+
+    private ByteBuffer staging(int bytes) {
+        if (staging == null || staging.capacity() < bytes) {
+            staging = ByteBuffer.allocateDirect(Math.max(bytes, 64 << 10));
+        }
+        return staging.duplicate().position(0).limit(bytes).slice();
+    }
+
+    private void begin(Incoming in) {
+        if (in.total == 0) {
+            complete(in);
+            return;
+        }
+        current = in;
+    }
+
+    /** A payload is complete: apply it. */
+    void complete(Incoming in) {
+        if (in.recv != null) {
+            Recv r = in.recv;
+            switch (r.mode) {
+                case Recv.INTO:
+                    r.finish();
+                    break;
+                case Recv.REDUCE:
+                    r.applyReduce(in.target);
+                    r.finish();
+                    break;
+                default:
+                    r.bytes = in.target.array();
+                    r.finish();
+                    break;
+            }
+        } else if (in.early != null) {
+            earlyComplete(in.early);
+        } else if (in.control == Frame.ABORT) {
+            abortSeen = true;
+            byte[] reason = in.target.array();
+            engine.onAbort(this, in.header.op, new String(reason, java.nio.charset.StandardCharsets.UTF_8));
+        }
+    }
+
+    /** An early message's payload is complete (called for socket and shared-memory payloads). */
+    void earlyComplete(Early e) {
+        e.complete = true;
+        if (e.claimedBy != null) {
+            deliverEarly(e);
+        }
+    }
+
+    // ------------------------------------------------------------------ RecvByteBufAllocator
+
+    @SuppressWarnings("deprecation") // channels still ask for a Handle; this one is an ExtendedHandle
+    @Override
+    public Handle newHandle() {
+        return this;
+    }
+
+    @Override
+    public ByteBuf allocate(ByteBufAllocator alloc) {
+        Incoming in = current;
+        if (direct != null && directFor != in) {
+            // the payload it was made for completed through the scratch buffer
+            direct.release();
+            direct = null;
+            directFor = null;
+        }
+        if (in != null && scratch.readableBytes() == 0 && in.target.isDirect()
+                && (direct != null || in.total - in.filled >= DIRECT_READ_MIN)) {
+            if (direct == null) {
+                ByteBuffer region = in.target.duplicate();
+                region.position(in.filled).limit(in.total);
+                direct = Unpooled.wrappedBuffer(region).clear();
+                directFor = in;
+                directBase = in.filled;
+            }
+            attempted = direct.writableBytes();
+            return direct.retain();
+        }
+        scratch.discardReadBytes();
+        attempted = scratch.writableBytes();
+        return scratch.retain();
+    }
+
+    @Override
+    public int guess() {
+        return SCRATCH_BYTES;
+    }
+
+    @Override
+    public void reset(ChannelConfig cfg) {
+        reads = 0;
+        lastRead = 0;
+    }
+
+    @Override
+    public void incMessagesRead(int numMessages) {
+        reads += numMessages;
+    }
+
+    @Override
+    public void lastBytesRead(int bytes) {
+        lastRead = bytes;
+    }
+
+    @Override
+    public int lastBytesRead() {
+        return lastRead;
+    }
+
+    @Override
+    public void attemptedBytesRead(int bytes) {
+        attempted = bytes;
+    }
+
+    @Override
+    public int attemptedBytesRead() {
+        return attempted;
+    }
+
+    @Override
+    public boolean continueReading() {
+        return continueReading(() -> lastRead == attempted);
+    }
+
+    @Override
+    public boolean continueReading(UncheckedBooleanSupplier maybeMoreDataSupplier) {
+        return config.isAutoRead() && !parked && reads < MAX_READS_PER_EVENT && maybeMoreDataSupplier.get();
+    }
+
+    @Override
+    public void readComplete() {
+        // nothing to adapt: buffer sizes follow the frames
+    }
+
+    // ------------------------------------------------------------------ diagnostics
+
+    /** Pending receive descriptions, for timeout messages. */
+    String pendingDescription() {
+        StringBuilder sb = new StringBuilder();
+        Iterator<Recv> it = collectiveRecvs.iterator();
+        if (it.hasNext()) {
+            sb.append("waiting for ").append(it.next().expect.describe()).append(" from rank ").append(peer);
+        }
+        if (!p2pRecvs.isEmpty()) {
+            sb.append(sb.length() > 0 ? "; " : "").append("waiting for ").append(p2pRecvs.get(0).expect.describe())
+                    .append(" from rank ").append(peer);
+        }
+        if (current != null) {
+            sb.append(sb.length() > 0 ? "; " : "").append("receiving ").append(current.filled).append('/')
+                    .append(current.total).append(" bytes from rank ").append(peer);
+        }
+        return sb.toString();
+    }
+}

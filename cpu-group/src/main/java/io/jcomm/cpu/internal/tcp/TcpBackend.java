@@ -1,0 +1,660 @@
+package io.jcomm.cpu.internal.tcp;
+
+import io.jcomm.api.DType;
+import io.jcomm.api.Deadline;
+import io.jcomm.api.ReduceOp;
+import io.jcomm.api.Tensor;
+import io.jcomm.cpu.spi.CpuBackend;
+import io.jcomm.cpu.spi.Reductions;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+
+/**
+ * The pure-Java CPU backend: collectives over a full mesh of TCP connections ({@link Engine}), with
+ * large payloads between processes on one host going through shared-memory rings.
+ *
+ * <h2>Algorithms</h2>
+ * <ul>
+ *   <li>barrier: dissemination (ceil(log2 N) rounds of one zero-byte message).</li>
+ *   <li>allReduce / reduceScatter: up to {@code tcp.smallBytes} direct (everyone sends to everyone,
+ *       one round, reduced in rank order); above, a pipelined ring (reduce-scatter then all-gather,
+ *       each message cut into {@code tcp.segmentBytes} segments that are forwarded as soon as they
+ *       are reduced).</li>
+ *   <li>broadcast: direct from the root when small or N = 2, else a pipelined chain.</li>
+ *   <li>allGather / allGatherV: direct when small, else a pipelined ring receiving straight into the
+ *       output.</li>
+ *   <li>gather, scatter, send/recv and the object payloads: one direct message per peer.</li>
+ * </ul>
+ * Every rank computes the same reduction order, so all ranks get bit-identical results.
+ *
+ * <p>Every message carries a header (operation, collective number, dtype, count, root/tag,
+ * algorithm); a receiver that finds a header different from what it expects fails with
+ * {@link io.jcomm.api.CollectiveMismatchException} before it touches the payload, and the group is
+ * then poisoned (the ranks abort each other).
+ */
+final class TcpBackend implements CpuBackend {
+
+    private static final int ALGO_DIRECT = 1;
+    private static final int ALGO_PIPELINE = 2;
+    private static final ByteBuffer EMPTY = ByteBuffer.allocateDirect(0);
+
+    private final Engine e;
+    private final int rank;
+    private final int size;
+    private final TcpConfig cfg;
+    private ByteBuffer work;
+
+    TcpBackend(Engine engine) {
+        this.e = engine;
+        this.rank = engine.rank;
+        this.size = engine.size;
+        this.cfg = engine.cfg;
+    }
+
+    @Override
+    public String name() {
+        return "tcp";
+    }
+
+    /** The transport in use ({@code epoll} or {@code nio}). */
+    String transport() {
+        return e.transportName();
+    }
+
+    /** Whether payloads to {@code peer} go through shared memory. */
+    boolean sharedMemoryTo(int peer) {
+        return e.sharedMemoryTo(peer);
+    }
+
+    private int mod(int x) {
+        return ((x % size) + size) % size;
+    }
+
+    /** A reusable direct buffer of at least {@code bytes} (its first {@code bytes} bytes). */
+    private ByteBuffer work(long bytes) {
+        int n = Math.toIntExact(bytes);
+        if (work == null || work.capacity() < n) {
+            int cap = Math.max(n, work == null ? 0 : (int) Math.min(Integer.MAX_VALUE, 2L * work.capacity()));
+            work = ByteBuffer.allocateDirect(cap).order(ByteOrder.LITTLE_ENDIAN);
+        }
+        return slice(work, 0, n);
+    }
+
+    private static ByteBuffer slice(ByteBuffer b, long offset, long length) {
+        return b.slice((int) offset, (int) length).order(ByteOrder.LITTLE_ENDIAN);
+    }
+
+    /** Splits {@code elements} into segments of at most {@code tcp.segmentBytes}. */
+    private long segmentElements(DType t) {
+        return Math.max(1, cfg.segmentBytes / t.byteSize());
+    }
+
+    private static int segments(long elements, long segElems) {
+        return (int) Math.max(1, (elements + segElems - 1) / segElems);
+    }
+
+    // ------------------------------------------------------------------ barrier
+
+    @Override
+    public void barrier(Deadline deadline) {
+        e.enter("barrier");
+        try {
+            Op op = e.begin(Frame.DATA, Frame.OP_BARRIER, deadline);
+            int rounds = 0;
+            while ((1 << rounds) < size) {
+                rounds++;
+            }
+            Recv[] recvs = new Recv[rounds];
+            int[] sent = {0};
+            int total = rounds;
+            Runnable advance = () -> {
+                while (sent[0] < total && (sent[0] == 0 || recvs[sent[0] - 1].done)) {
+                    int k = sent[0]++;
+                    e.send(op, mod(rank + (1 << k)), op.frame(k), null);
+                }
+            };
+            for (int k = 0; k < rounds; k++) {
+                recvs[k] = Recv.into(op, mod(rank - (1 << k)), op.frame(k), EMPTY, advance);
+            }
+            for (Recv r : recvs) {
+                e.post(r);
+            }
+            advance.run();
+            e.await(op);
+        } finally {
+            e.exit();
+        }
+    }
+
+    // ------------------------------------------------------------------ broadcast
+
+    @Override
+    public void broadcast(Tensor tensor, int src, Deadline deadline) {
+        e.enter("broadcast");
+        try {
+            Op op = e.begin(Frame.DATA, Frame.OP_BROADCAST, deadline);
+            long bytes = tensor.byteSize();
+            boolean direct = bytes <= cfg.smallBytes || size == 2;
+            op.template.dtype(tensor.dtype()).count(tensor.numel()).root(src).algo(direct ? ALGO_DIRECT : ALGO_PIPELINE);
+            ByteBuffer buf = tensor.buffer();
+            if (direct) {
+                if (rank == src) {
+                    for (int p = 0; p < size; p++) {
+                        if (p != rank) {
+                            e.send(op, p, op.frame(0), buf);
+                        }
+                    }
+                } else {
+                    e.post(Recv.into(op, src, op.frame(0), buf, null));
+                }
+            } else {
+                int pos = mod(rank - src);
+                int next = pos == size - 1 ? -1 : mod(rank + 1);
+                int prev = mod(rank - 1);
+                DType t = tensor.dtype();
+                long segE = segmentElements(t);
+                int nseg = segments(tensor.numel(), segE);
+                for (int k = 0; k < nseg; k++) {
+                    long from = k * segE;
+                    long len = Math.min(segE, tensor.numel() - from);
+                    ByteBuffer seg = slice(buf, from * t.byteSize(), len * t.byteSize());
+                    int kk = k;
+                    if (rank == src) {
+                        e.send(op, next, op.frame(k), seg);
+                    } else {
+                        e.post(Recv.into(op, prev, op.frame(k), seg, next < 0 ? null : () -> e.send(op, next, op.frame(kk), seg)));
+                    }
+                }
+            }
+            e.await(op);
+        } finally {
+            e.exit();
+        }
+    }
+
+    // ------------------------------------------------------------------ all-reduce
+
+    @Override
+    public void allReduce(Tensor tensor, ReduceOp rop, Deadline deadline) {
+        e.enter("allReduce");
+        try {
+            long bytes = tensor.byteSize();
+            boolean direct = bytes <= cfg.smallBytes;
+            Op op = e.begin(Frame.DATA, Frame.OP_ALLREDUCE, deadline);
+            op.template.dtype(tensor.dtype()).count(tensor.numel()).redop(rop).algo(direct ? ALGO_DIRECT : ALGO_PIPELINE);
+            if (direct) {
+                allReduceDirect(op, tensor, rop);
+            } else {
+                allReduceRing(op, tensor, rop);
+            }
+        } finally {
+            e.exit();
+        }
+    }
+
+    private void allReduceDirect(Op op, Tensor tensor, ReduceOp rop) {
+        int b = (int) tensor.byteSize();
+        ByteBuffer buf = tensor.buffer();
+        ByteBuffer tmp = work((long) b * size);
+        for (int p = 0; p < size; p++) {
+            if (p != rank) {
+                e.post(Recv.into(op, p, op.frame(0), slice(tmp, (long) p * b, b), null));
+            }
+        }
+        for (int p = 0; p < size; p++) {
+            if (p != rank) {
+                e.send(op, p, op.frame(0), buf);
+            }
+        }
+        e.await(op);
+        // rank order: x0 op x1 op ... op x(N-1), identical on every rank
+        DType t = tensor.dtype();
+        int n = (int) tensor.numel();
+        if (rank != 0) {
+            slice(tmp, (long) rank * b, b).put(buf.duplicate());
+            buf.duplicate().put(slice(tmp, 0, b));
+        }
+        for (int p = 1; p < size; p++) {
+            Reductions.reduceInto(t, rop, buf, slice(tmp, (long) p * b, b), n);
+        }
+        if (rop == ReduceOp.AVG) {
+            Reductions.divide(t, buf, n, size);
+        }
+    }
+
+    private void allReduceRing(Op op, Tensor tensor, ReduceOp rop) {
+        DType t = tensor.dtype();
+        int es = t.byteSize();
+        long count = tensor.numel();
+        ByteBuffer buf = tensor.buffer();
+        long segE = segmentElements(t);
+        long[] start = new long[size + 1];
+        int maxSeg = 1;
+        for (int c = 0; c <= size; c++) {
+            start[c] = count * c / size;
+        }
+        for (int c = 0; c < size; c++) {
+            maxSeg = Math.max(maxSeg, segments(start[c + 1] - start[c], segE));
+        }
+        ByteBuffer[][] segs = new ByteBuffer[size][];
+        for (int c = 0; c < size; c++) {
+            long len = start[c + 1] - start[c];
+            int nseg = segments(len, segE);
+            segs[c] = new ByteBuffer[nseg];
+            for (int k = 0; k < nseg; k++) {
+                long from = start[c] + k * segE;
+                long l = Math.min(segE, start[c + 1] - from);
+                segs[c][k] = slice(buf, from * es, Math.max(0, l) * es);
+            }
+        }
+        int next = mod(rank + 1);
+        int prev = mod(rank - 1);
+        int steps = size - 1;
+        int ms = maxSeg;
+        // reduce-scatter: step s receives chunk rank-s-1 and reduces it; forwards it, or (last step) owns it
+        for (int s = 0; s < steps; s++) {
+            int c = mod(rank - s - 1);
+            for (int k = 0; k < segs[c].length; k++) {
+                ByteBuffer seg = segs[c][k];
+                int ss = s;
+                int kk = k;
+                Runnable then = s < steps - 1
+                        ? () -> e.send(op, next, op.frame((ss + 1) * ms + kk), seg)
+                        : () -> {
+                            if (rop == ReduceOp.AVG) {
+                                Reductions.divide(t, seg, seg.remaining() / es, size);
+                            }
+                            e.send(op, next, op.frame((steps) * ms + kk), seg);
+                        };
+                e.post(Recv.reduce(op, prev, op.frame(s * ms + k), seg, null, t, rop, then));
+            }
+        }
+        // all-gather: step s receives the final chunk rank-s and forwards it
+        for (int s = 0; s < steps; s++) {
+            int c = mod(rank - s);
+            for (int k = 0; k < segs[c].length; k++) {
+                ByteBuffer seg = segs[c][k];
+                int ss = s;
+                int kk = k;
+                Runnable then = s < steps - 1 ? () -> e.send(op, next, op.frame((steps + ss + 1) * ms + kk), seg) : null;
+                e.post(Recv.into(op, prev, op.frame((steps + s) * ms + k), seg, then));
+            }
+        }
+        for (int k = 0; k < segs[rank].length; k++) {
+            e.send(op, next, op.frame(k), segs[rank][k]);
+        }
+        e.await(op);
+    }
+
+    // ------------------------------------------------------------------ all-gather
+
+    @Override
+    public void allGather(Tensor output, Tensor input, Deadline deadline) {
+        long[] counts = new long[size];
+        java.util.Arrays.fill(counts, input.numel());
+        gatherAll("allGather", Frame.OP_ALLGATHER, output, input, counts, input.numel(), deadline);
+    }
+
+    @Override
+    public void allGatherV(Tensor output, Tensor input, long[] counts, Deadline deadline) {
+        long digest = 0xcbf29ce484222325L;
+        for (long c : counts) {
+            digest = (digest ^ c) * 0x100000001b3L;
+        }
+        gatherAll("allGatherV", Frame.OP_ALLGATHERV, output, input, counts, digest, deadline);
+    }
+
+    private void gatherAll(String name, int code, Tensor output, Tensor input, long[] counts, long countField,
+                           Deadline deadline) {
+        e.enter(name);
+        try {
+            DType t = output.dtype();
+            int es = t.byteSize();
+            long total = output.byteSize();
+            boolean direct = total <= cfg.smallBytes;
+            Op op = e.begin(Frame.DATA, code, deadline);
+            op.template.dtype(t).count(countField).algo(direct ? ALGO_DIRECT : ALGO_PIPELINE);
+            ByteBuffer out = output.buffer();
+            long[] off = new long[size + 1];
+            for (int r = 0; r < size; r++) {
+                off[r + 1] = off[r] + counts[r];
+            }
+            ByteBuffer mine = slice(out, off[rank] * es, counts[rank] * es);
+            mine.duplicate().put(input.buffer());
+            if (direct) {
+                for (int p = 0; p < size; p++) {
+                    if (p != rank) {
+                        e.post(Recv.into(op, p, op.frame(0), slice(out, off[p] * es, counts[p] * es), null));
+                    }
+                }
+                for (int p = 0; p < size; p++) {
+                    if (p != rank) {
+                        e.send(op, p, op.frame(0), mine);
+                    }
+                }
+            } else {
+                long segE = segmentElements(t);
+                ByteBuffer[][] segs = new ByteBuffer[size][];
+                int maxSeg = 1;
+                for (int c = 0; c < size; c++) {
+                    int nseg = segments(counts[c], segE);
+                    maxSeg = Math.max(maxSeg, nseg);
+                    segs[c] = new ByteBuffer[nseg];
+                    for (int k = 0; k < nseg; k++) {
+                        long from = off[c] + k * segE;
+                        long l = Math.max(0, Math.min(segE, off[c + 1] - from));
+                        segs[c][k] = slice(out, from * es, l * es);
+                    }
+                }
+                int next = mod(rank + 1);
+                int prev = mod(rank - 1);
+                int steps = size - 1;
+                int ms = maxSeg;
+                for (int s = 0; s < steps; s++) {
+                    int c = mod(rank - s - 1);
+                    for (int k = 0; k < segs[c].length; k++) {
+                        ByteBuffer seg = segs[c][k];
+                        int ss = s;
+                        int kk = k;
+                        Runnable then = s < steps - 1 ? () -> e.send(op, next, op.frame((ss + 1) * ms + kk), seg) : null;
+                        e.post(Recv.into(op, prev, op.frame(s * ms + k), seg, then));
+                    }
+                }
+                for (int k = 0; k < segs[rank].length; k++) {
+                    e.send(op, next, op.frame(k), segs[rank][k]);
+                }
+            }
+            e.await(op);
+        } finally {
+            e.exit();
+        }
+    }
+
+    // ------------------------------------------------------------------ gather / scatter
+
+    @Override
+    public void gather(Tensor output, Tensor input, int dst, Deadline deadline) {
+        e.enter("gather");
+        try {
+            Op op = e.begin(Frame.DATA, Frame.OP_GATHER, deadline);
+            op.template.dtype(input.dtype()).count(input.numel()).root(dst).algo(ALGO_DIRECT);
+            long b = input.byteSize();
+            if (rank == dst) {
+                ByteBuffer out = output.buffer();
+                slice(out, rank * b, b).put(input.buffer());
+                for (int p = 0; p < size; p++) {
+                    if (p != rank) {
+                        e.post(Recv.into(op, p, op.frame(0), slice(out, p * b, b), null));
+                    }
+                }
+            } else {
+                e.send(op, dst, op.frame(0), input.buffer());
+            }
+            e.await(op);
+        } finally {
+            e.exit();
+        }
+    }
+
+    @Override
+    public void scatter(Tensor output, Tensor input, int src, Deadline deadline) {
+        e.enter("scatter");
+        try {
+            Op op = e.begin(Frame.DATA, Frame.OP_SCATTER, deadline);
+            op.template.dtype(output.dtype()).count(output.numel()).root(src).algo(ALGO_DIRECT);
+            long b = output.byteSize();
+            if (rank == src) {
+                ByteBuffer in = input.buffer();
+                for (int p = 0; p < size; p++) {
+                    if (p != rank) {
+                        e.send(op, p, op.frame(0), slice(in, p * b, b));
+                    }
+                }
+                output.buffer().put(slice(in, rank * b, b));
+            } else {
+                e.post(Recv.into(op, src, op.frame(0), output.buffer(), null));
+            }
+            e.await(op);
+        } finally {
+            e.exit();
+        }
+    }
+
+    // ------------------------------------------------------------------ reduce-scatter
+
+    @Override
+    public void reduceScatter(Tensor output, Tensor input, ReduceOp rop, Deadline deadline) {
+        e.enter("reduceScatter");
+        try {
+            long b = output.byteSize();
+            boolean direct = b * size <= cfg.smallBytes;
+            Op op = e.begin(Frame.DATA, Frame.OP_REDUCESCATTER, deadline);
+            op.template.dtype(output.dtype()).count(output.numel()).redop(rop).algo(direct ? ALGO_DIRECT : ALGO_PIPELINE);
+            if (direct) {
+                reduceScatterDirect(op, output, input, rop);
+            } else {
+                reduceScatterRing(op, output, input, rop);
+            }
+        } finally {
+            e.exit();
+        }
+    }
+
+    private void reduceScatterDirect(Op op, Tensor output, Tensor input, ReduceOp rop) {
+        int b = (int) output.byteSize();
+        ByteBuffer in = input.buffer();
+        ByteBuffer tmp = work((long) b * size);
+        for (int p = 0; p < size; p++) {
+            if (p != rank) {
+                e.post(Recv.into(op, p, op.frame(0), slice(tmp, (long) p * b, b), null));
+            }
+        }
+        for (int p = 0; p < size; p++) {
+            if (p != rank) {
+                e.send(op, p, op.frame(0), slice(in, (long) p * b, b));
+            }
+        }
+        e.await(op);
+        DType t = output.dtype();
+        int n = (int) output.numel();
+        ByteBuffer out = output.buffer();
+        out.duplicate().put(rank == 0 ? slice(in, 0, b) : slice(tmp, 0, b));
+        for (int p = 1; p < size; p++) {
+            Reductions.reduceInto(t, rop, out, p == rank ? slice(in, (long) p * b, b) : slice(tmp, (long) p * b, b), n);
+        }
+        if (rop == ReduceOp.AVG) {
+            Reductions.divide(t, out, n, size);
+        }
+    }
+
+    private void reduceScatterRing(Op op, Tensor output, Tensor input, ReduceOp rop) {
+        DType t = output.dtype();
+        int es = t.byteSize();
+        long count = output.numel();
+        long b = output.byteSize();
+        ByteBuffer in = input.buffer();
+        ByteBuffer out = output.buffer();
+        ByteBuffer w = work(b * size);
+        long segE = segmentElements(t);
+        int nseg = segments(count, segE);
+        int next = mod(rank + 1);
+        int prev = mod(rank - 1);
+        int steps = size - 1;
+        // step s: send chunk rank-s-1 (raw input at step 0, else the partial sum), receive chunk rank-s-2;
+        // after the last step this rank holds the full reduction of chunk rank
+        for (int s = 0; s < steps; s++) {
+            int c = mod(rank - s - 2);
+            for (int k = 0; k < nseg; k++) {
+                long from = k * segE;
+                long len = Math.min(segE, count - from);
+                ByteBuffer init = slice(in, c * b + from * es, len * es);
+                ByteBuffer acc = s < steps - 1 ? slice(w, c * b + from * es, len * es) : slice(out, from * es, len * es);
+                int ss = s;
+                int kk = k;
+                Runnable then = s < steps - 1
+                        ? () -> e.send(op, next, op.frame((ss + 1) * nseg + kk), acc)
+                        : (rop == ReduceOp.AVG ? () -> Reductions.divide(t, acc, acc.remaining() / es, size) : null);
+                e.post(Recv.reduce(op, prev, op.frame(s * nseg + k), acc, init, t, rop, then));
+            }
+        }
+        int c0 = mod(rank - 1);
+        for (int k = 0; k < nseg; k++) {
+            long from = k * segE;
+            long len = Math.min(segE, count - from);
+            e.send(op, next, op.frame(k), slice(in, c0 * b + from * es, len * es));
+        }
+        e.await(op);
+    }
+
+    // ------------------------------------------------------------------ point to point
+
+    @Override
+    public void send(Tensor tensor, int dst, int tag, Deadline deadline) {
+        e.enter("send");
+        try {
+            Op op = e.begin(Frame.P2P, Frame.OP_SEND, deadline);
+            op.template.dtype(tensor.dtype()).count(tensor.numel()).root(tag);
+            e.send(op, dst, op.frame(0), tensor.buffer());
+            e.await(op);
+        } finally {
+            e.exit();
+        }
+    }
+
+    @Override
+    public void recv(Tensor tensor, int src, int tag, Deadline deadline) {
+        e.enter("recv");
+        try {
+            Op op = e.begin(Frame.P2P, Frame.OP_SEND, deadline);
+            op.template.dtype(tensor.dtype()).count(tensor.numel()).root(tag);
+            e.post(Recv.into(op, src, op.frame(0), tensor.buffer(), null));
+            e.await(op);
+        } finally {
+            e.exit();
+        }
+    }
+
+    // ------------------------------------------------------------------ byte payloads (objects)
+
+    @Override
+    public byte[] broadcastBytes(byte[] payload, int src, int maxBytes, Deadline deadline) {
+        e.enter("broadcastObject");
+        try {
+            Op op = e.begin(Frame.DATA, Frame.OP_BCAST_BYTES, deadline);
+            op.template.root(src);
+            if (rank == src) {
+                ByteBuffer p = ByteBuffer.wrap(payload);
+                for (int q = 0; q < size; q++) {
+                    if (q != rank) {
+                        e.send(op, q, op.frame(0), bytePayload(p));
+                    }
+                }
+                e.await(op);
+                return payload;
+            }
+            Recv r = e.post(Recv.bytes(op, src, op.frame(0), maxBytes));
+            e.await(op);
+            return r.bytes;
+        } finally {
+            e.exit();
+        }
+    }
+
+    /** Large heap payloads are copied to a direct buffer once (sockets and rings want direct memory). */
+    private static ByteBuffer bytePayload(ByteBuffer heap) {
+        if (heap.remaining() <= Link.INLINE_PAYLOAD_MAX) {
+            return heap;
+        }
+        ByteBuffer d = ByteBuffer.allocateDirect(heap.remaining());
+        d.put(heap.duplicate()).flip();
+        return d;
+    }
+
+    @Override
+    public byte[][] allGatherBytes(byte[] payload, int myRank, int groupSize, int maxBytes, Deadline deadline) {
+        e.enter("allGatherObject");
+        try {
+            Op op = e.begin(Frame.DATA, Frame.OP_ALLGATHER_BYTES, deadline);
+            Recv[] rs = new Recv[size];
+            for (int q = 0; q < size; q++) {
+                if (q != rank) {
+                    rs[q] = e.post(Recv.bytes(op, q, op.frame(0), maxBytes));
+                }
+            }
+            ByteBuffer p = bytePayload(ByteBuffer.wrap(payload));
+            for (int q = 0; q < size; q++) {
+                if (q != rank) {
+                    e.send(op, q, op.frame(0), p);
+                }
+            }
+            e.await(op);
+            byte[][] out = new byte[size][];
+            for (int q = 0; q < size; q++) {
+                out[q] = q == rank ? payload : rs[q].bytes;
+            }
+            return out;
+        } finally {
+            e.exit();
+        }
+    }
+
+    @Override
+    public byte[][] gatherBytes(byte[] payload, int dst, int myRank, int groupSize, int maxBytes, Deadline deadline) {
+        e.enter("gatherObject");
+        try {
+            Op op = e.begin(Frame.DATA, Frame.OP_GATHER_BYTES, deadline);
+            op.template.root(dst);
+            if (rank != dst) {
+                e.send(op, dst, op.frame(0), bytePayload(ByteBuffer.wrap(payload)));
+                e.await(op);
+                return null;
+            }
+            Recv[] rs = new Recv[size];
+            for (int q = 0; q < size; q++) {
+                if (q != rank) {
+                    rs[q] = e.post(Recv.bytes(op, q, op.frame(0), maxBytes));
+                }
+            }
+            e.await(op);
+            byte[][] out = new byte[size][];
+            for (int q = 0; q < size; q++) {
+                out[q] = q == rank ? payload : rs[q].bytes;
+            }
+            return out;
+        } finally {
+            e.exit();
+        }
+    }
+
+    @Override
+    public void sendBytes(byte[] payload, int dst, Deadline deadline) {
+        e.enter("sendObject");
+        try {
+            Op op = e.begin(Frame.P2P, Frame.OP_SEND_BYTES, deadline);
+            op.template.root(OBJECT_TAG);
+            e.send(op, dst, op.frame(0), bytePayload(ByteBuffer.wrap(payload)));
+            e.await(op);
+        } finally {
+            e.exit();
+        }
+    }
+
+    @Override
+    public byte[] recvBytes(int src, int maxBytes, Deadline deadline) {
+        e.enter("recvObject");
+        try {
+            Op op = e.begin(Frame.P2P, Frame.OP_SEND_BYTES, deadline);
+            op.template.root(OBJECT_TAG);
+            Recv r = e.post(Recv.bytes(op, src, op.frame(0), maxBytes));
+            e.await(op);
+            return r.bytes;
+        } finally {
+            e.exit();
+        }
+    }
+
+    @Override
+    public void close() {
+        e.close();
+    }
+}

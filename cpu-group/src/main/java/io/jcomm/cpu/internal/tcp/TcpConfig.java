@@ -1,0 +1,100 @@
+package io.jcomm.cpu.internal.tcp;
+
+import io.jcomm.cpu.spi.CpuBackendContext;
+import java.util.Locale;
+
+/**
+ * The tcp backend's options (from {@link CpuBackendContext#options()}), read once and validated.
+ *
+ * <table>
+ *   <caption>Options</caption>
+ *   <tr><th>key</th><th>meaning</th><th>default</th></tr>
+ *   <tr><td>{@value #TRANSPORT}</td><td>{@code auto} (epoll when available, else NIO), {@code epoll}, {@code nio}</td><td>auto</td></tr>
+ *   <tr><td>{@value #SPIN_MICROS}</td><td>how long a waiting call polls before it blocks in epoll/select</td>
+ *       <td>50 when the group fits the cores, else 5</td></tr>
+ *   <tr><td>{@value #SEGMENT_BYTES}</td><td>pipelining unit of large messages</td><td>1 MiB</td></tr>
+ *   <tr><td>{@value #SMALL_BYTES}</td><td>up to this size collectives use direct (one-round) algorithms,
+ *       above it ring/chain algorithms</td><td>64 KiB</td></tr>
+ *   <tr><td>{@value #MAX_UNEXPECTED_BYTES}</td><td>memory for messages that arrive before their receive is posted</td><td>256 MiB</td></tr>
+ *   <tr><td>{@value #SOCKET_BUFFER_BYTES}</td><td>SO_SNDBUF/SO_RCVBUF (0: the OS default)</td><td>0</td></tr>
+ *   <tr><td>{@value #SHM}</td><td>{@code auto}/{@code true}: peers on the same host move large payloads
+ *       through a shared-memory ring; {@code false}: sockets only</td><td>auto</td></tr>
+ *   <tr><td>{@value #SHM_THRESHOLD_BYTES}</td><td>payloads from this size go through shared memory</td><td>64 KiB</td></tr>
+ *   <tr><td>{@value #SHM_RING_BYTES}</td><td>ring capacity per directed pair (power of two)</td><td>4 MiB</td></tr>
+ *   <tr><td>{@value #SHM_DIR}</td><td>directory of the ring files</td><td>/dev/shm</td></tr>
+ *   <tr><td>{@value #HOST_ID}</td><td>identity of this host (ranks with equal ids try shared memory)</td><td>boot id + host name</td></tr>
+ * </table>
+ */
+final class TcpConfig {
+
+    static final String TRANSPORT = "tcp.transport";
+    static final String SPIN_MICROS = "tcp.spinMicros";
+    static final String SEGMENT_BYTES = "tcp.segmentBytes";
+    static final String SMALL_BYTES = "tcp.smallBytes";
+    static final String MAX_UNEXPECTED_BYTES = "tcp.maxUnexpectedBytes";
+    static final String SOCKET_BUFFER_BYTES = "tcp.socketBufferBytes";
+    static final String SHM = "tcp.shm";
+    static final String SHM_THRESHOLD_BYTES = "tcp.shm.thresholdBytes";
+    static final String SHM_RING_BYTES = "tcp.shm.ringBytes";
+    static final String SHM_DIR = "tcp.shm.dir";
+    static final String HOST_ID = "tcp.hostId";
+
+    final String transport;
+    final long spinNanos;
+    final int segmentBytes;
+    final int smallBytes;
+    final long maxUnexpectedBytes;
+    final int socketBufferBytes;
+    final boolean shm;
+    final int shmThresholdBytes;
+    final int shmRingBytes;
+    final String shmDir;
+    final String hostId;
+
+    TcpConfig(CpuBackendContext ctx) {
+        transport = ctx.option(TRANSPORT, "auto").trim().toLowerCase(Locale.ROOT);
+        if (!transport.equals("auto") && !transport.equals("epoll") && !transport.equals("nio")) {
+            throw new IllegalArgumentException(TRANSPORT + " must be auto, epoll or nio, got " + transport);
+        }
+        int cores = Runtime.getRuntime().availableProcessors();
+        spinNanos = 1000L * intOption(ctx, SPIN_MICROS, ctx.size() <= cores ? 50 : 5, 0, 1_000_000);
+        segmentBytes = intOption(ctx, SEGMENT_BYTES, 1 << 20, 4096, 1 << 30);
+        smallBytes = intOption(ctx, SMALL_BYTES, 64 << 10, 0, 1 << 30);
+        maxUnexpectedBytes = longOption(ctx, MAX_UNEXPECTED_BYTES, 256L << 20, 0, Long.MAX_VALUE);
+        socketBufferBytes = intOption(ctx, SOCKET_BUFFER_BYTES, 0, 0, 1 << 30);
+        String s = ctx.option(SHM, "auto").trim().toLowerCase(Locale.ROOT);
+        if (!s.equals("auto") && !s.equals("true") && !s.equals("false")) {
+            throw new IllegalArgumentException(SHM + " must be auto, true or false, got " + s);
+        }
+        shm = !s.equals("false");
+        shmThresholdBytes = intOption(ctx, SHM_THRESHOLD_BYTES, 64 << 10, 0, Integer.MAX_VALUE);
+        shmRingBytes = intOption(ctx, SHM_RING_BYTES, 4 << 20, 64 << 10, 1 << 30);
+        if (Integer.bitCount(shmRingBytes) != 1) {
+            throw new IllegalArgumentException(SHM_RING_BYTES + " must be a power of two, got " + shmRingBytes);
+        }
+        shmDir = ctx.option(SHM_DIR, "/dev/shm");
+        hostId = ctx.option(HOST_ID, null);
+    }
+
+    private static int intOption(CpuBackendContext ctx, String key, int def, int min, int max) {
+        long v = longOption(ctx, key, def, min, max);
+        return (int) v;
+    }
+
+    private static long longOption(CpuBackendContext ctx, String key, long def, long min, long max) {
+        String v = ctx.option(key, null);
+        if (v == null) {
+            return def;
+        }
+        long n;
+        try {
+            n = Long.parseLong(v.trim());
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(key + " is not an integer: " + v, e);
+        }
+        if (n < min || n > max) {
+            throw new IllegalArgumentException(key + " = " + n + " not in [" + min + ", " + max + "]");
+        }
+        return n;
+    }
+}

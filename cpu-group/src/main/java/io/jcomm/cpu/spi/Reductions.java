@@ -1,0 +1,410 @@
+package io.jcomm.cpu.spi;
+
+import io.jcomm.api.DType;
+import io.jcomm.api.HalfFloats;
+import io.jcomm.api.ReduceOp;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.DoubleBuffer;
+import java.nio.FloatBuffer;
+import java.nio.IntBuffer;
+import java.nio.LongBuffer;
+import java.nio.ShortBuffer;
+
+/**
+ * Element-wise reduction kernels shared by the CPU backends: every {@link DType} times every
+ * {@link ReduceOp}, on little-endian buffers (direct or heap).
+ *
+ * <h2>Semantics</h2>
+ * <ul>
+ *   <li>{@link #reduceInto} computes {@code acc[i] = acc[i] op in[i]}; {@link ReduceOp#AVG}
+ *       accumulates as {@link ReduceOp#SUM}, and the caller finishes with {@link #divide} by the
+ *       group size once every contribution has been added.</li>
+ *   <li>{@code F16}/{@code BF16}: each step widens both operands to {@code float}, computes in
+ *       {@code float} and rounds the result back (round to nearest even).</li>
+ *   <li>Integer types wrap around on overflow (two's complement, like PyTorch); {@code U8} compares
+ *       unsigned; division truncates toward zero.</li>
+ *   <li>{@code BOOL} is logical: {@code SUM}/{@code MAX} are OR, {@code PROD}/{@code MIN} are AND;
+ *       {@code AVG} is not defined for {@code BOOL} ({@link #supports} is false).</li>
+ *   <li>Floating-point {@code MIN}/{@code MAX} propagate NaN ({@link Math#min(float, float)}).</li>
+ * </ul>
+ *
+ * <p>The kernels allocate nothing beyond two typed views per call, dispatch on (type, op) once per
+ * call, and run monomorphic loops over bulk views, which the JIT compiles to tight loops.
+ * Thread safe (stateless).
+ */
+public final class Reductions {
+
+    private Reductions() {
+    }
+
+    /** Whether {@code op} is defined for {@code dtype} (everything except {@code BOOL} with {@code AVG}). */
+    public static boolean supports(DType dtype, ReduceOp op) {
+        return !(dtype == DType.BOOL && op == ReduceOp.AVG);
+    }
+
+    private static ByteBuffer le(ByteBuffer b) {
+        return b.order() == ByteOrder.LITTLE_ENDIAN ? b : b.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+    }
+
+    private static void check(ByteBuffer b, int count, DType t, String what) {
+        if (count < 0 || (long) count * t.byteSize() > b.remaining()) {
+            throw new IllegalArgumentException(what + " has " + b.remaining() + " bytes, need " + count + " x "
+                    + t.byteSize());
+        }
+    }
+
+    /**
+     * {@code acc[i] = acc[i] op in[i]} for {@code i < count}, element 0 at each buffer's position.
+     * Positions and limits are not changed. {@code AVG} adds (see {@link #divide}).
+     *
+     * @throws IllegalArgumentException if a buffer is too small or the pair is unsupported
+     */
+    public static void reduceInto(DType dtype, ReduceOp op, ByteBuffer acc, ByteBuffer in, int count) {
+        check(acc, count, dtype, "accumulator");
+        check(in, count, dtype, "input");
+        if (!supports(dtype, op)) {
+            throw new IllegalArgumentException(op + " is not defined for " + dtype);
+        }
+        if (count == 0) {
+            return;
+        }
+        acc = le(acc);
+        in = le(in);
+        switch (dtype) {
+            case F32: f32(op, acc.asFloatBuffer(), in.asFloatBuffer(), count); break;
+            case F64: f64(op, acc.asDoubleBuffer(), in.asDoubleBuffer(), count); break;
+            case I32: i32(op, acc.asIntBuffer(), in.asIntBuffer(), count); break;
+            case I64: i64(op, acc.asLongBuffer(), in.asLongBuffer(), count); break;
+            case F16: f16(op, acc.asShortBuffer(), in.asShortBuffer(), count); break;
+            case BF16: bf16(op, acc.asShortBuffer(), in.asShortBuffer(), count); break;
+            case I8: i8(op, acc, in, count); break;
+            case U8: u8(op, acc, in, count); break;
+            case BOOL: bool(op, acc, in, count); break;
+            default: throw new AssertionError(dtype);
+        }
+    }
+
+    /**
+     * {@code out[i] = a[i] op b[i]}: {@code out} receives a copy of {@code a}, then {@code b} is
+     * reduced into it. {@code out} must not overlap {@code a} or {@code b} (use {@link #reduceInto}).
+     */
+    public static void reduce(DType dtype, ReduceOp op, ByteBuffer out, ByteBuffer a, ByteBuffer b, int count) {
+        check(out, count, dtype, "output");
+        check(a, count, dtype, "input a");
+        int bytes = count * dtype.byteSize();
+        if (bytes > 0) {
+            out.duplicate().put(a.duplicate().limit(a.position() + bytes));
+        }
+        reduceInto(dtype, op, out, b, count);
+    }
+
+    /**
+     * Divides {@code count} elements at {@code acc}'s position by {@code divisor} in place (the end of
+     * {@link ReduceOp#AVG}): floating types divide in their compute type and round; integers truncate
+     * toward zero ({@code U8} as unsigned).
+     */
+    public static void divide(DType dtype, ByteBuffer acc, int count, int divisor) {
+        check(acc, count, dtype, "accumulator");
+        if (divisor == 0) {
+            throw new IllegalArgumentException("division by zero");
+        }
+        if (count == 0 || divisor == 1) {
+            return;
+        }
+        acc = le(acc);
+        int p = acc.position();
+        switch (dtype) {
+            case F32: {
+                FloatBuffer a = acc.asFloatBuffer();
+                float d = divisor;
+                for (int i = 0; i < count; i++) {
+                    a.put(i, a.get(i) / d);
+                }
+                break;
+            }
+            case F64: {
+                DoubleBuffer a = acc.asDoubleBuffer();
+                double d = divisor;
+                for (int i = 0; i < count; i++) {
+                    a.put(i, a.get(i) / d);
+                }
+                break;
+            }
+            case I32: {
+                IntBuffer a = acc.asIntBuffer();
+                for (int i = 0; i < count; i++) {
+                    a.put(i, a.get(i) / divisor);
+                }
+                break;
+            }
+            case I64: {
+                LongBuffer a = acc.asLongBuffer();
+                for (int i = 0; i < count; i++) {
+                    a.put(i, a.get(i) / divisor);
+                }
+                break;
+            }
+            case F16: {
+                ShortBuffer a = acc.asShortBuffer();
+                float d = divisor;
+                for (int i = 0; i < count; i++) {
+                    a.put(i, HalfFloats.floatToF16(HalfFloats.f16ToFloat(a.get(i)) / d));
+                }
+                break;
+            }
+            case BF16: {
+                ShortBuffer a = acc.asShortBuffer();
+                float d = divisor;
+                for (int i = 0; i < count; i++) {
+                    a.put(i, HalfFloats.floatToBf16(HalfFloats.bf16ToFloat(a.get(i)) / d));
+                }
+                break;
+            }
+            case I8:
+                for (int i = p; i < p + count; i++) {
+                    acc.put(i, (byte) (acc.get(i) / divisor));
+                }
+                break;
+            case U8:
+                for (int i = p; i < p + count; i++) {
+                    acc.put(i, (byte) ((acc.get(i) & 0xff) / divisor));
+                }
+                break;
+            case BOOL:
+                throw new IllegalArgumentException("AVG is not defined for BOOL");
+            default:
+                throw new AssertionError(dtype);
+        }
+    }
+
+    private static void f32(ReduceOp op, FloatBuffer a, FloatBuffer b, int n) {
+        switch (op) {
+            case SUM: case AVG:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, a.get(i) + b.get(i));
+                }
+                break;
+            case PROD:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, a.get(i) * b.get(i));
+                }
+                break;
+            case MIN:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, Math.min(a.get(i), b.get(i)));
+                }
+                break;
+            case MAX:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, Math.max(a.get(i), b.get(i)));
+                }
+                break;
+            default: throw new AssertionError(op);
+        }
+    }
+
+    private static void f64(ReduceOp op, DoubleBuffer a, DoubleBuffer b, int n) {
+        switch (op) {
+            case SUM: case AVG:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, a.get(i) + b.get(i));
+                }
+                break;
+            case PROD:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, a.get(i) * b.get(i));
+                }
+                break;
+            case MIN:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, Math.min(a.get(i), b.get(i)));
+                }
+                break;
+            case MAX:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, Math.max(a.get(i), b.get(i)));
+                }
+                break;
+            default: throw new AssertionError(op);
+        }
+    }
+
+    private static void i32(ReduceOp op, IntBuffer a, IntBuffer b, int n) {
+        switch (op) {
+            case SUM: case AVG:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, a.get(i) + b.get(i));
+                }
+                break;
+            case PROD:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, a.get(i) * b.get(i));
+                }
+                break;
+            case MIN:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, Math.min(a.get(i), b.get(i)));
+                }
+                break;
+            case MAX:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, Math.max(a.get(i), b.get(i)));
+                }
+                break;
+            default: throw new AssertionError(op);
+        }
+    }
+
+    private static void i64(ReduceOp op, LongBuffer a, LongBuffer b, int n) {
+        switch (op) {
+            case SUM: case AVG:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, a.get(i) + b.get(i));
+                }
+                break;
+            case PROD:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, a.get(i) * b.get(i));
+                }
+                break;
+            case MIN:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, Math.min(a.get(i), b.get(i)));
+                }
+                break;
+            case MAX:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, Math.max(a.get(i), b.get(i)));
+                }
+                break;
+            default: throw new AssertionError(op);
+        }
+    }
+
+    private static void f16(ReduceOp op, ShortBuffer a, ShortBuffer b, int n) {
+        switch (op) {
+            case SUM: case AVG:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, HalfFloats.floatToF16(HalfFloats.f16ToFloat(a.get(i)) + HalfFloats.f16ToFloat(b.get(i))));
+                }
+                break;
+            case PROD:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, HalfFloats.floatToF16(HalfFloats.f16ToFloat(a.get(i)) * HalfFloats.f16ToFloat(b.get(i))));
+                }
+                break;
+            case MIN:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, HalfFloats.floatToF16(Math.min(HalfFloats.f16ToFloat(a.get(i)), HalfFloats.f16ToFloat(b.get(i)))));
+                }
+                break;
+            case MAX:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, HalfFloats.floatToF16(Math.max(HalfFloats.f16ToFloat(a.get(i)), HalfFloats.f16ToFloat(b.get(i)))));
+                }
+                break;
+            default: throw new AssertionError(op);
+        }
+    }
+
+    private static void bf16(ReduceOp op, ShortBuffer a, ShortBuffer b, int n) {
+        switch (op) {
+            case SUM: case AVG:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, HalfFloats.floatToBf16(HalfFloats.bf16ToFloat(a.get(i)) + HalfFloats.bf16ToFloat(b.get(i))));
+                }
+                break;
+            case PROD:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, HalfFloats.floatToBf16(HalfFloats.bf16ToFloat(a.get(i)) * HalfFloats.bf16ToFloat(b.get(i))));
+                }
+                break;
+            case MIN:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, HalfFloats.floatToBf16(Math.min(HalfFloats.bf16ToFloat(a.get(i)), HalfFloats.bf16ToFloat(b.get(i)))));
+                }
+                break;
+            case MAX:
+                for (int i = 0; i < n; i++) {
+                    a.put(i, HalfFloats.floatToBf16(Math.max(HalfFloats.bf16ToFloat(a.get(i)), HalfFloats.bf16ToFloat(b.get(i)))));
+                }
+                break;
+            default: throw new AssertionError(op);
+        }
+    }
+
+    private static void i8(ReduceOp op, ByteBuffer a, ByteBuffer b, int n) {
+        int pa = a.position();
+        int pb = b.position();
+        switch (op) {
+            case SUM: case AVG:
+                for (int i = 0; i < n; i++) {
+                    a.put(pa + i, (byte) (a.get(pa + i) + b.get(pb + i)));
+                }
+                break;
+            case PROD:
+                for (int i = 0; i < n; i++) {
+                    a.put(pa + i, (byte) (a.get(pa + i) * b.get(pb + i)));
+                }
+                break;
+            case MIN:
+                for (int i = 0; i < n; i++) {
+                    a.put(pa + i, (byte) Math.min(a.get(pa + i), b.get(pb + i)));
+                }
+                break;
+            case MAX:
+                for (int i = 0; i < n; i++) {
+                    a.put(pa + i, (byte) Math.max(a.get(pa + i), b.get(pb + i)));
+                }
+                break;
+            default: throw new AssertionError(op);
+        }
+    }
+
+    private static void u8(ReduceOp op, ByteBuffer a, ByteBuffer b, int n) {
+        int pa = a.position();
+        int pb = b.position();
+        switch (op) {
+            case SUM: case AVG:
+                for (int i = 0; i < n; i++) {
+                    a.put(pa + i, (byte) (a.get(pa + i) + b.get(pb + i)));
+                }
+                break;
+            case PROD:
+                for (int i = 0; i < n; i++) {
+                    a.put(pa + i, (byte) (a.get(pa + i) * b.get(pb + i)));
+                }
+                break;
+            case MIN:
+                for (int i = 0; i < n; i++) {
+                    a.put(pa + i, (byte) Math.min(a.get(pa + i) & 0xff, b.get(pb + i) & 0xff));
+                }
+                break;
+            case MAX:
+                for (int i = 0; i < n; i++) {
+                    a.put(pa + i, (byte) Math.max(a.get(pa + i) & 0xff, b.get(pb + i) & 0xff));
+                }
+                break;
+            default: throw new AssertionError(op);
+        }
+    }
+
+    private static void bool(ReduceOp op, ByteBuffer a, ByteBuffer b, int n) {
+        int pa = a.position();
+        int pb = b.position();
+        switch (op) {
+            case SUM: case MAX:
+                for (int i = 0; i < n; i++) {
+                    a.put(pa + i, (byte) ((a.get(pa + i) | b.get(pb + i)) != 0 ? 1 : 0));
+                }
+                break;
+            case PROD: case MIN:
+                for (int i = 0; i < n; i++) {
+                    a.put(pa + i, (byte) (a.get(pa + i) != 0 && b.get(pb + i) != 0 ? 1 : 0));
+                }
+                break;
+            default: throw new AssertionError(op);
+        }
+    }
+}

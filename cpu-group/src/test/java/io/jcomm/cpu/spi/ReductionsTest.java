@@ -1,0 +1,122 @@
+package io.jcomm.cpu.spi;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.jcomm.api.DType;
+import io.jcomm.api.HalfFloats;
+import io.jcomm.api.ReduceOp;
+import io.jcomm.api.Tensor;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import org.junit.jupiter.api.Test;
+
+class ReductionsTest {
+
+    private static Tensor of(DType t, double... v) {
+        Tensor x = Tensor.allocate(t, v.length);
+        for (int i = 0; i < v.length; i++) {
+            x.setDouble(i, v[i]);
+        }
+        return x;
+    }
+
+    private static double[] reduce(DType t, ReduceOp op, double[] a, double[] b) {
+        Tensor x = of(t, a);
+        Tensor y = of(t, b);
+        Reductions.reduceInto(t, op, x.buffer(), y.buffer(), a.length);
+        return x.toDoubleArray();
+    }
+
+    @Test
+    void everyDtypeAndOperator() {
+        double[] a = {1, -2, 3, 0};
+        double[] b = {4, 5, -6, 0};
+        for (DType t : new DType[] {DType.F16, DType.BF16, DType.F32, DType.F64, DType.I8, DType.I32, DType.I64}) {
+            assertArrayEq(new double[] {5, 3, -3, 0}, reduce(t, ReduceOp.SUM, a, b), t + " SUM");
+            assertArrayEq(new double[] {5, 3, -3, 0}, reduce(t, ReduceOp.AVG, a, b), t + " AVG accumulates");
+            assertArrayEq(new double[] {4, -10, -18, 0}, reduce(t, ReduceOp.PROD, a, b), t + " PROD");
+            assertArrayEq(new double[] {1, -2, -6, 0}, reduce(t, ReduceOp.MIN, a, b), t + " MIN");
+            assertArrayEq(new double[] {4, 5, 3, 0}, reduce(t, ReduceOp.MAX, a, b), t + " MAX");
+        }
+        // unsigned bytes compare unsigned and wrap
+        assertArrayEq(new double[] {44, 200}, reduce(DType.U8, ReduceOp.SUM, new double[] {200, 100}, new double[] {100, 100}), "u8 sum wraps");
+        assertArrayEq(new double[] {200, 100}, reduce(DType.U8, ReduceOp.MAX, new double[] {200, 100}, new double[] {100, 50}), "u8 max");
+        assertArrayEq(new double[] {-56, 2}, reduce(DType.I8, ReduceOp.SUM, new double[] {100, 1}, new double[] {100, 1}), "i8 wraps");
+        // bool is logical
+        assertArrayEq(new double[] {1, 1, 1, 0}, reduce(DType.BOOL, ReduceOp.SUM, new double[] {1, 1, 0, 0}, new double[] {1, 0, 1, 0}), "or");
+        assertArrayEq(new double[] {1, 0, 0, 0}, reduce(DType.BOOL, ReduceOp.PROD, new double[] {1, 1, 0, 0}, new double[] {1, 0, 1, 0}), "and");
+        assertArrayEq(new double[] {1, 0, 0, 0}, reduce(DType.BOOL, ReduceOp.MIN, new double[] {1, 1, 0, 0}, new double[] {1, 0, 1, 0}), "min");
+        assertArrayEq(new double[] {1, 1, 1, 0}, reduce(DType.BOOL, ReduceOp.MAX, new double[] {1, 1, 0, 0}, new double[] {1, 0, 1, 0}), "max");
+        assertFalse(Reductions.supports(DType.BOOL, ReduceOp.AVG));
+        assertThrows(IllegalArgumentException.class, () -> reduce(DType.BOOL, ReduceOp.AVG, new double[] {1}, new double[] {1}));
+    }
+
+    private static void assertArrayEq(double[] expected, double[] got, String msg) {
+        assertEquals(java.util.Arrays.toString(expected), java.util.Arrays.toString(got), msg);
+    }
+
+    @Test
+    void halfPrecisionComputesInFloatAndRounds() {
+        // 2048 + 1 is not representable in f16 (rounds to even: 2048); the float sum is exact before rounding
+        assertArrayEq(new double[] {2048}, reduce(DType.F16, ReduceOp.SUM, new double[] {2048}, new double[] {1}), "f16 rounding");
+        assertArrayEq(new double[] {2052}, reduce(DType.F16, ReduceOp.SUM, new double[] {2048}, new double[] {3}), "f16 ties to even");
+        // bf16: 256 + 1 -> 256, 256 + 3 -> 260 (nearest even of 259 at step 2)
+        assertArrayEq(new double[] {256, 260}, reduce(DType.BF16, ReduceOp.SUM, new double[] {256, 256}, new double[] {1, 3}), "bf16");
+        // NaN propagates through MIN/MAX
+        Tensor x = of(DType.F32, Double.NaN, 1);
+        Reductions.reduceInto(DType.F32, ReduceOp.MIN, x.buffer(), of(DType.F32, 0, Double.NaN).buffer(), 2);
+        assertTrue(Double.isNaN(x.getDouble(0)) && Double.isNaN(x.getDouble(1)));
+        Tensor h = of(DType.F16, 1);
+        Reductions.reduceInto(DType.F16, ReduceOp.MAX, h.buffer(), Tensor.wrap(shortBuf(HalfFloats.floatToF16(Float.NaN)), DType.F16, 1).buffer(), 1);
+        assertTrue(Double.isNaN(h.getDouble(0)));
+    }
+
+    private static ByteBuffer shortBuf(short v) {
+        ByteBuffer b = ByteBuffer.allocateDirect(2).order(ByteOrder.LITTLE_ENDIAN);
+        b.putShort(0, v);
+        return b;
+    }
+
+    @Test
+    void divideTruncatesIntegersTowardZero() {
+        Tensor i = Tensor.ofInts(7, -7, 8, -1);
+        Reductions.divide(DType.I32, i.buffer(), 4, 2);
+        assertArrayEq(new double[] {3, -3, 4, 0}, i.toDoubleArray(), "i32");
+        Tensor l = Tensor.ofLongs(Long.MAX_VALUE, -9);
+        Reductions.divide(DType.I64, l.buffer(), 2, 4);
+        assertEquals(Long.MAX_VALUE / 4, l.getLong(0));
+        assertEquals(-2, l.getLong(1));
+        Tensor u = of(DType.U8, 255, 7);
+        Reductions.divide(DType.U8, u.buffer(), 2, 2);
+        assertArrayEq(new double[] {127, 3}, u.toDoubleArray(), "u8 unsigned");
+        Tensor s = of(DType.I8, -128, 5);
+        Reductions.divide(DType.I8, s.buffer(), 2, 3);
+        assertArrayEq(new double[] {-42, 1}, s.toDoubleArray(), "i8");
+        Tensor f = Tensor.ofFloats(1, 10);
+        Reductions.divide(DType.F32, f.buffer(), 2, 4);
+        assertArrayEq(new double[] {0.25, 2.5}, f.toDoubleArray(), "f32");
+        Tensor h = of(DType.BF16, 3);
+        Reductions.divide(DType.BF16, h.buffer(), 1, 2);
+        assertEquals(1.5, h.getDouble(0));
+    }
+
+    @Test
+    void respectsPositionsAndByteOrderAndBounds() {
+        ByteBuffer acc = ByteBuffer.allocateDirect(16).order(ByteOrder.LITTLE_ENDIAN);
+        acc.putInt(4, 5).putInt(8, 6);
+        ByteBuffer in = ByteBuffer.allocate(8); // heap, big-endian view of little-endian data
+        in.order(ByteOrder.LITTLE_ENDIAN).putInt(0, 1).putInt(4, 2);
+        in.order(ByteOrder.BIG_ENDIAN);
+        Reductions.reduceInto(DType.I32, ReduceOp.SUM, acc.duplicate().position(4), in, 2);
+        assertEquals(6, acc.getInt(4));
+        assertEquals(8, acc.getInt(8));
+        assertEquals(0, acc.getInt(0));
+        assertThrows(IllegalArgumentException.class, () -> Reductions.reduceInto(DType.I32, ReduceOp.SUM, acc, in, 3));
+        Tensor out = Tensor.allocate(DType.F64, 2);
+        Reductions.reduce(DType.F64, ReduceOp.PROD, out.buffer(), Tensor.ofDoubles(2, 3).buffer(), Tensor.ofDoubles(4, 5).buffer(), 2);
+        assertArrayEq(new double[] {8, 15}, out.toDoubleArray(), "three operands");
+    }
+}
