@@ -62,7 +62,7 @@ constexpr jint KIND_IO = 1;        // connection closed/reset: a peer failed
 constexpr jint KIND_TIMEOUT = 2;   // gloo timed out
 constexpr jint KIND_ENFORCE = 3;   // gloo::EnforceNotMet (misuse / internal invariant)
 constexpr jint KIND_MISMATCH = 4;  // argument check found inconsistent arguments across ranks
-// 5 (KIND_CLOSED) is decided on the Java side, which knows whether close() was called.
+constexpr jint KIND_CLOSED = 5;    // a peer closed the group cleanly (it said goodbye)
 constexpr jint KIND_OTHER = 6;     // any other C++ exception
 constexpr jint KIND_ARGUMENT = 7;  // native-side validation failed
 
@@ -77,6 +77,8 @@ constexpr uint8_t K_BARRIER = 1, K_BROADCAST = 2, K_ALLREDUCE = 3, K_ALLGATHER =
 // Slot prefixes outside gloo's own (0x01..0x08).
 constexpr uint8_t kCheckSlotPrefix = 0xA5;
 constexpr uint8_t kP2pHeaderSlotPrefix = 0xA6;
+constexpr uint8_t kGoodbyeSlotPrefix = 0xA7;
+constexpr uint64_t kGoodbyeMagic = 0x6579622d6d6d6f63ULL;  // "comm-bye"
 
 
 // ---- JNI globals (set once in JNI_OnLoad, read-only afterwards) ----
@@ -358,6 +360,7 @@ struct Comm {
   Comm(int r, int s, int d) : rank(r), size(s), ndev(d), contexts(d), devices(d), sockets(d) {}
   ~Comm() {
     stopSends();
+    goodbyes.clear();  // pending receives may be dropped: gloo holds weak references
     contexts.clear();  // pairs first (they unregister from their device's event loop) ...
     devices.clear();   // ... then the devices, whose destructors join the loop threads
   }
@@ -456,6 +459,100 @@ struct Comm {
     return done && !stopping;
   }
 
+  // ---- clean close: before closing its connections a rank sends a "goodbye" to every peer, on a
+  // slot each rank keeps a receive posted for; a connection that ends after a goodbye is a clean
+  // close (CommClosedException), one that ends without is a peer failure ----
+  struct Goodbye {
+    uint64_t data = 0;
+    std::unique_ptr<gloo::transport::UnboundBuffer> buf;
+    bool checked = false;
+    bool seen = false;
+  };
+  std::vector<std::vector<std::unique_ptr<Goodbye>>> goodbyes;  // [device][rank], when enabled
+  std::mutex goodbyeMutex;
+
+  void expectGoodbyes(int dev, const std::shared_ptr<gloo::rendezvous::Context>& c) {
+    std::vector<std::unique_ptr<Goodbye>> g(static_cast<size_t>(size));
+    auto slot = static_cast<uint64_t>(gloo::Slot::build(kGoodbyeSlotPrefix, 0));
+    for (int i = 0; i < size; i++) {
+      if (i != rank) {
+        g[i] = std::make_unique<Goodbye>();
+        g[i]->buf = c->createUnboundBuffer(&g[i]->data, sizeof(g[i]->data));
+        g[i]->buf->recv(i, slot);
+      }
+    }
+    std::lock_guard<std::mutex> lock(goodbyeMutex);
+    if (goodbyes.size() < static_cast<size_t>(ndev)) {
+      goodbyes.resize(static_cast<size_t>(ndev));
+    }
+    goodbyes[dev] = std::move(g);
+  }
+
+  // Whether `peer` (or any peer, for -1) said goodbye before its connection ended. Only asked once
+  // a connection failed: the check may close the context (a wait that times out does).
+  bool saidGoodbye(int peer) {
+    std::lock_guard<std::mutex> lock(goodbyeMutex);
+    for (auto& dev : goodbyes) {
+      for (int i = 0; i < static_cast<int>(dev.size()); i++) {
+        Goodbye* g = dev[i].get();
+        if (g == nullptr || (peer >= 0 && i != peer)) {
+          continue;
+        }
+        if (!g->checked) {
+          g->checked = true;
+          try {
+            g->seen = g->buf->waitRecv(nullptr, std::chrono::milliseconds(1)) && g->data == kGoodbyeMagic;
+          } catch (...) {
+            g->seen = false;
+          }
+        }
+        if (g->seen) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
+  // Sends a goodbye to every peer on every device and waits (bounded) until they are written.
+  void sayGoodbye(std::chrono::milliseconds budget) {
+    static const uint64_t magic = kGoodbyeMagic;
+    auto end = std::chrono::steady_clock::now() + budget;
+    auto slot = static_cast<uint64_t>(gloo::Slot::build(kGoodbyeSlotPrefix, 0));
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sent;
+    {
+      std::lock_guard<std::mutex> lock(goodbyeMutex);
+      if (goodbyes.empty()) {
+        return;  // not enabled
+      }
+    }
+    for (auto& c : contexts) {
+      if (!c) {
+        continue;
+      }
+      for (int i = 0; i < size; i++) {
+        if (i == rank) {
+          continue;
+        }
+        try {
+          auto b = c->createUnboundBuffer(const_cast<uint64_t*>(&magic), sizeof(magic));
+          b->send(i, slot);
+          sent.push_back(std::move(b));
+        } catch (...) {
+          // connection already gone
+        }
+      }
+    }
+    for (auto& b : sent) {
+      try {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+        b->waitSend(std::max(std::chrono::milliseconds(1), left));
+      } catch (...) {
+        // timed out (the context is closed by gloo) or the connection failed: we are closing anyway
+      }
+    }
+  }
+
   void reap();
   void recordSendFailure(jint kind, int peer, const std::string& msg) {
     {
@@ -525,12 +622,25 @@ struct Comm {
 
 bool contains(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
 
-// Kind and peer of a gloo::IoException's message.
+// Kind of a gloo::IoException's message.
 jint ioKind(const std::string& msg) {
   if (contains(msg, "Timed out") || contains(msg, "timeout") || contains(msg, "Application timeout")) {
     return KIND_TIMEOUT;
   }
   return KIND_IO;
+}
+
+// Kind and peer of a gloo::IoException on comm: a timeout, a clean close of a peer that said
+// goodbye, or the failure of a peer (named when its address is in the message).
+void classifyIo(Comm* comm, const std::string& msg, jint* kind, int* peer) {
+  *kind = ioKind(msg);
+  *peer = -1;
+  if (*kind == KIND_IO && comm != nullptr) {
+    *peer = comm->peerIn(msg);
+    if (comm->saidGoodbye(*peer)) {
+      *kind = KIND_CLOSED;
+    }
+  }
 }
 
 void Comm::reap() {
@@ -552,8 +662,10 @@ void Comm::reap() {
       }
     } catch (gloo::IoException& e) {
       std::string msg = e.what();
-      jint kind = ioKind(msg);
-      recordSendFailure(kind, kind == KIND_IO ? peerIn(msg) : -1, msg);
+      jint kind;
+      int peer;
+      classifyIo(this, msg, &kind, &peer);
+      recordSendFailure(kind, peer, msg);
     } catch (std::exception& e) {
       recordSendFailure(KIND_OTHER, -1, e.what());
     } catch (...) {
@@ -614,10 +726,14 @@ void guarded(JNIEnv* env, Comm* comm, F&& fn) {
     throwJava(env, e.kind, e.peerRank, e.what());
   } catch (gloo::IoException& e) {
     std::string msg = e.what();
-    jint kind = ioKind(msg);
-    int peer = kind == KIND_IO && comm != nullptr ? comm->peerIn(msg) : -1;
+    jint kind;
+    int peer;
+    classifyIo(comm, msg, &kind, &peer);
     if (comm != nullptr) {
       try {
+        if (kind == KIND_CLOSED) {
+          comm->sayGoodbye(std::chrono::milliseconds(200));  // a clean close cascades as one
+        }
         comm->abortAll();
       } catch (...) {
       }
@@ -1115,7 +1231,8 @@ JNIEXPORT jlong JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_create(JNIEnv
 
 JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_connect(JNIEnv* env, jclass, jlong h, jint dev,
                                                                           jstring hostname, jstring iface,
-                                                                          jobject bridge, jlong timeoutMs) {
+                                                                          jobject bridge, jlong timeoutMs,
+                                                                          jboolean goodbye) {
   Comm* comm = nullptr;
   guarded(env, nullptr, [&] {
     comm = toComm(h);
@@ -1150,7 +1267,10 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_connect(JNIEnv
     std::lock_guard<std::mutex> lock(comm->mutex);
     comm->devices[dev] = device;
     comm->sockets[dev] = std::move(sockets);
-    comm->contexts[dev] = std::move(context);
+    comm->contexts[dev] = context;
+    if (goodbye) {
+      comm->expectGoodbyes(dev, context);
+    }
   });
 }
 
@@ -1175,9 +1295,14 @@ JNIEXPORT jstring JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_describe(JN
   return env->NewStringUTF(s.c_str());
 }
 
-JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_abort(JNIEnv* env, jclass, jlong h) {
+JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_abort(JNIEnv* env, jclass, jlong h,
+                                                                        jboolean goodbye) {
   guarded(env, nullptr, [&] {
-    toComm(h)->abortAll();
+    Comm* c = toComm(h);
+    if (goodbye) {
+      c->sayGoodbye(std::chrono::milliseconds(200));
+    }
+    c->abortAll();
   });
 }
 

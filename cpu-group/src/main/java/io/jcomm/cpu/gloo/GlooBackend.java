@@ -61,7 +61,8 @@ import java.util.concurrent.TimeUnit;
  *       one extra round of small messages per call. PyTorch ranks do not speak it: groups shared
  *       with PyTorch run without it.</li>
  *   <li>Failures: a closed or reset connection is a {@link PeerFailureException} naming the peer
- *       when its address is known; a gloo timeout is a {@link CommTimeoutException}; after either,
+ *       when its address is known, or a {@link CommClosedException} when the peer closed the group
+ *       cleanly (it says goodbye first, {@value #GOODBYE_OPTION}); a gloo timeout is a {@link CommTimeoutException}; after either,
  *       every connection of this rank is closed (so that peers waiting on it fail fast as well)
  *       and the backend is poisoned: later calls fail at once, with the first failure as cause.
  *       {@link #close()} from another thread makes a call in progress fail with
@@ -86,9 +87,20 @@ public final class GlooBackend implements CpuBackend {
     public static final String IFNAME_OPTION = "gloo.ifname";
     /** Host name or address the tcp devices bind to; default {@link CpuBackendContext#hostname()}. */
     public static final String HOSTNAME_OPTION = "gloo.hostname";
+    /**
+     * {@code true}/{@code false} (default {@code true}): on {@link #close()} tell the peers it is a
+     * clean close, so that they fail with {@link CommClosedException} rather than
+     * {@link PeerFailureException}. Off in groups shared with PyTorch ranks.
+     */
+    public static final String GOODBYE_OPTION = "gloo.goodbye";
+    public static final boolean GOODBYE_DEFAULT = true;
+
     /** {@code true}/{@code false}: exchange a description of every call before running it. */
     public static final String CHECK_ARGS_OPTION = "gloo.checkArgs";
     public static final boolean CHECK_ARGS_DEFAULT = true;
+
+    /** Chunk size of {@link #broadcastBytes}. */
+    private static final long OBJECT_CHUNK_BYTES = 4 << 20;
 
     /** How long {@link #close()} waits for buffered sends to be taken by their receivers. */
     private static final long FLUSH_WAIT_MILLIS = 2_000;
@@ -101,19 +113,21 @@ public final class GlooBackend implements CpuBackend {
     private final int size;
     private final int devices;
     private final boolean checkArgs;
+    private final boolean goodbye;
     private final NativeHandle handle;
     private final List<String> deviceNames;
     private int nextTag;
     private volatile CommException failure;
     private volatile boolean closed;
 
-    private GlooBackend(String group, int rank, int size, int devices, boolean checkArgs, NativeHandle handle,
-                        List<String> deviceNames) {
+    private GlooBackend(String group, int rank, int size, int devices, boolean checkArgs, boolean goodbye,
+                        NativeHandle handle, List<String> deviceNames) {
         this.group = group;
         this.rank = rank;
         this.size = size;
         this.devices = devices;
         this.checkArgs = checkArgs;
+        this.goodbye = goodbye;
         this.handle = handle;
         this.deviceNames = List.copyOf(deviceNames);
     }
@@ -142,6 +156,7 @@ public final class GlooBackend implements CpuBackend {
         }
         int devices = intOption(context, DEVICES_OPTION, DEVICES_DEFAULT, 1, DEVICES_MAX, op);
         boolean check = boolOption(context, CHECK_ARGS_OPTION, CHECK_ARGS_DEFAULT, op);
+        boolean goodbye = boolOption(context, GOODBYE_OPTION, GOODBYE_DEFAULT, op);
         String iface = blankToNull(context.option(IFNAME_OPTION, null));
         String host = blankToNull(context.option(HOSTNAME_OPTION, null));
         if (host == null) {
@@ -161,7 +176,8 @@ public final class GlooBackend implements CpuBackend {
             for (int d = 0; d < devices; d++) {
                 GlooStoreBridge bridge = new GlooStoreBridge(
                         new PrefixStore(Integer.toString(d), context.store()), deadline, op);
-                GlooNative.connect(lease.handle(), d, host, iface, bridge, Math.max(1, deadline.remainingMillis()));
+                GlooNative.connect(lease.handle(), d, host, iface, bridge, Math.max(1, deadline.remainingMillis()),
+                        goodbye);
                 names.add(GlooNative.describe(lease.handle(), d));
             }
             ok = true;
@@ -174,10 +190,11 @@ public final class GlooBackend implements CpuBackend {
             throw new StoreException(op, "gloo rendezvous: store failed: " + e.detail(), e);
         } finally {
             if (!ok) {
-                handle.close(CLOSE_WAIT_MILLIS, TimeUnit.MILLISECONDS);
+                handle.close(false, CLOSE_WAIT_MILLIS, TimeUnit.MILLISECONDS);
             }
         }
-        return new GlooBackend(context.groupName(), context.rank(), context.size(), devices, check, handle, names);
+        return new GlooBackend(context.groupName(), context.rank(), context.size(), devices, check, goodbye, handle,
+                names);
     }
 
     private static String blankToNull(String s) {
@@ -453,6 +470,39 @@ public final class GlooBackend implements CpuBackend {
     }
 
     /**
+     * Like the default (a length broadcast, then the payload), but the payload travels in chunks of
+     * at most 4 MiB, so that a rank that rejects an oversized payload still takes part without
+     * allocating it (gloo's broadcast only completes at the root when every receiver took the
+     * data): it drains the chunks through one bounded buffer, then fails with
+     * {@link ProtocolException}. Every rank computes the same chunk count from the broadcast length.
+     */
+    @Override
+    public byte[] broadcastBytes(byte[] payload, int src, int maxBytes, Deadline deadline) {
+        boolean root = payload != null;
+        Tensor len = Tensor.allocate(DType.I64, 1);
+        if (root) {
+            len.setLong(0, payload.length);
+        }
+        broadcast(len, src, deadline);
+        long n = len.getLong(0);
+        if (n < 0 || n > Integer.MAX_VALUE) {
+            // every rank saw the same length and rejects it here: nothing else is sent
+            CpuBackend.checkedLength(n, Integer.MAX_VALUE, src);
+        }
+        boolean keep = root || n <= maxBytes;
+        Tensor data = root ? Tensor.ofBytes(payload) : keep ? Tensor.allocate(DType.U8, n) : null;
+        Tensor drain = keep ? null : Tensor.allocate(DType.U8, Math.min(n, OBJECT_CHUNK_BYTES));
+        for (long off = 0; off < n; off += OBJECT_CHUNK_BYTES) {
+            long c = Math.min(OBJECT_CHUNK_BYTES, n - off);
+            broadcast(keep ? data.flatSlice(off, c) : drain.flatSlice(0, c), src, deadline);
+        }
+        if (!keep) {
+            CpuBackend.checkedLength(n, maxBytes, src); // throws
+        }
+        return root ? payload : data.toByteArray();
+    }
+
+    /**
      * Closes every connection and frees the native communicator. Buffered sends not yet taken by
      * their receivers get up to 2 s to be delivered first. A call in progress on another thread
      * fails with {@link CommClosedException}; the communicator is freed when it has returned (this
@@ -471,8 +521,9 @@ public final class GlooBackend implements CpuBackend {
                 }
             }
         }
+        boolean clean = !closed && failure == null;
         closed = true;
-        handle.close(CLOSE_WAIT_MILLIS, TimeUnit.MILLISECONDS);
+        handle.close(goodbye && clean, CLOSE_WAIT_MILLIS, TimeUnit.MILLISECONDS);
     }
 
     @Override
@@ -527,8 +578,12 @@ public final class GlooBackend implements CpuBackend {
 
     private static CommException translate(OpContext c, GlooNativeException e, boolean closed) {
         String m = e.getMessage();
-        if (closed || e.kind() == GlooNativeException.KIND_CLOSED) {
+        if (closed) {
             return new CommClosedException(c, "gloo backend closed during the call: " + m, e);
+        }
+        if (e.kind() == GlooNativeException.KIND_CLOSED) {
+            return new CommClosedException(c, "peer rank " + (e.peerRank() < 0 ? "?" : Integer.toString(e.peerRank()))
+                    + " closed the group: " + m, e);
         }
         switch (e.kind()) {
             case GlooNativeException.KIND_IO:

@@ -11,7 +11,7 @@ import io.jcomm.cpu.spi.CpuBackendProvider;
  */
 public final class GlooBackendProvider implements CpuBackendProvider {
 
-    /** Preferred over the pure-Java {@code tcp} backend when both are available. */
+    /** Below the pure-Java {@code tcp} backend (50): {@code auto} picks tcp; gloo is chosen by name. */
     public static final int PRIORITY = 20;
 
     public GlooBackendProvider() {

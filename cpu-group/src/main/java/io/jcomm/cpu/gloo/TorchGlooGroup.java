@@ -37,7 +37,7 @@ import java.util.concurrent.ThreadLocalRandom;
  *       little-endian); the others wait for it and read it.</li>
  * </ol>
  * Collectives then use the same tags, contexts and gloo algorithms as the Python ranks. The
- * argument check of {@link GlooBackend} is off (Python ranks do not speak it): as in PyTorch,
+ * argument check and the goodbye of {@link GlooBackend} are off (Python ranks speak neither): as in PyTorch,
  * ranks must agree on sizes and dtypes. Half-precision all-reduce is not wire-compatible (this
  * backend reduces {@code F16} in float, torch in half); every other dtype and operation is.
  *
@@ -90,6 +90,7 @@ public final class TorchGlooGroup implements AutoCloseable {
         Deadline deadline = Deadline.after(timeout);
         Map<String, String> opts = new HashMap<>(options);
         opts.put(GlooBackend.CHECK_ARGS_OPTION, "false");
+        opts.put(GlooBackend.GOODBYE_OPTION, "false");
         String host = opts.containsKey(GlooBackend.HOSTNAME_OPTION) || opts.containsKey(GlooBackend.IFNAME_OPTION)
                 ? "127.0.0.1" : defaultHostname();
         List<Integer> ranks = new ArrayList<>(size);

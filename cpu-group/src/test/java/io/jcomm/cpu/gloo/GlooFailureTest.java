@@ -159,11 +159,30 @@ class GlooFailureTest {
     }
 
     @Test
-    void peerThatGoesAwayMidBarrierIsNamed() {
+    void peerThatClosesIsACleanCloseForTheOthers() {
         ThreadRanks.run(3, (b, rank) -> {
             b.barrier(d(10_000));
             if (rank == 1) {
-                b.close(); // like a dying process: its connections close
+                b.close(); // says goodbye, then closes its connections
+                return;
+            }
+            long start = System.nanoTime();
+            CommClosedException e = assertThrows(CommClosedException.class, () -> {
+                b.barrier(d(20_000));
+                b.barrier(d(20_000));
+            });
+            assertTrue(elapsedMillis(start) < 10_000, "failed promptly: " + elapsedMillis(start) + " ms");
+            assertTrue(e.getMessage().contains("closed the group"), e.getMessage());
+        });
+    }
+
+    @Test
+    void peerThatGoesAwayWithoutGoodbyeIsAPeerFailureNamingIt() {
+        // gloo.goodbye=false: a close looks like a crash to the others (connections just end)
+        ThreadRanks.run(3, Map.of(GlooBackend.GOODBYE_OPTION, "false"), Duration.ofSeconds(60), (b, rank) -> {
+            b.barrier(d(10_000));
+            if (rank == 1) {
+                b.close();
                 return;
             }
             long start = System.nanoTime();

@@ -28,19 +28,22 @@ public final class GlooNative {
 
     /**
      * Creates tcp device {@code dev} (on {@code iface} if non-null, else {@code hostname}) and
-     * connects its full mesh through {@code store} (gloo keys {@code rank_<r>}, {@code <r>}).
+     * connects its full mesh through {@code store} (gloo keys {@code rank_<r>}, {@code <r>}). With
+     * {@code goodbye}, a receive for each peer's goodbye is posted (see {@link #abort}).
      */
     public static native void connect(long handle, int dev, String hostname, String iface, GlooStoreBridge store,
-                               long timeoutMillis);
+                                      long timeoutMillis, boolean goodbye);
 
     /** The device's description, e.g. {@code [127.0.0.1]:0}. */
     public static native String describe(long handle, int dev);
 
     /**
      * Shuts down every connection of the communicator: operations in progress fail (as if every
-     * peer had died) and peers see the connections close. Safe while an operation runs.
+     * peer had died) and peers see the connections close. With {@code goodbye}, first sends every
+     * peer a goodbye (bounded, 200 ms), so that they report a clean close ({@code KIND_CLOSED})
+     * rather than a peer failure. Safe while an operation runs.
      */
-    public static native void abort(long handle);
+    public static native void abort(long handle, boolean goodbye);
 
     /** Frees the communicator. No call may use the handle afterwards. */
     public static native void destroy(long handle);

@@ -17,7 +17,7 @@ public final class GlooNativeException extends RuntimeException {
     public static final int KIND_ENFORCE = 3;
     /** The argument check found ranks calling with inconsistent arguments. */
     public static final int KIND_MISMATCH = 4;
-    /** The communicator was closed while the call ran (decided in Java, never thrown by native code). */
+    /** A peer closed the group cleanly (it said goodbye before its connections ended). */
     public static final int KIND_CLOSED = 5;
     /** Any other C++ exception. */
     public static final int KIND_OTHER = 6;

@@ -80,12 +80,12 @@ public final class NativeHandle {
 
     /**
      * Closes the handle: aborts the communicator (when it was connected, so that a call in
-     * progress fails), then destroys it now if no call uses it, or else waits up to {@code wait}
+     * progress fails; with {@code goodbye} the peers are told it is a clean close), then destroys it now if no call uses it, or else waits up to {@code wait}
      * for the last call to end (that call destroys it). Idempotent.
      *
      * @return true if the handle is destroyed when this returns
      */
-    public boolean close(long wait, TimeUnit unit) {
+    public boolean close(boolean goodbye, long wait, TimeUnit unit) {
         synchronized (this) {
             if (closed) {
                 return awaitDestroyed(wait, unit);
@@ -94,7 +94,7 @@ public final class NativeHandle {
             users++; // the abort below is itself a use
         }
         try {
-            GlooNative.abort(handle);
+            GlooNative.abort(handle, goodbye);
         } catch (GlooNativeException e) {
             // abort of a half-connected communicator: nothing left to wake up
         } finally {
