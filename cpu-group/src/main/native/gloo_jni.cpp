@@ -360,6 +360,8 @@ struct Comm {
   Comm(int r, int s, int d) : rank(r), size(s), ndev(d), contexts(d), devices(d), sockets(d) {}
   ~Comm() {
     stopSends();
+    nextCheck.reset();
+    unusedChecks.clear();
     goodbyes.clear();  // pending receives may be dropped: gloo holds weak references
     contexts.clear();  // pairs first (they unregister from their device's event loop) ...
     devices.clear();   // ... then the devices, whose destructors join the loop threads
@@ -374,6 +376,18 @@ struct Comm {
   std::vector<std::vector<PairSocket>> sockets;  // [device][rank]
   std::mutex mutex;                              // guards the three vectors while connecting
   std::vector<char> scratch;  // reduction scratch (calls are serialised by the Java side)
+
+  // Argument check: the receives of the next collective's descriptors, posted in advance so that
+  // every rank's descriptor goes out at once (gloo sends only to a posted receive).
+  struct PostedCheck {
+    uint32_t tag = 0;
+    std::vector<char> data;
+    std::unique_ptr<gloo::transport::UnboundBuffer> buf;
+  };
+  std::unique_ptr<PostedCheck> nextCheck;
+  // Posted receives that were never used (only after a failure): kept until the end, because a
+  // buffer with a posted receive must not be freed while data for it may still arrive.
+  std::vector<std::unique_ptr<PostedCheck>> unusedChecks;
 
   // ---- buffered sends: send() copies the payload, posts it and returns; a reaper thread waits
   // for the receivers (gloo transmits only once the receiver has posted its recv) ----
@@ -1128,36 +1142,67 @@ std::string describe(const Desc& d) {
   return s.str();
 }
 
+// Posts the receives of every peer's descriptor for collective `tag` (on that tag's context).
+void postCheck(Comm* c, uint32_t tag) {
+  auto pc = std::make_unique<Comm::PostedCheck>();
+  pc->tag = tag;
+  pc->data.resize(sizeof(Desc) * static_cast<size_t>(c->size));
+  const auto& ctx = c->ctx(static_cast<int>(tag % static_cast<uint32_t>(c->ndev)));
+  pc->buf = ctx->createUnboundBuffer(pc->data.data(), pc->data.size());
+  auto slot = static_cast<uint64_t>(gloo::Slot::build(kCheckSlotPrefix, tag));
+  if (c->nextCheck) {
+    c->unusedChecks.push_back(std::move(c->nextCheck));
+  }
+  try {
+    for (int i = 0; i < c->size; i++) {
+      if (i != c->rank) {
+        pc->buf->recv(i, slot, sizeof(Desc) * static_cast<size_t>(i), sizeof(Desc));
+      }
+    }
+  } catch (...) {
+    c->unusedChecks.push_back(std::move(pc));  // some receives may be posted: keep the buffer
+    throw;
+  }
+  c->nextCheck = std::move(pc);
+}
+
+// Every rank sends the description of its call to every other rank and compares what it gets.
+// The receives were posted at the previous collective, so this costs about one one-way latency.
 void checkArgs(Comm* c, const std::shared_ptr<gloo::Context>& ctx, const Deadline& dl, const Desc& mine) {
   const int size = c->size;
   const int rank = c->rank;
-  std::vector<Desc> all(static_cast<size_t>(size));
-  all[rank] = mine;
-  auto slot = static_cast<uint64_t>(gloo::Slot::build(kCheckSlotPrefix, mine.tag));
-  auto sendBuf = ctx->createUnboundBuffer(&all[rank], sizeof(Desc));
-  auto recvBuf = ctx->createUnboundBuffer(all.data(), sizeof(Desc) * all.size());
-  for (int i = 0; i < size; i++) {
-    if (i != rank) {
-      recvBuf->recv(i, slot, sizeof(Desc) * i, sizeof(Desc));
-    }
+  if (!c->nextCheck || c->nextCheck->tag != mine.tag) {
+    postCheck(c, mine.tag);  // the first collective
   }
+  std::unique_ptr<Comm::PostedCheck> pc = std::move(c->nextCheck);
+  Desc self = mine;
+  auto slot = static_cast<uint64_t>(gloo::Slot::build(kCheckSlotPrefix, mine.tag));
+  auto sendBuf = ctx->createUnboundBuffer(&self, sizeof(Desc));
   for (int i = 0; i < size; i++) {
     if (i != rank) {
       sendBuf->send(i, slot);
     }
   }
-  for (int i = 0; i < size; i++) {
-    if (i != rank) {
-      recvBuf->waitRecv(dl.left());
+  try {
+    for (int i = 0; i < size; i++) {
+      if (i != rank) {
+        pc->buf->waitRecv(dl.left());
+      }
     }
+  } catch (...) {
+    c->unusedChecks.push_back(std::move(pc));  // receives may still be pending
+    throw;
   }
+  // Our descriptor must be out before a mismatch is reported (and this rank closes): every peer
+  // then sees the mismatch too, rather than a closed connection.
   for (int i = 0; i < size; i++) {
     if (i != rank) {
       sendBuf->waitSend(dl.left());
     }
   }
+  const Desc* all = reinterpret_cast<const Desc*>(pc->data.data());
   for (int i = 0; i < size; i++) {
-    const Desc& d = all[i];
+    const Desc& d = i == rank ? mine : all[i];
     if (d.magic != kDescMagic || d.kind != mine.kind || d.dtype != mine.dtype || d.op != mine.op ||
         d.root != mine.root || d.tag != mine.tag || d.count != mine.count || d.extra != mine.extra) {
       std::string theirs = d.magic == kDescMagic ? describe(d) : std::string("an unknown message");
@@ -1165,6 +1210,12 @@ void checkArgs(Comm* c, const std::shared_ptr<gloo::Context>& ctx, const Deadlin
                                            describe(mine) + " but rank " + std::to_string(i) + " called " +
                                            theirs);
     }
+  }
+  try {
+    postCheck(c, mine.tag + 1);
+  } catch (...) {
+    // A peer already closed its connection: the next collective posts its own receives and
+    // reports the failure.
   }
 }
 
