@@ -1142,11 +1142,20 @@ std::string describe(const Desc& d) {
   return s.str();
 }
 
-// Posts the receives of every peer's descriptor for collective `tag` (on that tag's context).
+// With the argument check on, every rank sends every other rank one fixed-size message per
+// collective: its 32-byte descriptor followed by up to kInline bytes of payload. Fixed-size, so
+// that ranks that disagree cannot overrun each other's receives. Small collectives (payload of at
+// most kInline bytes) are complete after this one exchange: each rank computes the result from
+// the messages, in rank order, so every rank gets the same bits. Larger ones then run gloo's
+// algorithm.
+constexpr size_t kInline = 1024;
+constexpr size_t kMsg = sizeof(Desc) + kInline;
+
+// Posts the receives of every peer's message for collective `tag` (on that tag's context).
 void postCheck(Comm* c, uint32_t tag) {
   auto pc = std::make_unique<Comm::PostedCheck>();
   pc->tag = tag;
-  pc->data.resize(sizeof(Desc) * static_cast<size_t>(c->size));
+  pc->data.resize(kMsg * static_cast<size_t>(c->size));
   const auto& ctx = c->ctx(static_cast<int>(tag % static_cast<uint32_t>(c->ndev)));
   pc->buf = ctx->createUnboundBuffer(pc->data.data(), pc->data.size());
   auto slot = static_cast<uint64_t>(gloo::Slot::build(kCheckSlotPrefix, tag));
@@ -1156,7 +1165,7 @@ void postCheck(Comm* c, uint32_t tag) {
   try {
     for (int i = 0; i < c->size; i++) {
       if (i != c->rank) {
-        pc->buf->recv(i, slot, sizeof(Desc) * static_cast<size_t>(i), sizeof(Desc));
+        pc->buf->recv(i, slot, kMsg * static_cast<size_t>(i), kMsg);
       }
     }
   } catch (...) {
@@ -1166,43 +1175,81 @@ void postCheck(Comm* c, uint32_t tag) {
   c->nextCheck = std::move(pc);
 }
 
-// Every rank sends the description of its call to every other rank and compares what it gets.
-// The receives were posted at the previous collective, so this costs about one one-way latency.
-void checkArgs(Comm* c, const std::shared_ptr<gloo::Context>& ctx, const Deadline& dl, const Desc& mine) {
+// The exchanged messages of one collective: descriptor and inline payload of every rank.
+struct Exchanged {
+  std::unique_ptr<Comm::PostedCheck> pc;
+  const Desc& desc(int r) const { return *reinterpret_cast<const Desc*>(pc->data.data() + kMsg * r); }
+  const uint8_t* payload(int r) const {
+    return reinterpret_cast<const uint8_t*>(pc->data.data()) + kMsg * static_cast<size_t>(r) + sizeof(Desc);
+  }
+};
+
+// Every rank sends its message to every other rank and compares the descriptors it gets. The
+// receives were posted at the previous collective, so this costs about one one-way latency. It
+// synchronises like a barrier: nobody returns before every rank arrived. `payload` (at most
+// kInline bytes) travels inline; `perPeer` (scatter) gives each peer its own payload instead.
+Exchanged exchange(Comm* c, const std::shared_ptr<gloo::Context>& ctx, const Deadline& dl, const Desc& mine,
+                   const uint8_t* payload, size_t bytes, size_t perPeerStride = 0) {
   const int size = c->size;
   const int rank = c->rank;
   if (!c->nextCheck || c->nextCheck->tag != mine.tag) {
     postCheck(c, mine.tag);  // the first collective
   }
-  std::unique_ptr<Comm::PostedCheck> pc = std::move(c->nextCheck);
-  Desc self = mine;
+  Exchanged ex{std::move(c->nextCheck)};
   auto slot = static_cast<uint64_t>(gloo::Slot::build(kCheckSlotPrefix, mine.tag));
-  auto sendBuf = ctx->createUnboundBuffer(&self, sizeof(Desc));
-  for (int i = 0; i < size; i++) {
-    if (i != rank) {
-      sendBuf->send(i, slot);
+  // Our own message, in our slot of the exchange buffer (nothing is received there).
+  uint8_t* own = reinterpret_cast<uint8_t*>(ex.pc->data.data()) + kMsg * static_cast<size_t>(rank);
+  std::memset(own, 0, kMsg);
+  std::memcpy(own, &mine, sizeof(Desc));
+  std::vector<uint8_t> peerMsgs;  // scatter: one message per peer
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sendBufs;
+  if (perPeerStride == 0) {
+    if (bytes > 0) {
+      std::memcpy(own + sizeof(Desc), payload, bytes);
+    }
+    sendBufs.push_back(ctx->createUnboundBuffer(own, kMsg));
+    for (int i = 0; i < size; i++) {
+      if (i != rank) {
+        sendBufs[0]->send(i, slot);
+      }
+    }
+  } else {
+    peerMsgs.assign(kMsg * static_cast<size_t>(size), 0);
+    for (int i = 0; i < size; i++) {
+      uint8_t* m = peerMsgs.data() + kMsg * static_cast<size_t>(i);
+      std::memcpy(m, &mine, sizeof(Desc));
+      if (bytes > 0) {
+        std::memcpy(m + sizeof(Desc), payload + perPeerStride * static_cast<size_t>(i), bytes);
+      }
+    }
+    std::memcpy(own + sizeof(Desc), peerMsgs.data() + kMsg * static_cast<size_t>(rank) + sizeof(Desc), kInline);
+    for (int i = 0; i < size; i++) {
+      if (i != rank) {
+        sendBufs.push_back(ctx->createUnboundBuffer(peerMsgs.data() + kMsg * static_cast<size_t>(i), kMsg));
+        sendBufs.back()->send(i, slot);
+      }
     }
   }
   try {
     for (int i = 0; i < size; i++) {
       if (i != rank) {
-        pc->buf->waitRecv(dl.left());
+        ex.pc->buf->waitRecv(dl.left());
+      }
+    }
+    // Our message must be out before a mismatch is reported (and this rank closes): every peer
+    // then sees the mismatch too, rather than a closed connection.
+    for (auto& b : sendBufs) {
+      for (int i = 0; i < (perPeerStride == 0 ? size - 1 : 1); i++) {
+        b->waitSend(dl.left());
       }
     }
   } catch (...) {
-    c->unusedChecks.push_back(std::move(pc));  // receives may still be pending
+    sendBufs.clear();  // before the memory they point into
+    c->unusedChecks.push_back(std::move(ex.pc));  // receives may still be pending
     throw;
   }
-  // Our descriptor must be out before a mismatch is reported (and this rank closes): every peer
-  // then sees the mismatch too, rather than a closed connection.
   for (int i = 0; i < size; i++) {
-    if (i != rank) {
-      sendBuf->waitSend(dl.left());
-    }
-  }
-  const Desc* all = reinterpret_cast<const Desc*>(pc->data.data());
-  for (int i = 0; i < size; i++) {
-    const Desc& d = i == rank ? mine : all[i];
+    const Desc& d = ex.desc(i);
     if (d.magic != kDescMagic || d.kind != mine.kind || d.dtype != mine.dtype || d.op != mine.op ||
         d.root != mine.root || d.tag != mine.tag || d.count != mine.count || d.extra != mine.extra) {
       std::string theirs = d.magic == kDescMagic ? describe(d) : std::string("an unknown message");
@@ -1216,6 +1263,91 @@ void checkArgs(Comm* c, const std::shared_ptr<gloo::Context>& ctx, const Deadlin
   } catch (...) {
     // A peer already closed its connection: the next collective posts its own receives and
     // reports the failure.
+  }
+  return ex;
+}
+
+// The argument check alone (the payload then travels by gloo's algorithm).
+void checkArgs(Comm* c, const std::shared_ptr<gloo::Context>& ctx, const Deadline& dl, const Desc& mine) {
+  exchange(c, ctx, dl, mine, nullptr, 0);
+}
+
+// ---- local reduction of the inline payloads, in rank order ----
+
+template <typename T>
+void reduceRanks(const Exchanged& ex, int size, size_t offset, size_t n, T* out, RedFn fn) {
+  std::memcpy(out, ex.payload(0) + offset, n * sizeof(T));
+  for (int r = 1; r < size; r++) {
+    std::vector<T> x(n);
+    std::memcpy(x.data(), ex.payload(r) + offset, n * sizeof(T));
+    fn(out, out, x.data(), n);
+  }
+}
+
+template <typename T>
+void reduceRanksNative(const Exchanged& ex, int size, size_t offset, size_t n, void* out, int op) {
+  reduceRanks<T>(ex, size, offset, n, static_cast<T*>(out), reduction<T>(op));
+  if (op == OP_AVG) {
+    divideBy<T>(static_cast<T*>(out), n, size);
+  }
+}
+
+// out (n elements of dt) = reduction over ranks of the inline payloads' elements [first, first+n).
+void reduceInline(const Exchanged& ex, int size, size_t first, size_t n, void* out, int dt, int op) {
+  const size_t off = first * dtypeSize(dt);
+  switch (dt) {
+    case DT_F32: return reduceRanksNative<float>(ex, size, off, n, out, op);
+    case DT_F64: return reduceRanksNative<double>(ex, size, off, n, out, op);
+    case DT_I8: return reduceRanksNative<int8_t>(ex, size, off, n, out, op);
+    case DT_U8: return reduceRanksNative<uint8_t>(ex, size, off, n, out, op);
+    case DT_I32: return reduceRanksNative<int32_t>(ex, size, off, n, out, op);
+    case DT_I64: return reduceRanksNative<int64_t>(ex, size, off, n, out, op);
+    case DT_BOOL: {
+      RedFn fn;
+      switch (op) {
+        case OP_SUM:
+        case OP_MAX:
+          fn = &boolOr;
+          break;
+        case OP_PROD:
+        case OP_MIN:
+          fn = &boolAnd;
+          break;
+        default:
+          throw NativeError(KIND_ARGUMENT, "reduce op " + std::to_string(op) + " is not defined for bool");
+      }
+      return reduceRanks<uint8_t>(ex, size, off, n, static_cast<uint8_t*>(out), fn);
+    }
+    case DT_F16:
+    case DT_BF16: {
+      const bool isF16 = dt == DT_F16;
+      std::vector<float> acc(n);
+      std::vector<float> x(n);
+      RedFn fn = reduction<float>(op);
+      for (int r = 0; r < size; r++) {
+        const uint8_t* src = ex.payload(r) + off;
+        std::vector<float>& dst = r == 0 ? acc : x;
+        for (size_t i = 0; i < n; i++) {
+          uint16_t h;
+          std::memcpy(&h, src + 2 * i, 2);
+          dst[i] = isF16 ? f16ToFloat(h) : bf16ToFloat(h);
+        }
+        if (r > 0) {
+          fn(acc.data(), acc.data(), x.data(), n);
+        }
+      }
+      if (op == OP_AVG) {
+        divideBy<float>(acc.data(), n, size);
+      }
+      auto* h = static_cast<uint16_t*>(out);
+      for (size_t i = 0; i < n; i++) {
+        uint16_t v = isF16 ? floatToF16(acc[i]) : floatToBf16(acc[i]);
+        std::memcpy(h + i, &v, 2);
+      }
+      return;
+    }
+    default:
+      throw NativeError(KIND_ARGUMENT, "unknown dtype code " + std::to_string(dt));
   }
 }
 
@@ -1374,7 +1506,9 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_barrier(JNIEnv
     Deadline dl(timeoutMs);
     auto utag = static_cast<uint32_t>(tag);
     if (check) {
+      // every rank waits for every other rank's message: that is a barrier already
       checkArgs(comm, ctx, dl, desc(K_BARRIER, utag, 0, 0, -1, 0));
+      return;
     }
     gloo::BarrierOptions o(ctx);
     o.setTag(utag);
@@ -1396,7 +1530,15 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_broadcast(JNIE
     Deadline dl(timeoutMs);
     auto utag = static_cast<uint32_t>(tag);
     if (check) {
-      checkArgs(comm, ctx, dl, desc(K_BROADCAST, utag, dtype, 0, root, static_cast<uint64_t>(bytes)));
+      const bool small = static_cast<size_t>(bytes) <= kInline;
+      Exchanged ex = exchange(comm, ctx, dl, desc(K_BROADCAST, utag, dtype, 0, root, static_cast<uint64_t>(bytes)),
+                              p, small && comm->rank == root ? static_cast<size_t>(bytes) : 0);
+      if (small) {
+        if (comm->rank != root && bytes > 0) {
+          std::memcpy(p, ex.payload(root), static_cast<size_t>(bytes));
+        }
+        return;
+      }
     }
     if (bytes == 0) {
       return;
@@ -1427,7 +1569,16 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_allReduce(JNIE
     Deadline dl(timeoutMs);
     auto utag = static_cast<uint32_t>(tag);
     if (check) {
-      checkArgs(comm, ctx, dl, desc(K_ALLREDUCE, utag, dtype, op, -1, static_cast<uint64_t>(numel)));
+      const size_t bytes = static_cast<size_t>(numel) * es;
+      const bool small = bytes <= kInline;
+      Exchanged ex = exchange(comm, ctx, dl, desc(K_ALLREDUCE, utag, dtype, op, -1, static_cast<uint64_t>(numel)),
+                              p, small ? bytes : 0);
+      if (small) {
+        if (numel > 0) {
+          reduceInline(ex, comm->size, 0, static_cast<size_t>(numel), p, dtype, op);
+        }
+        return;
+      }
     }
     if (numel == 0) {
       return;
@@ -1456,7 +1607,17 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_reduceScatter(
     Deadline dl(timeoutMs);
     auto utag = static_cast<uint32_t>(tag);
     if (check) {
-      checkArgs(comm, ctx, dl, desc(K_REDUCE_SCATTER, utag, dtype, op, -1, static_cast<uint64_t>(outNumel)));
+      const bool small = total <= kInline;
+      Exchanged ex = exchange(comm, ctx, dl,
+                              desc(K_REDUCE_SCATTER, utag, dtype, op, -1, static_cast<uint64_t>(outNumel)), src,
+                              small ? total : 0);
+      if (small) {
+        if (outNumel > 0) {
+          reduceInline(ex, comm->size, static_cast<size_t>(outNumel) * comm->rank, static_cast<size_t>(outNumel),
+                       dst, dtype, op);
+        }
+        return;
+      }
     }
     if (outNumel == 0) {
       return;
@@ -1482,7 +1643,15 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_allGather(JNIE
     Deadline dl(timeoutMs);
     auto utag = static_cast<uint32_t>(tag);
     if (check) {
-      checkArgs(comm, ctx, dl, desc(K_ALLGATHER, utag, dtype, 0, -1, static_cast<uint64_t>(inBytes)));
+      const bool small = static_cast<size_t>(inBytes) <= kInline;
+      Exchanged ex = exchange(comm, ctx, dl, desc(K_ALLGATHER, utag, dtype, 0, -1, static_cast<uint64_t>(inBytes)),
+                              src, small ? static_cast<size_t>(inBytes) : 0);
+      if (small) {
+        for (int r = 0; r < comm->size && inBytes > 0; r++) {
+          std::memcpy(dst + static_cast<size_t>(inBytes) * r, ex.payload(r), static_cast<size_t>(inBytes));
+        }
+        return;
+      }
     }
     if (inBytes == 0) {
       return;
@@ -1557,7 +1726,15 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_gather(JNIEnv*
     Deadline dl(timeoutMs);
     auto utag = static_cast<uint32_t>(tag);
     if (check) {
-      checkArgs(comm, ctx, dl, desc(K_GATHER, utag, dtype, 0, root, static_cast<uint64_t>(inBytes)));
+      const bool small = static_cast<size_t>(inBytes) <= kInline;
+      Exchanged ex = exchange(comm, ctx, dl, desc(K_GATHER, utag, dtype, 0, root, static_cast<uint64_t>(inBytes)),
+                              src, small ? static_cast<size_t>(inBytes) : 0);
+      if (small) {
+        for (int r = 0; dst != nullptr && r < comm->size && inBytes > 0; r++) {
+          std::memcpy(dst + static_cast<size_t>(inBytes) * r, ex.payload(r), static_cast<size_t>(inBytes));
+        }
+        return;
+      }
     }
     if (inBytes == 0) {
       return;
@@ -1588,7 +1765,16 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_scatter(JNIEnv
     Deadline dl(timeoutMs);
     auto utag = static_cast<uint32_t>(tag);
     if (check) {
-      checkArgs(comm, ctx, dl, desc(K_SCATTER, utag, dtype, 0, root, static_cast<uint64_t>(outBytes)));
+      const bool small = static_cast<size_t>(outBytes) <= kInline;
+      const bool parts = small && src != nullptr && outBytes > 0;
+      Exchanged ex = exchange(comm, ctx, dl, desc(K_SCATTER, utag, dtype, 0, root, static_cast<uint64_t>(outBytes)),
+                              src, parts ? static_cast<size_t>(outBytes) : 0, parts ? static_cast<size_t>(outBytes) : 0);
+      if (small) {
+        if (outBytes > 0) {
+          std::memcpy(dst, ex.payload(root), static_cast<size_t>(outBytes));
+        }
+        return;
+      }
     }
     if (outBytes == 0) {
       return;

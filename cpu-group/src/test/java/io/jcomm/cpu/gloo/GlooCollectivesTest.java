@@ -15,9 +15,22 @@ import java.util.concurrent.ThreadLocalRandom;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** Every operation and dtype of the gloo backend, ranks as threads over an in-memory store. */
+/**
+ * Every operation and dtype of the gloo backend, ranks as threads over an in-memory store; with
+ * the argument check (default) small payloads (up to 1 KiB) travel inline in the check messages
+ * and larger ones by gloo's algorithms, so sizes on both sides of that limit are used.
+ */
 @Timeout(120)
 class GlooCollectivesTest {
+
+    /** Backend options of every run of this class. */
+    Map<String, String> options() {
+        return Map.of();
+    }
+
+    private void run(int size, ThreadRanks.Body body) {
+        ThreadRanks.run(size, options(), Duration.ofSeconds(60), body);
+    }
 
     private static final Duration T = Duration.ofSeconds(20);
 
@@ -94,8 +107,8 @@ class GlooCollectivesTest {
     @Test
     void allReduceEveryDTypeAndOp() {
         int size = 3;
-        int n = 37;
-        ThreadRanks.run(size, (b, rank) -> {
+        run(size, (b, rank) -> {
+            for (int n : new int[] {37, 301}) {
             for (DType t : DType.values()) {
                 for (ReduceOp op : ReduceOp.values()) {
                     if (t == DType.BOOL && op == ReduceOp.AVG) {
@@ -103,8 +116,9 @@ class GlooCollectivesTest {
                     }
                     Tensor x = filled(t, rank, n);
                     b.allReduce(x, op, d());
-                    assertSameValues(expected(t, op, size, n), x, t + " " + op);
+                    assertSameValues(expected(t, op, size, n), x, t + " " + op + " n=" + n);
                 }
+            }
             }
         });
     }
@@ -113,7 +127,7 @@ class GlooCollectivesTest {
     void halfPrecisionReducesInFloat() {
         // 2048 + 1 + 1 in f16: pairwise f16 additions would round 2049 down to 2048 twice; a float
         // accumulator gives 2050 exactly.
-        ThreadRanks.run(3, (b, rank) -> {
+        run(3, (b, rank) -> {
             for (DType t : new DType[] {DType.F16, DType.BF16}) {
                 Tensor x = Tensor.allocate(t, 2);
                 double big = t == DType.F16 ? 2048 : 256;
@@ -136,7 +150,7 @@ class GlooCollectivesTest {
     @Test
     void largeAllReduceSpansManySegments() {
         int n = 600_001; // 2.4 MB of f32: several of gloo's 1 MiB ring segments
-        ThreadRanks.run(2, (b, rank) -> {
+        run(2, (b, rank) -> {
             Tensor x = Tensor.allocate(DType.F32, n);
             for (int i = 0; i < n; i++) {
                 x.setDouble(i, (i % 1000) * (rank + 1));
@@ -152,12 +166,14 @@ class GlooCollectivesTest {
     @Test
     void broadcastEveryDTypeFromEveryRoot() {
         int size = 3;
-        ThreadRanks.run(size, (b, rank) -> {
-            for (DType t : DType.values()) {
-                for (int root = 0; root < size; root++) {
-                    Tensor x = rank == root ? filled(t, root, 29) : Tensor.allocate(t, 29);
-                    b.broadcast(x, root, d());
-                    assertTrue(filled(t, root, 29).contentEquals(x), t + " from " + root);
+        run(size, (b, rank) -> {
+            for (int n : new int[] {29, 1500}) {
+                for (DType t : DType.values()) {
+                    for (int root = 0; root < size; root++) {
+                        Tensor x = rank == root ? filled(t, root, n) : Tensor.allocate(t, n);
+                        b.broadcast(x, root, d());
+                        assertTrue(filled(t, root, n).contentEquals(x), t + " from " + root + " n=" + n);
+                    }
                 }
             }
         });
@@ -166,13 +182,15 @@ class GlooCollectivesTest {
     @Test
     void allGatherAndAllGatherV() {
         int size = 3;
-        ThreadRanks.run(size, (b, rank) -> {
-            for (DType t : DType.values()) {
-                Tensor in = filled(t, rank, 5);
-                Tensor out = Tensor.allocate(t, 5L * size);
-                b.allGather(out, in, d());
-                for (int r = 0; r < size; r++) {
-                    assertTrue(filled(t, r, 5).contentEquals(out.flatSlice(5L * r, 5)), t + " part " + r);
+        run(size, (b, rank) -> {
+            for (int n : new int[] {5, 700}) {
+                for (DType t : DType.values()) {
+                    Tensor in = filled(t, rank, n);
+                    Tensor out = Tensor.allocate(t, (long) n * size);
+                    b.allGather(out, in, d());
+                    for (int r = 0; r < size; r++) {
+                        assertTrue(filled(t, r, n).contentEquals(out.flatSlice((long) n * r, n)), t + " part " + r);
+                    }
                 }
             }
             long[] counts = {3, 0, 6};
@@ -187,20 +205,23 @@ class GlooCollectivesTest {
     @Test
     void gatherAndScatter() {
         int size = 3;
-        ThreadRanks.run(size, (b, rank) -> {
-            for (int root = 0; root < size; root++) {
-                Tensor in = filled(DType.F64, rank, 4);
-                Tensor out = rank == root ? Tensor.allocate(DType.F64, 12) : null;
-                b.gather(out, in, root, d());
-                if (rank == root) {
-                    for (int r = 0; r < size; r++) {
-                        assertTrue(filled(DType.F64, r, 4).contentEquals(out.flatSlice(4L * r, 4)), "part " + r);
+        run(size, (b, rank) -> {
+            for (int n : new int[] {4, 400}) {
+                for (int root = 0; root < size; root++) {
+                    Tensor in = filled(DType.F64, rank, n);
+                    Tensor out = rank == root ? Tensor.allocate(DType.F64, 3L * n) : null;
+                    b.gather(out, in, root, d());
+                    if (rank == root) {
+                        for (int r = 0; r < size; r++) {
+                            assertTrue(filled(DType.F64, r, n).contentEquals(out.flatSlice((long) n * r, n)), "part " + r);
+                        }
                     }
+                    Tensor all = rank == root ? filled(DType.I32, root, 3 * n) : null;
+                    Tensor mine = Tensor.allocate(DType.I32, n);
+                    b.scatter(mine, all, root, d());
+                    assertTrue(filled(DType.I32, root, 3 * n).flatSlice((long) n * rank, n).contentEquals(mine),
+                            "root " + root + " n=" + n);
                 }
-                Tensor all = rank == root ? filled(DType.I32, root, 12) : null;
-                Tensor mine = Tensor.allocate(DType.I32, 4);
-                b.scatter(mine, all, root, d());
-                assertTrue(filled(DType.I32, root, 12).flatSlice(4L * rank, 4).contentEquals(mine), "root " + root);
             }
         });
     }
@@ -208,8 +229,8 @@ class GlooCollectivesTest {
     @Test
     void reduceScatterEveryOp() {
         int size = 3;
-        int chunk = 7;
-        ThreadRanks.run(size, (b, rank) -> {
+        run(size, (b, rank) -> {
+            for (int chunk : new int[] {7, 200}) {
             for (DType t : new DType[] {DType.F32, DType.I64, DType.BF16, DType.U8}) {
                 for (ReduceOp op : ReduceOp.values()) {
                     Tensor in = filled(t, rank, chunk * size);
@@ -218,16 +239,17 @@ class GlooCollectivesTest {
                     Tensor out = Tensor.allocate(t, chunk);
                     b.reduceScatter(out, in, op, d());
                     Tensor e = expected(t, op, size, chunk * size).flatSlice((long) chunk * rank, chunk);
-                    assertSameValues(e, out, t + " " + op);
+                    assertSameValues(e, out, t + " " + op + " chunk=" + chunk);
                     assertTrue(before.contentEquals(in), "input unchanged");
                 }
+            }
             }
         });
     }
 
     @Test
     void sendRecvWithTagsAndEmptyMessages() {
-        ThreadRanks.run(3, (b, rank) -> {
+        run(3, (b, rank) -> {
             int next = (rank + 1) % 3;
             int prev = (rank + 2) % 3;
             byte[] payload = new byte[100_000];
@@ -280,7 +302,7 @@ class GlooCollectivesTest {
 
     @Test
     void sendsAreBufferedSoNoOrderDeadlocks() {
-        ThreadRanks.run(3, (b, rank) -> {
+        run(3, (b, rank) -> {
             int next = (rank + 1) % 3;
             int prev = (rank + 2) % 3;
             // every rank sends first
