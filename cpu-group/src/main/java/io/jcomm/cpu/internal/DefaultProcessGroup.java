@@ -138,6 +138,11 @@ public final class DefaultProcessGroup implements ProcessGroup {
         return closed || poison.get() != null;
     }
 
+    /** The backend (null for a group of one); for tests and tools of this SDK. */
+    public CpuBackend backend() {
+        return backend;
+    }
+
     /** The failure that poisoned the group, if any. */
     public CommException poisonCause() {
         return poison.get();

@@ -99,6 +99,39 @@ public final class Reductions {
         reduceInto(dtype, op, out, b, count);
     }
 
+    /** Elements per block of {@link #reduceMany}: the output block stays in the first-level cache. */
+    private static final int BLOCK_BYTES = 8 << 10;
+
+    /**
+     * {@code out[i] = ins[0][i] op ins[1][i] op ... op ins[k-1][i]}, folded left in input order (so
+     * every rank that reduces the same inputs in the same order gets identical bits). Works block by
+     * block so that {@code out} is written to memory once. {@code out} must not overlap any input.
+     */
+    public static void reduceMany(DType dtype, ReduceOp op, ByteBuffer out, ByteBuffer[] ins, int count) {
+        check(out, count, dtype, "output");
+        for (ByteBuffer in : ins) {
+            check(in, count, dtype, "input");
+        }
+        if (ins.length == 0) {
+            throw new IllegalArgumentException("no inputs");
+        }
+        int es = dtype.byteSize();
+        int blockElems = Math.max(1, BLOCK_BYTES / es);
+        for (int from = 0; from < count; from += blockElems) {
+            int n = Math.min(blockElems, count - from);
+            ByteBuffer o = out.duplicate();
+            o.position(out.position() + from * es);
+            ByteBuffer first = ins[0].duplicate();
+            first.position(ins[0].position() + from * es).limit(first.position() + n * es);
+            o.duplicate().put(first);
+            for (int j = 1; j < ins.length; j++) {
+                ByteBuffer in = ins[j].duplicate();
+                in.position(ins[j].position() + from * es);
+                reduceInto(dtype, op, o, in, n);
+            }
+        }
+    }
+
     /**
      * Divides {@code count} elements at {@code acc}'s position by {@code divisor} in place (the end of
      * {@link ReduceOp#AVG}): floating types divide in their compute type and round; integers truncate

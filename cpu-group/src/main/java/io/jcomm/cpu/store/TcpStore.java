@@ -21,6 +21,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Objects;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
@@ -88,7 +89,7 @@ public final class TcpStore implements Store {
     private final String where;
     private final ReentrantLock lock = new ReentrantLock();
     private final AutoCloseable owned;
-    private final SecureRandom random = new SecureRandom();
+    private SecureRandom random; // created on first use: only the job-token handshake needs one
     private InetSocketAddress address;
     private volatile ClientChannel conn;
     private Numbering numbering;
@@ -173,11 +174,11 @@ public final class TcpStore implements Store {
                 c.u8(code(Op.GET));
                 putKey(c, key, "get");
                 c.send(dd);
-                awaitWait(c, dd, "get", List.of(key), timeout, true);
+                awaitWait(c, dd, "get", key, timeout, true);
                 return c.readBytes(config.maxValueBytes(), Deadline.after(timeout()));
             }
             c.send(dd);
-            awaitWait(c, dd, "get", List.of(key), timeout, false);
+            awaitWait(c, dd, "get", key, timeout, false);
             Deadline io = Deadline.after(timeout());
             c.begin().u8(code(Op.GET));
             putKey(c, key, "get");
@@ -477,10 +478,10 @@ public final class TcpStore implements Store {
     }
 
     /**
-     * Reads the reply of a WAIT. On timeout the connection is kept in sync: with CANCEL_WAIT when the
+     * Reads the reply of a WAIT ({@code keys}: one key or a list, for the message). On timeout the connection is kept in sync: with CANCEL_WAIT when the
      * numbering has it and nothing else was pipelined, otherwise by dropping the connection.
      */
-    private void awaitWait(ClientChannel c, Deadline d, String op, List<String> keys, Duration timeout,
+    private void awaitWait(ClientChannel c, Deadline d, String op, Object keys, Duration timeout,
                            boolean pipelined) throws IOException {
         int r;
         try {
@@ -494,7 +495,8 @@ public final class TcpStore implements Store {
                 drop(); // a late STOP_WAITING (or the pipelined reply) must never be read as another reply
             }
             throw new CommTimeoutException(ctx(op), "timed out after " + timeout.toMillis()
-                    + " ms waiting for keys " + keys + " in the store at " + where);
+                    + " ms waiting for keys " + (keys instanceof String ? List.of(keys) : keys) + " in the store at "
+                    + where);
         }
         if (r != Wire.WAIT_STOP_WAITING) {
             throw new IOException("unexpected WAIT reply " + r);
@@ -626,6 +628,9 @@ public final class TcpStore implements Store {
         boolean jcomm = false;
         byte[] token = config.tokenRef();
         if (token != null) {
+            if (random == null) {
+                random = new SecureRandom();
+            }
             byte[] cn = Auth.nonce(random);
             c.begin().u8(Wire.AUTH_MARKER).raw(Wire.AUTH_MAGIC).raw(cn);
             c.send(d);
@@ -672,7 +677,7 @@ public final class TcpStore implements Store {
         }
         int nonce = 0;
         if (dialect.sendsPing()) {
-            nonce = (random.nextInt() & ~0xFF) | 0x5A; // low byte never AUTH_MARKER
+            nonce = (ThreadLocalRandom.current().nextInt() & ~0xFF) | 0x5A; // low byte never AUTH_MARKER
             c.u8(num.code(Op.PING)).u32(nonce);
         }
         boolean probe = config.probe() || token != null;

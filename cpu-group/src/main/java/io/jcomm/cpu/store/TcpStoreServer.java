@@ -233,12 +233,8 @@ public final class TcpStoreServer implements AutoCloseable {
         private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(TcpStoreServer.class);
 
         static void started(TcpStoreServer s) {
-            if (s.config.logConnections()) {
-                LOG.info("{}: listening on {} ({}, token {})", s.config.name(), s.address, s.transport,
-                        s.config.hasToken() ? "required" : "off");
-            } else {
-                LOG.debug("{}: listening on {} ({})", s.config.name(), s.address, s.transport);
-            }
+            LOG.info("{}: listening on {}:{} ({}, token {})", s.config.name(), s.address.getAddress().getHostAddress(),
+                    s.address.getPort(), s.transport, s.config.hasToken() ? "required" : "off");
         }
 
         static void stopped(TcpStoreServer s) {

@@ -115,6 +115,15 @@ class TcpStoreReconnectTest {
     }
 
     @Test
+    void aPortInUseIsATypedError() {
+        try (TcpStoreServer first = TcpStoreServer.start(serverOn(0))) {
+            StoreException e = assertThrows(StoreException.class, () -> TcpStoreServer.start(serverOn(first.port())));
+            assertTrue(e.getMessage().contains("cannot bind") && e.getMessage().contains(":" + first.port()),
+                    e.getMessage());
+        }
+    }
+
+    @Test
     void closeIsIdempotentAndTyped() {
         try (TcpStoreServer server = TcpStoreServer.start(serverOn(0))) {
             TcpStore s = TcpStore.connect(client(server.port(), Duration.ofSeconds(5)));

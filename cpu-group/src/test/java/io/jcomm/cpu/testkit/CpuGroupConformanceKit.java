@@ -72,6 +72,14 @@ public abstract class CpuGroupConformanceKit {
         return new int[] {2, 3, 4};
     }
 
+    /**
+     * Whether the kill -9 tests run (each starts 3 JVMs); variants of one backend that differ only in
+     * options may turn them off.
+     */
+    protected boolean failureTests() {
+        return true;
+    }
+
     /** Whether the 16 MiB cases run in the multi-JVM flavour. */
     protected boolean bigCasesInJvms() {
         return true;
@@ -226,6 +234,8 @@ public abstract class CpuGroupConformanceKit {
      * (5 s) + 2 s, and that their next call fails fast.
      */
     private void killOneRank(String mode) throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(failureTests(),
+                "kill -9 tests are run by the default variant of this backend only");
         long timeoutMs = 5000;
         try (MultiJvm job = MultiJvm.builder().name(backend() + "-kill-" + mode).worldSize(3).mainClass(FailureWorker.class)
                 .args(workerArgs(timeoutMs, mode).toArray(new String[0])).maxHeap("512m").keepOthersOnFailure()

@@ -8,6 +8,7 @@ import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
 import io.jcomm.cpu.store.TcpRendezvous;
 import io.jcomm.cpu.store.TcpStore;
+import java.time.Duration;
 
 /**
  * Multi-JVM worker for failure injection: runs {@code allreduce} (16 MiB) or {@code barrier} in a
@@ -23,12 +24,17 @@ public final class FailureWorker {
     public static void main(String[] args) throws Exception {
         DistributedConfig cfg = DistributedConfig.fromEnvironment();
         String mode = args[2];
+        Duration timeout = Duration.ofMillis(Long.parseLong(args[1]));
+        // set-up gets a generous deadline (JVMs start slowly on a busy machine); every call in the
+        // loop carries the short timeout under test
+        String[] setupArgs = args.clone();
+        setupArgs[1] = "60000";
         try (TcpStore store = TcpRendezvous.connect(cfg);
-             ProcessGroup g = WorkerSupport.create(args, cfg, store, "failjvm", 3)) {
+             ProcessGroup g = WorkerSupport.create(setupArgs, cfg, store, "failjvm", 3)) {
             Tensor t = Tensor.allocate(DType.F32, (16 << 20) / 4);
-            Runnable op = mode.equals("barrier") ? g::barrier : () -> g.allReduce(t, ReduceOp.SUM);
+            Runnable op = mode.equals("barrier") ? () -> g.barrier(timeout) : () -> g.allReduce(t, ReduceOp.SUM, timeout);
             op.run();
-            g.barrier();
+            g.barrier(Duration.ofSeconds(60));
             System.out.println("READY");
             long end = System.nanoTime() + 60_000_000_000L;
             while (System.nanoTime() < end) {
@@ -40,7 +46,7 @@ public final class FailureWorker {
                     System.out.println("FAILED " + e.getClass().getSimpleName() + " " + ms + " " + WorkerSupport.oneLine(e));
                     long t1 = System.nanoTime();
                     try {
-                        g.barrier();
+                        g.barrier(timeout);
                         System.out.println("AFTER none");
                     } catch (CommException e2) {
                         System.out.println("AFTER " + e2.getClass().getSimpleName() + " " + (System.nanoTime() - t1) / 1_000_000

@@ -87,6 +87,10 @@ public final class StoreBenchCommand implements Callable<Integer> {
     }
 
     public static void main(String[] args) {
+        // the in-process servers' start lines would interleave with the table
+        if (System.getProperty("org.slf4j.simpleLogger.log.io.jcomm.cpu.store") == null) {
+            System.setProperty("org.slf4j.simpleLogger.log.io.jcomm.cpu.store", "warn");
+        }
         System.exit(new CommandLine(new StoreBenchCommand()).execute(args));
     }
 

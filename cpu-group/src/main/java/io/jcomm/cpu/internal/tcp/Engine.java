@@ -58,8 +58,9 @@ final class Engine {
 
     private static final Logger LOG = LoggerFactory.getLogger(Engine.class);
     private static final long MAX_BLOCK_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
-    private static final long PARK_NANOS = TimeUnit.MICROSECONDS.toNanos(20);
-    private static final int YIELDS = 64;
+    private static final long PARK_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
+    /** While a shared-memory transfer is in progress, yield (not park) this long after the last progress. */
+    private static final long SHM_YIELD_NANOS = TimeUnit.MILLISECONDS.toNanos(2);
 
     final String group;
     final int rank;
@@ -74,6 +75,7 @@ final class Engine {
     private volatile CommException failure;
     private boolean shutDown;
     private boolean closedPeers;
+    private long spinNanos;
     private String opName = "create";
     private long collectiveSeq;
     private long earlyBytes;
@@ -84,6 +86,9 @@ final class Engine {
     private long nonce;
     private long generation;
     private ShmRings shmRings;
+    private ShmStaging staging;
+    private boolean sharedCollectives;
+    private long stagingPiece;
 
     private Engine(CpuBackendContext ctx, TcpConfig cfg) {
         this.group = ctx.groupName();
@@ -91,6 +96,7 @@ final class Engine {
         this.size = ctx.size();
         this.cfg = cfg;
         this.links = new Link[size];
+        this.spinNanos = cfg.spinNanos;
         boolean useEpoll = cfg.transport.equals("epoll") || (cfg.transport.equals("auto") && Epoll.isAvailable());
         if (cfg.transport.equals("epoll") && !Epoll.isAvailable()) {
             throw new IllegalArgumentException("tcp.transport=epoll but native epoll is unavailable: "
@@ -169,24 +175,30 @@ final class Engine {
         return new Op(opName, kind, code, seq, deadline);
     }
 
-    /** Drives I/O until {@code op} completes, fails, or its deadline passes. */
+    /**
+     * Drives I/O until {@code op} completes, fails, or its deadline passes. The polling phase adapts:
+     * after a wait that a full-length poll would have covered, the next call polls for the full
+     * {@code tcp.spinMicros}; after a longer wait (a slow peer, a busy machine) it polls half as long,
+     * so that waiting for a peer that is not coming soon costs no CPU.
+     */
     void await(Op op) {
         long spinEnd = 0;
-        int yields = 0;
+        long idleStart = 0;
         while (true) {
             check();
             drainDirty();
             if (op.isComplete()) {
+                adaptSpin(idleStart);
                 return;
             }
             int work = loop.runNow();
             work += pollShm();
             if (op.isComplete()) {
+                adaptSpin(idleStart);
                 return; // a failure noticed meanwhile surfaces at the next call
             }
             if (work > 0) {
                 spinEnd = 0;
-                yields = 0;
                 continue;
             }
             long now = System.nanoTime();
@@ -195,14 +207,19 @@ final class Engine {
                 throw timeout(op);
             }
             if (spinEnd == 0) {
-                spinEnd = now + cfg.spinNanos;
+                spinEnd = now + spinNanos;
+                if (idleStart == 0) {
+                    idleStart = now;
+                }
             }
             if (now - spinEnd < 0) {
                 Thread.onSpinWait();
                 continue;
             }
             if (shmBusy()) {
-                if (yields++ < YIELDS) {
+                // the peer is copying right now: give up the core if someone else needs it, but do not
+                // sleep (a park costs tens of microseconds of timer slack per ring hand-off)
+                if (now - spinEnd < SHM_YIELD_NANOS) {
                     Thread.yield();
                 } else {
                     LockSupport.parkNanos(Math.min(left, PARK_NANOS));
@@ -212,6 +229,14 @@ final class Engine {
             loop.runBlocking(Math.min(left, MAX_BLOCK_NANOS));
             spinEnd = 0;
         }
+    }
+
+    private void adaptSpin(long idleStart) {
+        if (idleStart == 0) {
+            return;
+        }
+        long waited = System.nanoTime() - idleStart;
+        spinNanos = waited <= cfg.spinNanos ? cfg.spinNanos : spinNanos / 2;
     }
 
     /** Drives I/O until {@code done} holds (set-up phases). */
@@ -253,11 +278,18 @@ final class Engine {
     }
 
     private CommTimeoutException timeout(Op op) {
+        return timeout(op, null);
+    }
+
+    private CommTimeoutException timeout(Op op, String extra) {
         StringBuilder sb = new StringBuilder(op.name);
         if (op.seq > 0) {
             sb.append(" (collective #").append(op.seq).append(')');
         }
         sb.append(" did not complete before its deadline");
+        if (extra != null) {
+            sb.append("; ").append(extra);
+        }
         for (Link l : links) {
             if (l != null) {
                 String p = l.pendingDescription();
@@ -321,7 +353,9 @@ final class Engine {
     }
 
     void releaseEarly(Link.Early e) {
-        earlyBytes -= e.header.payload;
+        if (!e.lazy) {
+            earlyBytes -= e.header.payload;
+        }
         e.data = null;
         if (!parkedLinks.isEmpty()) {
             for (Link l : parkedLinks) {
@@ -377,6 +411,68 @@ final class Engine {
             }
         }
         return false;
+    }
+
+    /** The shared staging regions when every rank of the group can use them (3+ ranks on one host), else null. */
+    ShmStaging staging() {
+        return sharedCollectives ? staging : null;
+    }
+
+    long nextPiece() {
+        return ++stagingPiece;
+    }
+
+    /**
+     * Waits until every peer published piece {@code piece} in {@code which} ({@link ShmStaging#INPUT_SEQ}
+     * or {@link ShmStaging#RESULT_SEQ}) of its staging region; for inputs, checks each peer's descriptor.
+     * Keeps driving the sockets meanwhile (peer failures, aborts, and mismatches: a peer that runs a
+     * different collective sends socket messages this rank does not expect).
+     */
+    void awaitStaging(Op op, int which, long piece, long code, long count, long offset) {
+        long spinEnd = 0;
+        int next = 0;
+        while (true) {
+            check();
+            while (next < size && (next == rank || staging.flag(next, which) >= piece)) {
+                if (next != rank && which == ShmStaging.INPUT_SEQ) {
+                    String diff = staging.descriptorDifference(next, piece, op.seq, count, code, offset);
+                    if (diff != null) {
+                        throw fail(new CollectiveMismatchException(ctx(), "rank " + next + " runs another collective than "
+                                + op.name + " #" + op.seq + " (count " + count + "):" + diff));
+                    }
+                }
+                next++;
+            }
+            if (next == size) {
+                return;
+            }
+            int work = loop.runNow();
+            for (Link l : links) {
+                if (l != null && l.earliestEarlyCollective() <= op.seq) {
+                    throw fail(new CollectiveMismatchException(ctx(), "rank " + l.peer + " sent a message of collective #"
+                            + l.earliestEarlyCollective() + " while this rank runs " + op.name + " #" + op.seq
+                            + " through shared memory (different operations or sizes on different ranks)"));
+                }
+            }
+            if (work > 0) {
+                continue;
+            }
+            long now = System.nanoTime();
+            long left = op.deadline.nanoTime() - now;
+            if (left <= 0) {
+                throw timeout(op, "waiting for rank " + next + " in shared memory");
+            }
+            if (spinEnd == 0) {
+                spinEnd = now + spinNanos;
+            }
+            if (now - spinEnd < 0) {
+                Thread.onSpinWait();
+            } else if (now - spinEnd < SHM_YIELD_NANOS) {
+                Thread.yield();
+            } else {
+                LockSupport.parkNanos(Math.min(left, PARK_NANOS));
+            }
+        }
     }
 
     /** Whether payloads to {@code peer} go through shared memory (for tests and the benchmark). */
@@ -480,9 +576,12 @@ final class Engine {
         String hostId = cfg.hostId != null ? cfg.hostId : HostIdentity.get();
         if (cfg.shm) {
             shmRings = ShmRings.create(cfg, group, rank, size, generation);
+            if (size >= 3 && cfg.shmStagingBytes > 0) {
+                staging = ShmStaging.create(cfg, group, rank, size, generation);
+            }
         }
         String me = ctx.hostname() + " " + port + " " + Long.toUnsignedString(nonce, 16) + " " + hostId + " "
-                + (shmRings != null ? shmRings.path() : "-");
+                + (shmRings != null ? shmRings.path() : "-") + " " + (staging != null ? staging.path() : "-");
         String prefix = "tcp/" + generation + "/rank/";
         store.set(prefix + rank, me.getBytes(StandardCharsets.UTF_8));
         List<String> keys = new ArrayList<>();
@@ -499,7 +598,7 @@ final class Engine {
                 continue;
             }
             String[] parts = new String(values.get(i++), StandardCharsets.UTF_8).split(" ");
-            if (parts.length != 5) {
+            if (parts.length != 6) {
                 throw fail(new ProtocolException(ctx(), "malformed address of rank " + r + " in the store"));
             }
             peers[r] = parts;
@@ -521,14 +620,34 @@ final class Engine {
                 }
             }
         }
+        boolean stagingOk = staging != null;
+        for (int r = 0; r < size && stagingOk; r++) {
+            stagingOk = r == rank || (peers[r][3].equals(hostId) && !peers[r][5].equals("-") && staging.map(r, peers[r][5]));
+        }
         for (int r = 0; r < size; r++) {
             if (r != rank) {
-                links[r].writeControl(Frame.READY, 0, generation, null);
+                Frame ready = Frame.of(Frame.READY, 0, generation);
+                ready.count = stagingOk ? 1 : 0;
+                links[r].write(ready, null, true);
             }
         }
         driveUntil(this::allReady, d, () -> "waiting for ranks to finish connecting: " + notReady());
+        boolean everyone = stagingOk;
+        for (int r = 0; r < size; r++) {
+            if (r != rank && links[r].readyValue != 1) {
+                everyone = false;
+            }
+        }
+        sharedCollectives = everyone;
         if (shmRings != null) {
             shmRings.unlinkFile(); // every peer mapped it (or decided not to)
+        }
+        if (staging != null) {
+            staging.unlinkFile();
+            if (!sharedCollectives) {
+                staging.close();
+                staging = null;
+            }
         }
         server.close();
         server = null;
@@ -706,6 +825,9 @@ final class Engine {
             }
             if (shmRings != null) {
                 shmRings.close();
+            }
+            if (staging != null) {
+                staging.close();
             }
             loop.destroy();
         }

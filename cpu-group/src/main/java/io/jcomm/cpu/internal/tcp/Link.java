@@ -55,6 +55,8 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
         boolean complete;
         Recv claimedBy;
 
+        boolean lazy;
+
         Early(Frame header) {
             this.header = header;
         }
@@ -85,6 +87,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
     Channel channel;
     boolean helloSeen;
     boolean readySeen;
+    long readyValue;
     boolean byeSeen;
     boolean abortSeen;
     boolean inactive;
@@ -435,6 +438,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
                 return true;
             case Frame.READY:
                 readySeen = true;
+                readyValue = f.count;
                 return true;
             case Frame.BYE:
                 byeSeen = true;
@@ -497,20 +501,44 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
             begin(new Incoming(f, r, null, 0, target));
             return true;
         }
-        // nobody waits for it yet: buffer it, within the budget
-        if (!engine.reserveEarly(f.payload)) {
+        // nobody waits for it yet. A collective payload in shared memory stays in the ring until its
+        // receive is posted (the ring is FIFO per sender, and everything this rank needs from that
+        // sender before a later collective was sent before it); anything else is buffered, within the budget
+        boolean viaShm = (f.flags & Frame.FLAG_SHM) != 0;
+        boolean lazy = viaShm && f.kind == Frame.DATA;
+        if (!lazy && !engine.reserveEarly(f.payload)) {
             return false;
         }
         Early e = new Early(f);
+        e.lazy = lazy;
         early.addLast(e);
-        if ((f.flags & Frame.FLAG_SHM) != 0) {
-            e.data = engine.allocateEarly(f.payload);
+        if (viaShm) {
+            if (!lazy) {
+                e.data = engine.allocateEarly(f.payload);
+            }
             requireShm(f).expect(f, null, e);
             return true;
         }
         e.data = engine.allocateEarly(f.payload);
         begin(new Incoming(f, null, e, 0, e.data));
         return true;
+    }
+
+    /** The lowest collective number among messages buffered before their receive, or Long.MAX_VALUE. */
+    long earliestEarlyCollective() {
+        long min = Long.MAX_VALUE;
+        for (Early e : early) {
+            if (e.header.kind == Frame.DATA) {
+                min = Math.min(min, e.header.seq);
+            }
+        }
+        return min;
+    }
+
+    /** A lazily kept shared-memory message was consumed straight into the receive that claimed it. */
+    void lazyDelivered(Early e) {
+        early.remove(e);
+        engine.releaseEarly(e);
     }
 
     private ShmLink requireShm(Frame f) {

@@ -35,17 +35,29 @@ final class ShmLink {
     private static final class In {
         final Link link;
         final Frame header;
-        final Recv recv;
+        Recv recv;
         final Link.Early early;
-        final ByteBuffer target; // copy destination (INTO, BYTES, early); null for REDUCE
+        ByteBuffer target; // copy destination (INTO, BYTES, early); null for REDUCE
         int got;
 
-        In(Link link, Frame header, Recv recv, Link.Early early, ByteBuffer target) {
+        In(Link link, Frame header, Recv recv, Link.Early early) {
             this.link = link;
             this.header = header;
-            this.recv = recv;
             this.early = early;
-            this.target = target;
+            if (recv != null) {
+                bind(recv);
+            } else if (!early.lazy) {
+                target = early.data;
+            }
+        }
+
+        void bind(Recv r) {
+            recv = r;
+            if (r.mode == Recv.INTO) {
+                target = r.dest;
+            } else if (r.mode == Recv.BYTES) {
+                target = ByteBuffer.allocate(header.payload);
+            }
         }
     }
 
@@ -58,6 +70,7 @@ final class ShmLink {
     private long skipTo;    // consumer: end of the padding after the last message
     private Link link;
     private boolean polling;
+    private boolean producing;
 
     ShmLink(ShmRings.Ring in, ShmRings.Ring out) {
         this.in = in;
@@ -83,32 +96,28 @@ final class ShmLink {
         return in != null;
     }
 
+    /** Whether a payload this rank waits for is on its way (a message kept for a later receive is not). */
     boolean receiving() {
-        return !inQueue.isEmpty();
+        In m = inQueue.peekFirst();
+        return m != null && (m.recv != null || !m.early.lazy || m.early.claimedBy != null);
     }
 
     boolean busy() {
-        return !outQueue.isEmpty() || !inQueue.isEmpty();
+        return !outQueue.isEmpty() || receiving();
     }
 
     /** Queues an outbound payload whose header was already written to the socket. */
     void send(Op op, ByteBuffer payload) {
         op.pendingShmSends++;
         outQueue.addLast(new Out(op, payload.duplicate()));
-        poll();
+        if (!producing) {
+            produce(); // only outbound work here: no continuation may run while an operation posts its sends
+        }
     }
 
     /** Expects an inbound payload announced by {@code header}, for {@code recv} or an early buffer. */
     void expect(Frame header, Recv recv, Link.Early early) {
-        ByteBuffer target = null;
-        if (recv == null) {
-            target = early.data;
-        } else if (recv.mode == Recv.INTO) {
-            target = recv.dest;
-        } else if (recv.mode == Recv.BYTES) {
-            target = ByteBuffer.allocate(header.payload);
-        }
-        inQueue.addLast(new In(link, header, recv, early, target));
+        inQueue.addLast(new In(link, header, recv, early));
         poll();
     }
 
@@ -140,6 +149,15 @@ final class ShmLink {
     }
 
     private int produce() {
+        producing = true;
+        try {
+            return produce0();
+        } finally {
+            producing = false;
+        }
+    }
+
+    private int produce0() {
         int moved = 0;
         long t = out.tail();
         while (!outQueue.isEmpty()) {
@@ -205,6 +223,13 @@ final class ShmLink {
                 in.tail(tail);
             }
             In m = inQueue.peekFirst();
+            if (m.recv == null && m.early.lazy) {
+                Recv claimed = m.early.claimedBy;
+                if (claimed == null) {
+                    break; // stays in the ring until its receive is posted
+                }
+                m.bind(claimed);
+            }
             int need = m.header.payload - m.got;
             long avail = h - tail;
             if (avail == 0 && need > 0) {
@@ -278,6 +303,9 @@ final class ShmLink {
         if (m.recv != null) {
             if (m.recv.mode == Recv.BYTES) {
                 m.recv.bytes = m.target.array();
+            }
+            if (m.early != null) {
+                m.link.lazyDelivered(m.early);
             }
             m.recv.finish();
         } else {

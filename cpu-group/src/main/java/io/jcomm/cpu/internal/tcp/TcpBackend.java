@@ -36,6 +36,7 @@ final class TcpBackend implements CpuBackend {
 
     private static final int ALGO_DIRECT = 1;
     private static final int ALGO_PIPELINE = 2;
+    private static final int ALGO_SHARED = 3;
     private static final ByteBuffer EMPTY = ByteBuffer.allocateDirect(0);
 
     private final Engine e;
@@ -59,6 +60,11 @@ final class TcpBackend implements CpuBackend {
     /** The transport in use ({@code epoll} or {@code nio}). */
     String transport() {
         return e.transportName();
+    }
+
+    /** Whether large collectives run through the shared staging regions. */
+    boolean sharedCollectives() {
+        return e.staging() != null;
     }
 
     /** Whether payloads to {@code peer} go through shared memory. */
@@ -180,9 +186,14 @@ final class TcpBackend implements CpuBackend {
         try {
             long bytes = tensor.byteSize();
             boolean direct = bytes <= cfg.smallBytes;
+            ShmStaging st = e.staging();
+            boolean shared = st != null && bytes >= cfg.shmCollectiveMinBytes && bytes > 0;
             Op op = e.begin(Frame.DATA, Frame.OP_ALLREDUCE, deadline);
-            op.template.dtype(tensor.dtype()).count(tensor.numel()).redop(rop).algo(direct ? ALGO_DIRECT : ALGO_PIPELINE);
-            if (direct) {
+            op.template.dtype(tensor.dtype()).count(tensor.numel()).redop(rop)
+                    .algo(shared ? ALGO_SHARED : direct ? ALGO_DIRECT : ALGO_PIPELINE);
+            if (shared) {
+                allReduceShared(op, st, tensor, rop);
+            } else if (direct) {
                 allReduceDirect(op, tensor, rop);
             } else {
                 allReduceRing(op, tensor, rop);
@@ -284,6 +295,57 @@ final class TcpBackend implements CpuBackend {
             e.send(op, next, op.frame(k), segs[rank][k]);
         }
         e.await(op);
+    }
+
+    /**
+     * All-reduce through the shared staging regions (three or more ranks on one host), piece by piece:
+     * copy the piece into this rank's region; once every rank did, reduce this rank's share of the
+     * piece from all regions in rank order into the tensor and into the result area; once every rank
+     * did, copy the other ranks' shares from their result areas. Every byte is copied in once and out
+     * once, with two synchronisations per piece.
+     */
+    private void allReduceShared(Op op, ShmStaging st, Tensor tensor, ReduceOp rop) {
+        DType t = tensor.dtype();
+        int es = t.byteSize();
+        long count = tensor.numel();
+        ByteBuffer buf = tensor.buffer();
+        long pieceElems = st.pieceBytes() / es;
+        long code = ((long) op.code << 24) | ((long) t.code() << 16) | ((long) rop.code() << 8) | ALGO_SHARED;
+        ByteBuffer mine = st.input(rank);
+        ByteBuffer myResult = st.result(rank);
+        ByteBuffer[] inputs = new ByteBuffer[size];
+        for (int r = 0; r < size; r++) {
+            inputs[r] = st.input(r);
+        }
+        for (long p0 = 0; p0 < count; p0 += pieceElems) {
+            int pe = (int) Math.min(pieceElems, count - p0);
+            long piece = e.nextPiece();
+            slice(mine, 0, (long) pe * es).put(slice(buf, p0 * es, (long) pe * es));
+            st.publishInput(piece, op.seq, count, code, p0);
+            e.awaitStaging(op, ShmStaging.INPUT_SEQ, piece, code, count, p0);
+            int c0 = (int) ((long) pe * rank / size);
+            int c1 = (int) ((long) pe * (rank + 1) / size);
+            ByteBuffer out = slice(buf, (p0 + c0) * es, (long) (c1 - c0) * es);
+            ByteBuffer[] ins = new ByteBuffer[size];
+            for (int r = 0; r < size; r++) {
+                ins[r] = slice(inputs[r], (long) c0 * es, (long) (c1 - c0) * es);
+            }
+            Reductions.reduceMany(t, rop, out, ins, c1 - c0);
+            if (rop == ReduceOp.AVG) {
+                Reductions.divide(t, out, c1 - c0, size);
+            }
+            slice(myResult, (long) c0 * es, (long) (c1 - c0) * es).put(out.duplicate());
+            st.publishResult(piece);
+            e.awaitStaging(op, ShmStaging.RESULT_SEQ, piece, code, count, p0);
+            for (int r = 0; r < size; r++) {
+                if (r == rank) {
+                    continue;
+                }
+                int q0 = (int) ((long) pe * r / size);
+                int q1 = (int) ((long) pe * (r + 1) / size);
+                slice(buf, (p0 + q0) * es, (long) (q1 - q0) * es).put(slice(st.result(r), (long) q0 * es, (long) (q1 - q0) * es));
+            }
+        }
     }
 
     // ------------------------------------------------------------------ all-gather

@@ -21,6 +21,10 @@ import java.util.Locale;
  *       through a shared-memory ring; {@code false}: sockets only</td><td>auto</td></tr>
  *   <tr><td>{@value #SHM_THRESHOLD_BYTES}</td><td>payloads from this size go through shared memory</td><td>64 KiB</td></tr>
  *   <tr><td>{@value #SHM_RING_BYTES}</td><td>ring capacity per directed pair (power of two)</td><td>4 MiB</td></tr>
+ *   <tr><td>{@value #SHM_STAGING_BYTES}</td><td>shared staging region per rank for collectives of three or
+ *       more ranks on one host (0: off; rings only)</td><td>8 MiB</td></tr>
+ *   <tr><td>{@value #SHM_COLLECTIVE_MIN_BYTES}</td><td>from this size such groups run all-reduce through the
+ *       staging regions</td><td>256 KiB</td></tr>
  *   <tr><td>{@value #SHM_DIR}</td><td>directory of the ring files</td><td>/dev/shm</td></tr>
  *   <tr><td>{@value #HOST_ID}</td><td>identity of this host (ranks with equal ids try shared memory)</td><td>boot id + host name</td></tr>
  * </table>
@@ -37,6 +41,8 @@ final class TcpConfig {
     static final String SHM_THRESHOLD_BYTES = "tcp.shm.thresholdBytes";
     static final String SHM_RING_BYTES = "tcp.shm.ringBytes";
     static final String SHM_DIR = "tcp.shm.dir";
+    static final String SHM_STAGING_BYTES = "tcp.shm.stagingBytes";
+    static final String SHM_COLLECTIVE_MIN_BYTES = "tcp.shm.collectiveMinBytes";
     static final String HOST_ID = "tcp.hostId";
 
     final String transport;
@@ -49,6 +55,8 @@ final class TcpConfig {
     final int shmThresholdBytes;
     final int shmRingBytes;
     final String shmDir;
+    final int shmStagingBytes;
+    final int shmCollectiveMinBytes;
     final String hostId;
 
     TcpConfig(CpuBackendContext ctx) {
@@ -73,6 +81,8 @@ final class TcpConfig {
             throw new IllegalArgumentException(SHM_RING_BYTES + " must be a power of two, got " + shmRingBytes);
         }
         shmDir = ctx.option(SHM_DIR, "/dev/shm");
+        shmStagingBytes = intOption(ctx, SHM_STAGING_BYTES, 8 << 20, 0, 1 << 30) & ~4095;
+        shmCollectiveMinBytes = intOption(ctx, SHM_COLLECTIVE_MIN_BYTES, 256 << 10, 0, Integer.MAX_VALUE);
         hostId = ctx.option(HOST_ID, null);
     }
 

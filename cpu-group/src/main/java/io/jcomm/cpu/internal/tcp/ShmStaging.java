@@ -1,0 +1,198 @@
+package io.jcomm.cpu.internal.tcp;
+
+import java.io.IOException;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.MappedByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.security.SecureRandom;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Shared staging buffers for collectives among three or more ranks that all share one host (like
+ * vLLM's custom all-reduce or NCCL's intra-node direct mode): every rank owns one region that it
+ * writes and that every peer maps read-only. A large collective is cut into pieces; per piece a rank
+ * copies its input into its region, publishes a piece number, and peers read the inputs directly
+ * from the regions (one copy in, no forwarding through intermediate ranks).
+ *
+ * <p>Region layout: {@code [0] magic, [8] piece bytes, [64] input piece number, [128] result piece
+ * number, [192..231] descriptor of the current piece (piece number, collective number, count, op
+ * code, offset), [4096..] input area (piece bytes), then result area (piece bytes)}. A rank writes its
+ * descriptor and data, then the piece number with release semantics; peers read the piece number with
+ * acquire semantics before they read anything else. Every rank finishes a piece (and so stops reading
+ * its peers' regions) before it publishes the next one, so one region per rank is enough.
+ */
+final class ShmStaging {
+
+    private static final Logger LOG = LoggerFactory.getLogger(ShmStaging.class);
+    private static final VarHandle LONGS = MethodHandles.byteBufferViewVarHandle(long[].class, ByteOrder.nativeOrder());
+
+    static final int HEADER = 4096;
+    static final long MAGIC = 0x4A434F4D4D535447L; // "JCOMMSTG"
+    static final int INPUT_SEQ = 64;
+    static final int RESULT_SEQ = 128;
+    private static final int D_PIECE = 192;
+    private static final int D_SEQ = 200;
+    private static final int D_COUNT = 208;
+    private static final int D_CODE = 216;
+    private static final int D_OFFSET = 224;
+
+    private final Path path;
+    private final int rank;
+    private final int pieceBytes;
+    private final MappedByteBuffer[] regions;
+    private boolean unlinked;
+
+    private ShmStaging(Path path, int rank, int size, int pieceBytes) {
+        this.path = path;
+        this.rank = rank;
+        this.pieceBytes = pieceBytes;
+        this.regions = new MappedByteBuffer[size];
+    }
+
+    /** Creates this rank's region, or returns null (with a log line) when shared memory cannot be used. */
+    static ShmStaging create(TcpConfig cfg, String group, int rank, int size, long generation) {
+        int piece = cfg.shmStagingBytes / 2;
+        Path dir = Path.of(cfg.shmDir);
+        String safe = group.replaceAll("[^A-Za-z0-9_.-]", "_");
+        Path path = dir.resolve("jcomm-" + safe + "-g" + generation + "-r" + rank + "-" + ProcessHandle.current().pid()
+                + "-stage-" + Long.toHexString(new SecureRandom().nextLong()));
+        ShmStaging s = new ShmStaging(path, rank, size, piece);
+        try {
+            if (Files.getFileStore(dir).getUsableSpace() < (long) HEADER + 2L * piece + (16L << 20)) {
+                LOG.warn("group {} rank {}: shared staging disabled: {} is too small for {} MiB", group, rank, dir,
+                        (2L * piece) >> 20);
+                return null;
+            }
+            try (FileChannel fc = FileChannel.open(path, StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
+                    StandardOpenOption.WRITE)) {
+                long len = HEADER + 2L * piece;
+                fc.truncate(len);
+                MappedByteBuffer m = fc.map(FileChannel.MapMode.READ_WRITE, 0, len);
+                for (int i = 0; i < len; i += 4096) {
+                    m.put(i, (byte) 0); // pre-fault
+                }
+                LONGS.setRelease(m, INPUT_SEQ, 0L);
+                LONGS.setRelease(m, RESULT_SEQ, 0L);
+                LONGS.setRelease(m, 8, (long) piece);
+                LONGS.setRelease(m, 0, MAGIC);
+                s.regions[rank] = m;
+            }
+            return s;
+        } catch (IOException | RuntimeException e) {
+            LOG.warn("group {} rank {}: shared staging disabled: cannot create {}: {}", group, rank, path, e.toString());
+            s.close();
+            return null;
+        }
+    }
+
+    String path() {
+        return path.toString();
+    }
+
+    int pieceBytes() {
+        return pieceBytes;
+    }
+
+    /** Maps a peer's region read-only; false if it cannot be mapped or does not match this rank's. */
+    boolean map(int peer, String peerPath) {
+        try (FileChannel fc = FileChannel.open(Path.of(peerPath), StandardOpenOption.READ)) {
+            long len = HEADER + 2L * pieceBytes;
+            if (fc.size() != len) {
+                return false;
+            }
+            MappedByteBuffer m = fc.map(FileChannel.MapMode.READ_ONLY, 0, len);
+            if ((long) LONGS.getAcquire(m, 0) != MAGIC || (long) LONGS.getAcquire(m, 8) != pieceBytes) {
+                Unmapper.unmap(m);
+                return false;
+            }
+            regions[peer] = m;
+            return true;
+        } catch (IOException | RuntimeException e) {
+            LOG.debug("rank {}: cannot map the staging region of rank {}: {}", rank, peer, e.toString());
+            return false;
+        }
+    }
+
+    /** The input area of {@code r}'s region ({@code pieceBytes}). */
+    ByteBuffer input(int r) {
+        return regions[r].duplicate().position(HEADER).limit(HEADER + pieceBytes).slice().order(ByteOrder.LITTLE_ENDIAN);
+    }
+
+    /** The result area of {@code r}'s region ({@code pieceBytes}). */
+    ByteBuffer result(int r) {
+        return regions[r].duplicate().position(HEADER + pieceBytes).limit(HEADER + 2 * pieceBytes).slice()
+                .order(ByteOrder.LITTLE_ENDIAN);
+    }
+
+    /** Writes this rank's descriptor of piece {@code piece} and publishes its input. */
+    void publishInput(long piece, long seq, long count, long code, long offset) {
+        MappedByteBuffer m = regions[rank];
+        m.putLong(D_PIECE, piece);
+        m.putLong(D_SEQ, seq);
+        m.putLong(D_COUNT, count);
+        m.putLong(D_CODE, code);
+        m.putLong(D_OFFSET, offset);
+        LONGS.setRelease(m, INPUT_SEQ, piece);
+    }
+
+    void publishResult(long piece) {
+        LONGS.setRelease(regions[rank], RESULT_SEQ, piece);
+    }
+
+    long flag(int r, int which) {
+        return (long) LONGS.getAcquire(regions[r], which);
+    }
+
+    /**
+     * Describes how {@code r}'s descriptor differs from the expected one (call after its input piece
+     * number was seen), or null.
+     */
+    String descriptorDifference(int r, long piece, long seq, long count, long code, long offset) {
+        MappedByteBuffer m = regions[r];
+        StringBuilder sb = new StringBuilder();
+        if (m.getLong(D_SEQ) != seq) {
+            sb.append(" collective #").append(m.getLong(D_SEQ)).append(" vs #").append(seq).append(';');
+        }
+        if (m.getLong(D_CODE) != code) {
+            sb.append(" operation/dtype/reduce op code ").append(Long.toHexString(m.getLong(D_CODE))).append(" vs ")
+                    .append(Long.toHexString(code)).append(';');
+        }
+        if (m.getLong(D_COUNT) != count) {
+            sb.append(" count ").append(m.getLong(D_COUNT)).append(" vs ").append(count).append(';');
+        }
+        if (sb.length() == 0 && (m.getLong(D_PIECE) != piece || m.getLong(D_OFFSET) != offset)) {
+            sb.append(" piece ").append(m.getLong(D_PIECE)).append('@').append(m.getLong(D_OFFSET)).append(" vs ")
+                    .append(piece).append('@').append(offset).append(';');
+        }
+        return sb.length() == 0 ? null : sb.toString();
+    }
+
+    void unlinkFile() {
+        if (!unlinked) {
+            unlinked = true;
+            try {
+                Files.deleteIfExists(path);
+            } catch (IOException e) {
+                LOG.debug("cannot remove {}: {}", path, e.toString());
+            }
+        }
+    }
+
+    /** Unlinks the file and unmaps every region. Only when no thread uses them any more. */
+    void close() {
+        unlinkFile();
+        for (int i = 0; i < regions.length; i++) {
+            if (regions[i] != null) {
+                Unmapper.unmap(regions[i]);
+                regions[i] = null;
+            }
+        }
+    }
+}

@@ -1,0 +1,115 @@
+package io.jcomm.cpu.internal.tcp;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.jcomm.api.DType;
+import io.jcomm.api.ProcessGroup;
+import io.jcomm.api.ReduceOp;
+import io.jcomm.api.Tensor;
+import io.jcomm.cpu.CpuGroupOptions;
+import io.jcomm.cpu.internal.DefaultProcessGroup;
+import io.jcomm.cpu.testkit.CpuGroupCases;
+import io.jcomm.cpu.testkit.ThreadRanks;
+import java.io.IOException;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** Behaviour specific to the tcp backend: transport choice, shared memory, idle CPU. */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class TcpBackendTest {
+
+    private static CpuGroupOptions.Builder opts(int rank) {
+        return CpuGroupOptions.builder().backend("tcp").groupName("tcptest").timeout(Duration.ofSeconds(20))
+                .codec(CpuGroupCases.codec());
+    }
+
+    private static TcpBackend tcp(ProcessGroup g) {
+        return (TcpBackend) ((DefaultProcessGroup) g).backend();
+    }
+
+    @Test
+    void sameHostPeersUseSharedMemoryAndLeaveNoFiles() throws IOException {
+        try (ThreadRanks t = ThreadRanks.start(3, TcpBackendTest::opts, Duration.ofSeconds(20))) {
+            for (int r = 0; r < 3; r++) {
+                for (int p = 0; p < 3; p++) {
+                    if (p != r) {
+                        assertTrue(tcp(t.group(r)).sharedMemoryTo(p), r + " -> " + p);
+                    }
+                }
+            }
+            // the ring files were unlinked as soon as every peer had mapped them
+            String pid = Long.toString(ProcessHandle.current().pid());
+            try (Stream<Path> files = Files.list(Path.of("/dev/shm"))) {
+                assertEquals(List.of(), files.map(p -> p.getFileName().toString())
+                        .filter(n -> n.startsWith("jcomm-tcptest-") && n.contains("-" + pid + "-")).toList());
+            }
+            t.run(g -> CpuGroupCases.all(false).stream().filter(c -> c.name().contains("1MiB")).forEach(c -> {
+                try {
+                    c.body().run(g);
+                } catch (Exception e) {
+                    throw new AssertionError(e);
+                }
+            }), Duration.ofSeconds(60));
+        }
+    }
+
+    @Test
+    void differentHostsUseSocketsOnly() {
+        try (ThreadRanks t = ThreadRanks.start(2, r -> opts(r).option("tcp.hostId", "host-" + r), Duration.ofSeconds(20))) {
+            assertFalse(tcp(t.group(0)).sharedMemoryTo(1));
+            assertFalse(tcp(t.group(1)).sharedMemoryTo(0));
+            t.run(g -> {
+                Tensor x = Tensor.allocate(DType.F32, 1 << 20);
+                x.fill(g.rank() + 1);
+                g.allReduce(x, ReduceOp.SUM);
+                assertEquals(3.0, x.getDouble(12345));
+            }, Duration.ofSeconds(30));
+        }
+    }
+
+    @Test
+    void nioTransportWorks() {
+        try (ThreadRanks t = ThreadRanks.start(3, r -> opts(r).option("tcp.transport", "nio"), Duration.ofSeconds(20))) {
+            assertEquals("nio", tcp(t.group(0)).transport());
+            for (CpuGroupCases.Case c : CpuGroupCases.all(false)) {
+                if (c.name().startsWith("allReduce-f32") || c.name().startsWith("broadcast") || c.name().startsWith("sendRecv")
+                        || c.name().startsWith("allGather-f32") || c.name().startsWith("reduceScatter-f32")) {
+                    t.run(c.body(), Duration.ofSeconds(60));
+                }
+            }
+        }
+    }
+
+    @Test
+    void waitingDoesNotBurnACore() {
+        try (ThreadRanks t = ThreadRanks.start(2, TcpBackendTest::opts, Duration.ofSeconds(20))) {
+            ThreadMXBean mx = ManagementFactory.getThreadMXBean();
+            List<Object> cpu = t.outcomes(g -> {
+                if (g.rank() == 1) {
+                    try {
+                        Thread.sleep(1500); // rank 0 waits in the barrier meanwhile
+                    } catch (InterruptedException e) {
+                        throw new AssertionError(e);
+                    }
+                    g.barrier();
+                    return 0L;
+                }
+                long c0 = mx.getCurrentThreadCpuTime();
+                g.barrier();
+                return mx.getCurrentThreadCpuTime() - c0;
+            }, Duration.ofSeconds(30));
+            long ms = TimeUnit.NANOSECONDS.toMillis((Long) cpu.get(0));
+            assertTrue(ms < 300, "a 1.5 s wait used " + ms + " ms of CPU");
+        }
+    }
+}

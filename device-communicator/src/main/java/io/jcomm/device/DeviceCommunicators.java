@@ -1,0 +1,219 @@
+package io.jcomm.device;
+
+import io.jcomm.api.Availability;
+import io.jcomm.api.BackendException;
+import io.jcomm.api.Device;
+import io.jcomm.api.device.DeviceCommunicator;
+import io.jcomm.api.device.DeviceCommunicatorContext;
+import io.jcomm.api.device.DeviceCommunicatorProvider;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.ServiceConfigurationError;
+import java.util.ServiceLoader;
+import java.util.stream.Collectors;
+
+/**
+ * The registry of {@link DeviceCommunicatorProvider}s: found with {@link ServiceLoader}, chosen by
+ * name from configuration ({@code cuda:nccl}, {@code cpu}, a vendor's name) or automatically for a
+ * device type by {@link DeviceCommunicatorProvider#priority() priority} among the available ones.
+ *
+ * <p>An instance is an immutable snapshot of the providers a class loader sees. Availability is the
+ * providers' own (computed once and cached by each of them). Two registries in one JVM are
+ * independent; nothing here is a global.
+ *
+ * <pre>{@code
+ * DeviceCommunicators registry = DeviceCommunicators.load();
+ * DeviceCommunicator comm = registry.select(config.deviceCommunicator(), device)   // "auto" or a name
+ *         .create(new DeviceCommunicatorContext(cpuGroup, device));
+ * }</pre>
+ */
+public final class DeviceCommunicators {
+
+    /** The configuration value that asks for automatic choice. */
+    public static final String AUTO = "auto";
+
+    private final Map<String, DeviceCommunicatorProvider> providers;
+    private final List<String> loadErrors;
+
+    private DeviceCommunicators(Map<String, DeviceCommunicatorProvider> providers, List<String> loadErrors) {
+        this.providers = providers;
+        this.loadErrors = List.copyOf(loadErrors);
+    }
+
+    /** The providers visible to the thread's context class loader (or this class's loader). */
+    public static DeviceCommunicators load() {
+        ClassLoader cl = Thread.currentThread().getContextClassLoader();
+        return load(cl != null ? cl : DeviceCommunicators.class.getClassLoader());
+    }
+
+    /**
+     * The providers listed in {@code META-INF/services/io.jcomm.api.device.DeviceCommunicatorProvider}
+     * files visible to {@code loader}. A provider that cannot be instantiated, or whose name is
+     * already taken, is skipped and reported in {@link #loadErrors()}.
+     */
+    public static DeviceCommunicators load(ClassLoader loader) {
+        Map<String, DeviceCommunicatorProvider> found = new LinkedHashMap<>();
+        List<String> errors = new ArrayList<>();
+        ServiceLoader<DeviceCommunicatorProvider> sl = ServiceLoader.load(DeviceCommunicatorProvider.class, loader);
+        var it = sl.stream().iterator();
+        while (true) {
+            ServiceLoader.Provider<DeviceCommunicatorProvider> p;
+            try {
+                if (!it.hasNext()) {
+                    break;
+                }
+                p = it.next();
+            } catch (ServiceConfigurationError e) {
+                errors.add("bad provider configuration: " + e.getMessage());
+                continue;
+            }
+            try {
+                add(found, errors, p.get());
+            } catch (ServiceConfigurationError | RuntimeException | LinkageError e) {
+                errors.add(p.type().getName() + " could not be created: " + e);
+            }
+        }
+        return new DeviceCommunicators(found, errors);
+    }
+
+    /** A registry of exactly these providers (tests, embedding). */
+    public static DeviceCommunicators of(Collection<? extends DeviceCommunicatorProvider> providers) {
+        Map<String, DeviceCommunicatorProvider> found = new LinkedHashMap<>();
+        List<String> errors = new ArrayList<>();
+        for (DeviceCommunicatorProvider p : providers) {
+            add(found, errors, Objects.requireNonNull(p, "provider"));
+        }
+        return new DeviceCommunicators(found, errors);
+    }
+
+    private static void add(Map<String, DeviceCommunicatorProvider> found, List<String> errors, DeviceCommunicatorProvider p) {
+        String name = p.name();
+        if (name == null || name.isBlank()) {
+            errors.add(p.getClass().getName() + " has no name");
+            return;
+        }
+        DeviceCommunicatorProvider prev = found.putIfAbsent(name, p);
+        if (prev != null) {
+            errors.add("provider name '" + name + "' of " + p.getClass().getName() + " is already taken by "
+                    + prev.getClass().getName() + "; ignored");
+        }
+    }
+
+    /** Problems met while loading (unloadable or duplicate providers), for diagnostics. */
+    public List<String> loadErrors() {
+        return loadErrors;
+    }
+
+    /** Every provider with its availability, grouped by device type, best first. */
+    public List<ProviderStatus> list() {
+        return providers.values().stream()
+                .map(ProviderStatus::of)
+                .sorted(Comparator.comparing(ProviderStatus::deviceType)
+                        .thenComparing(Comparator.comparingInt(ProviderStatus::priority).reversed())
+                        .thenComparing(ProviderStatus::name))
+                .collect(Collectors.toUnmodifiableList());
+    }
+
+    /** The provider called {@code name}, available or not. */
+    public Optional<DeviceCommunicatorProvider> find(String name) {
+        return Optional.ofNullable(providers.get(name));
+    }
+
+    /**
+     * The provider called {@code name}, which must be available.
+     *
+     * @throws BackendException naming the known providers when there is none of that name, or with
+     *                          the provider's reason when it is unavailable
+     */
+    public DeviceCommunicatorProvider byName(String name) {
+        Objects.requireNonNull(name, "name");
+        DeviceCommunicatorProvider p = providers.get(name);
+        if (p == null) {
+            throw new BackendException("no device communicator provider named '" + name + "' (known: "
+                    + String.join(", ", providers.keySet()) + (loadErrors.isEmpty() ? "" : "; load errors: " + loadErrors)
+                    + ")");
+        }
+        Availability a = availabilityOf(p);
+        if (!a.available()) {
+            throw new BackendException("device communicator provider '" + name + "' is unavailable: " + a.reason());
+        }
+        return p;
+    }
+
+    /**
+     * The available provider with the highest priority for {@code device}'s type.
+     *
+     * @throws BackendException listing every candidate's reason when none is available
+     */
+    public DeviceCommunicatorProvider auto(Device device) {
+        Objects.requireNonNull(device, "device");
+        List<DeviceCommunicatorProvider> candidates = providers.values().stream()
+                .filter(p -> device.type().equals(p.deviceType()))
+                .sorted(Comparator.comparingInt(DeviceCommunicatorProvider::priority).reversed()
+                        .thenComparing(DeviceCommunicatorProvider::name))
+                .collect(Collectors.toList());
+        StringBuilder why = new StringBuilder();
+        for (DeviceCommunicatorProvider p : candidates) {
+            Availability a = availabilityOf(p);
+            if (a.available()) {
+                return p;
+            }
+            why.append(why.length() == 0 ? "" : "; ").append(p.name()).append(": ").append(a.reason());
+        }
+        throw new BackendException("no available device communicator for " + device.type() + " tensors ("
+                + (candidates.isEmpty() ? "no provider handles device type '" + device.type() + "'; known: "
+                + String.join(", ", providers.keySet()) : why) + ")");
+    }
+
+    /** {@link #auto(Device)} for {@code null}, blank or {@code "auto"} (any case), else {@link #byName(String)}. */
+    public DeviceCommunicatorProvider select(String nameOrAuto, Device device) {
+        if (nameOrAuto == null || nameOrAuto.isBlank() || AUTO.equals(nameOrAuto.trim().toLowerCase(Locale.ROOT))) {
+            return auto(device);
+        }
+        DeviceCommunicatorProvider p = byName(nameOrAuto.trim());
+        if (!p.deviceType().equals(device.type())) {
+            throw new BackendException("device communicator provider '" + p.name() + "' moves " + p.deviceType()
+                    + " tensors, not " + device.type() + " tensors");
+        }
+        return p;
+    }
+
+    /** Selects a provider for {@code context.device()} and creates the communicator (collective). */
+    public DeviceCommunicator create(String nameOrAuto, DeviceCommunicatorContext context) {
+        return select(nameOrAuto, context.device()).create(context);
+    }
+
+    private static Availability availabilityOf(DeviceCommunicatorProvider p) {
+        try {
+            Availability a = p.availability();
+            return a != null ? a : Availability.unavailable(p.getClass().getName() + ".availability() returned null");
+        } catch (RuntimeException | LinkageError e) {
+            return Availability.unavailable("availability probe of " + p.getClass().getName() + " failed: " + e);
+        }
+    }
+
+    /**
+     * One provider as {@link #list()} reports it.
+     *
+     * @param implementation the provider's class name
+     */
+    public record ProviderStatus(String name, String deviceType, int priority, Availability availability,
+                                 String implementation) {
+
+        static ProviderStatus of(DeviceCommunicatorProvider p) {
+            return new ProviderStatus(p.name(), p.deviceType(), p.priority(), availabilityOf(p), p.getClass().getName());
+        }
+
+        @Override
+        public String toString() {
+            return String.format(Locale.ROOT, "%-16s %-10s priority %4d  %s", name, deviceType, priority, availability);
+        }
+    }
+}

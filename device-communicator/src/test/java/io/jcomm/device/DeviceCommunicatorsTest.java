@@ -1,0 +1,134 @@
+package io.jcomm.device;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.jcomm.api.Availability;
+import io.jcomm.api.BackendException;
+import io.jcomm.api.Device;
+import io.jcomm.api.device.DeviceCommunicator;
+import io.jcomm.api.device.DeviceCommunicatorContext;
+import io.jcomm.api.device.DeviceCommunicatorProvider;
+import io.jcomm.device.internal.nccl.NcclProbe;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Test;
+
+class DeviceCommunicatorsTest {
+
+    static class Stub implements DeviceCommunicatorProvider {
+        private final String name;
+        private final String deviceType;
+        private final int priority;
+        private final Availability availability;
+
+        Stub(String name, String deviceType, int priority, Availability availability) {
+            this.name = name;
+            this.deviceType = deviceType;
+            this.priority = priority;
+            this.availability = availability;
+        }
+
+        @Override
+        public String name() {
+            return name;
+        }
+
+        @Override
+        public String deviceType() {
+            return deviceType;
+        }
+
+        @Override
+        public int priority() {
+            return priority;
+        }
+
+        @Override
+        public Availability availability() {
+            return availability;
+        }
+
+        @Override
+        public DeviceCommunicator create(DeviceCommunicatorContext context) {
+            throw new UnsupportedOperationException();
+        }
+    }
+
+    @Test
+    void serviceLoaderFindsBothBuiltInProviders() {
+        DeviceCommunicators reg = DeviceCommunicators.load();
+        assertEquals(List.of(), reg.loadErrors());
+        assertInstanceOf(NcclDeviceCommunicatorProvider.class, reg.find("cuda:nccl").orElseThrow());
+        assertInstanceOf(CpuDeviceCommunicatorProvider.class, reg.find("cpu").orElseThrow());
+        assertEquals(List.of("cpu", "cuda:nccl"), reg.list().stream().map(DeviceCommunicators.ProviderStatus::name).toList());
+    }
+
+    @Test
+    void onThisGpuLessHostNcclIsUnavailableWithItsReasonAndCpuIsChosenForHostTensors() {
+        Assumptions.assumeFalse(Files.exists(Path.of("/dev/nvidiactl")), "this host has an NVIDIA driver");
+        Assumptions.assumeFalse(NcclProbe.system().availability().available(), "NCCL is available here");
+        String reason = "CUDA driver library libcuda.so.1 not found (searched -Djcomm.cuda.libdir, LD_LIBRARY_PATH and the "
+                + "system library directories); is the NVIDIA driver installed?";
+        DeviceCommunicators reg = DeviceCommunicators.load();
+        DeviceCommunicators.ProviderStatus nccl = reg.list().stream().filter(p -> p.name().equals("cuda:nccl")).findFirst().orElseThrow();
+        assertEquals(Availability.unavailable(reason), nccl.availability());
+        BackendException byName = assertThrows(BackendException.class, () -> reg.byName("cuda:nccl"));
+        assertEquals("device communicator provider 'cuda:nccl' is unavailable: " + reason, byName.detail());
+        BackendException auto = assertThrows(BackendException.class, () -> reg.auto(Device.cuda(0)));
+        assertEquals("no available device communicator for cuda tensors (cuda:nccl: " + reason + ")", auto.detail());
+        assertInstanceOf(CpuDeviceCommunicatorProvider.class, reg.auto(Device.CPU));
+        assertInstanceOf(CpuDeviceCommunicatorProvider.class, reg.select("auto", Device.CPU));
+        assertInstanceOf(CpuDeviceCommunicatorProvider.class, reg.select(null, Device.CPU));
+    }
+
+    @Test
+    void autoPrefersTheHighestPriorityAvailableProvider() {
+        Stub low = new Stub("x:low", "x", 1, Availability.available("ok"));
+        Stub high = new Stub("x:high", "x", 50, Availability.available("ok"));
+        Stub best = new Stub("x:best", "x", 99, Availability.unavailable("driver missing"));
+        DeviceCommunicators reg = DeviceCommunicators.of(List.of(low, best, high));
+        assertSame(high, reg.auto(new Device("x", 0)));
+        assertSame(best, reg.find("x:best").orElseThrow());
+        BackendException e = assertThrows(BackendException.class, () -> reg.byName("x:best"));
+        assertEquals("device communicator provider 'x:best' is unavailable: driver missing", e.detail());
+        assertSame(low, reg.select("x:low", new Device("x", 3)));
+    }
+
+    @Test
+    void unknownNamesAndDeviceTypesFailWithWhatIsKnown() {
+        DeviceCommunicators reg = DeviceCommunicators.of(List.of(new CpuDeviceCommunicatorProvider(),
+                new Stub("npu:hccl", "npu", 100, Availability.unavailable("libhccl.so not found"))));
+        assertEquals("no device communicator provider named 'npu:hcl' (known: cpu, npu:hccl)",
+                assertThrows(BackendException.class, () -> reg.byName("npu:hcl")).detail());
+        assertEquals("no available device communicator for xpu tensors (no provider handles device type 'xpu'; known: cpu, npu:hccl)",
+                assertThrows(BackendException.class, () -> reg.auto(new Device("xpu", 0))).detail());
+        assertEquals("no available device communicator for npu tensors (npu:hccl: libhccl.so not found)",
+                assertThrows(BackendException.class, () -> reg.auto(new Device("npu", 0))).detail());
+        assertEquals("device communicator provider 'cpu' moves cpu tensors, not npu tensors",
+                assertThrows(BackendException.class, () -> reg.select("cpu", new Device("npu", 0))).detail());
+    }
+
+    @Test
+    void duplicatesAndBrokenProbesAreReportedNotFatal() {
+        DeviceCommunicatorProvider throwing = new Stub("y", "y", 1, null) {
+            @Override
+            public Availability availability() {
+                throw new IllegalStateException("probe bug");
+            }
+        };
+        DeviceCommunicators reg = DeviceCommunicators.of(List.of(new CpuDeviceCommunicatorProvider(),
+                new Stub("cpu", "cpu", 5, Availability.available("dup")), throwing));
+        assertEquals(1, reg.loadErrors().size());
+        assertTrue(reg.loadErrors().get(0).startsWith("provider name 'cpu' of"), reg.loadErrors().toString());
+        DeviceCommunicators.ProviderStatus y = reg.list().stream().filter(p -> p.name().equals("y")).findFirst().orElseThrow();
+        assertFalse(y.availability().available());
+        assertTrue(y.availability().reason().contains("probe bug"), y.availability().reason());
+    }
+}

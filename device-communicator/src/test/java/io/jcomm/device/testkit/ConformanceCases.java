@@ -1,0 +1,412 @@
+package io.jcomm.device.testkit;
+
+import io.jcomm.api.CommClosedException;
+import io.jcomm.api.DType;
+import io.jcomm.api.Device;
+import io.jcomm.api.ProtocolException;
+import io.jcomm.api.ReduceOp;
+import io.jcomm.api.StreamHandle;
+import io.jcomm.api.Tensor;
+import io.jcomm.api.device.DeviceCommunicator;
+import io.jcomm.api.device.P2POp;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * The conformance cases of the {@link DeviceCommunicator} SPI, run by every rank of a world in the
+ * same order (threads as ranks or separate JVMs; see {@link ConformanceRunner}). Each case computes
+ * its expected values independently of the implementation (explicit index arithmetic) and checks
+ * real results on its own rank. Covered: every operation and reduce op, several dtypes,
+ * concatenation/splitting along first, middle and last dimensions, in place and out of place,
+ * point-to-point and batched point-to-point (ring, all-to-all, self), empty tensors, world size 1
+ * (the same cases: expected values are computed for any world size), bad arguments (typed errors
+ * before anything is enqueued, communicator still usable), and close.
+ */
+public final class ConformanceCases {
+
+    private ConformanceCases() {
+    }
+
+    /** One rank's view while running a case. */
+    public static final class Rank {
+        public final DeviceCommunicator comm;
+        public final DeviceMemory mem;
+        public final int rank;
+        public final int world;
+        public final StreamHandle stream;
+
+        public Rank(DeviceCommunicator comm, DeviceMemory mem) {
+            this.comm = comm;
+            this.mem = mem;
+            this.rank = comm.rank();
+            this.world = comm.worldSize();
+            this.stream = mem.stream();
+        }
+
+        /** A device tensor whose element i (flat) is {@code f(rank, i)}. */
+        public Tensor device(DType dtype, long[] shape, Value f) {
+            return mem.upload(host(dtype, shape, rank, f));
+        }
+
+        /** Synchronises the stream and reads {@code t} back. */
+        public Tensor read(Tensor t) {
+            comm.synchronize(stream);
+            return mem.read(t);
+        }
+    }
+
+    /** An element value as a function of the contributing rank and the flat index. */
+    @FunctionalInterface
+    public interface Value {
+        double at(int rank, long index);
+    }
+
+    /** A case body. */
+    @FunctionalInterface
+    public interface Body {
+        void run(Rank r) throws Exception;
+    }
+
+    /** A named case. */
+    public record Case(String name, Body body) {
+    }
+
+    /** A host tensor whose element i is {@code f(rank, i)}. */
+    public static Tensor host(DType dtype, long[] shape, int rank, Value f) {
+        Tensor t = Tensor.allocate(dtype, shape);
+        for (long i = 0; i < t.numel(); i++) {
+            t.setDouble(i, f.at(rank, i));
+        }
+        return t;
+    }
+
+    // ---- expected-value arithmetic, independent of DimLayout ----
+
+    private static long[] unravel(long flat, long[] shape) {
+        long[] idx = new long[shape.length];
+        for (int d = shape.length - 1; d >= 0; d--) {
+            idx[d] = shape[d] == 0 ? 0 : flat % shape[d];
+            flat = shape[d] == 0 ? 0 : flat / shape[d];
+        }
+        return idx;
+    }
+
+    private static long ravel(long[] idx, long[] shape) {
+        long flat = 0;
+        for (int d = 0; d < shape.length; d++) {
+            flat = flat * shape[d] + idx[d];
+        }
+        return flat;
+    }
+
+    /** Expected element {@code flat} of the concatenation along {@code dim} of every rank's {@code f}-filled piece. */
+    static double concatValue(long flat, long[] pieceShape, int dim, int world, Value f) {
+        long[] whole = pieceShape.clone();
+        whole[dim] *= world;
+        long[] idx = unravel(flat, whole);
+        int src = (int) (idx[dim] / pieceShape[dim]);
+        idx[dim] %= pieceShape[dim];
+        return f.at(src, ravel(idx, pieceShape));
+    }
+
+    /** Expected element {@code flat} of rank {@code rank}'s reduce-scatter output along {@code dim}. */
+    static double splitValue(long flat, long[] outShape, int dim, int rank, int world, Value f, ReduceOp op, DType dtype) {
+        long[] idx = unravel(flat, outShape);
+        long[] inShape = outShape.clone();
+        inShape[dim] *= world;
+        idx[dim] += rank * outShape[dim];
+        long in = ravel(idx, inShape);
+        return reduceAt(in, world, f, op, dtype);
+    }
+
+    /** Expected reduction over ranks of {@code f(r, i)}, in the reference semantics of {@link HostReduce}. */
+    static double reduceAt(long i, int world, Value f, ReduceOp op, DType dtype) {
+        List<byte[]> parts = new ArrayList<>();
+        for (int r = 0; r < world; r++) {
+            Tensor t = Tensor.allocate(dtype, 1);
+            t.setDouble(0, f.at(r, i));
+            parts.add(t.toByteArray());
+        }
+        return HostReduce.view(HostReduce.reduce(dtype, op, parts, 1), dtype, 1).getDouble(0);
+    }
+
+    /**
+     * Checks every element: integer and bool types exactly, floating types to a relative 1e-6 (the
+     * cases use values whose results are exact except for averages, where a library may multiply by
+     * 1/n instead of dividing).
+     */
+    static void check(String what, Tensor actual, Expected e) {
+        boolean exact = !actual.dtype().isFloatingPoint();
+        for (long i = 0; i < actual.numel(); i++) {
+            double want = e.at(i);
+            double got = actual.getDouble(i);
+            boolean ok = exact ? want == got : Math.abs(want - got) <= 1e-6 * Math.max(1.0, Math.abs(want));
+            if (!ok) {
+                throw new AssertionError(what + ": element " + i + " of " + actual + " is " + got + ", expected " + want
+                        + " (first elements: " + Arrays.toString(Arrays.copyOf(actual.toDoubleArray(),
+                        (int) Math.min(12, actual.numel()))) + ")");
+            }
+        }
+    }
+
+    @FunctionalInterface
+    interface Expected {
+        double at(long i);
+    }
+
+    static <T extends Throwable> T expectThrows(Class<T> type, String what, Runnable r) {
+        try {
+            r.run();
+        } catch (Throwable t) {
+            if (type.isInstance(t)) {
+                return type.cast(t);
+            }
+            throw new AssertionError(what + ": expected " + type.getSimpleName() + " but got " + t, t);
+        }
+        throw new AssertionError(what + ": expected " + type.getSimpleName() + " but nothing was thrown");
+    }
+
+    private static String label(DType t, long[] shape, int dim) {
+        return t.shortName() + Arrays.toString(shape).replace(" ", "") + " dim " + dim;
+    }
+
+    // ---- the cases ----
+
+    /** Values exact in every dtype used (small integers, distinct per rank and index). */
+    static final Value SMALL = (r, i) -> (r + 1) + (i % 5);
+    static final Value WIDE = (r, i) -> r * 1000 + i;
+
+    /** All cases, in the order every rank runs them. The last one closes the communicator. */
+    public static List<Case> all() {
+        List<Case> cases = new ArrayList<>();
+        cases.add(new Case("allReduce sum f32 out of place", r -> {
+            long[] shape = {3, 250};
+            Tensor in = r.device(DType.F32, shape, WIDE);
+            Tensor out = r.mem.allocate(DType.F32, shape);
+            r.comm.allReduce(in, out, ReduceOp.SUM, r.stream);
+            check("output", r.read(out), i -> reduceAt(i, r.world, WIDE, ReduceOp.SUM, DType.F32));
+            check("input unchanged", r.read(in), i -> WIDE.at(r.rank, i));
+        }));
+        cases.add(new Case("allReduce sum f64 in place", r -> {
+            Tensor t = r.device(DType.F64, new long[] {777}, WIDE);
+            r.comm.allReduce(t, t, ReduceOp.SUM, r.stream);
+            check("in place", r.read(t), i -> reduceAt(i, r.world, WIDE, ReduceOp.SUM, DType.F64));
+        }));
+        for (DType dt : List.of(DType.F32, DType.I64, DType.I32)) {
+            for (ReduceOp op : ReduceOp.values()) {
+                cases.add(new Case("allReduce " + op.name().toLowerCase(Locale.ROOT) + " " + dt.shortName(), r -> {
+                    Tensor in = r.device(dt, new long[] {17}, SMALL);
+                    Tensor out = r.mem.allocate(dt, 17);
+                    r.comm.allReduce(in, out, op, r.stream);
+                    check(op + " " + dt, r.read(out), i -> reduceAt(i, r.world, SMALL, op, dt));
+                }));
+            }
+        }
+        for (DType dt : List.of(DType.F16, DType.BF16, DType.I8, DType.U8)) {
+            cases.add(new Case("allReduce sum and max " + dt.shortName(), r -> {
+                Tensor t = r.device(dt, new long[] {2, 9}, SMALL);
+                r.comm.allReduce(t, t, ReduceOp.SUM, r.stream);
+                check("sum " + dt, r.read(t), i -> reduceAt(i, r.world, SMALL, ReduceOp.SUM, dt));
+                Value neg = dt == DType.U8 ? SMALL : (rk, i) -> (i % 3) - rk;
+                Tensor m = r.device(dt, new long[] {9}, neg);
+                r.comm.allReduce(m, m, ReduceOp.MAX, r.stream);
+                check("max " + dt, r.read(m), i -> reduceAt(i, r.world, neg, ReduceOp.MAX, dt));
+            }));
+        }
+        long[] cube = {2, 3, 4};
+        for (int dim : new int[] {0, 1, 2, -1, -2}) {
+            cases.add(new Case("allGather f32 " + label(DType.F32, cube, dim), r -> {
+                int d = dim < 0 ? dim + cube.length : dim;
+                long[] outShape = cube.clone();
+                outShape[d] *= r.world;
+                Tensor in = r.device(DType.F32, cube, WIDE);
+                Tensor out = r.mem.allocate(DType.F32, outShape);
+                r.comm.allGather(in, out, dim, r.stream);
+                check("gathered", r.read(out), i -> concatValue(i, cube, d, r.world, WIDE));
+            }));
+        }
+        cases.add(new Case("allGather 1-d i64 and bool", r -> {
+            long[] s = {5};
+            Tensor in = r.device(DType.I64, s, WIDE);
+            Tensor out = r.mem.allocate(DType.I64, 5L * r.world);
+            r.comm.allGather(in, out, 0, r.stream);
+            check("i64", r.read(out), i -> concatValue(i, s, 0, r.world, WIDE));
+            Value bit = (rk, i) -> (rk + i) % 2;
+            Tensor bin = r.device(DType.BOOL, new long[] {2, 3}, bit);
+            Tensor bout = r.mem.allocate(DType.BOOL, 2, 3L * r.world);
+            r.comm.allGather(bin, bout, 1, r.stream);
+            check("bool", r.read(bout), i -> concatValue(i, new long[] {2, 3}, 1, r.world, bit));
+        }));
+        cases.add(new Case("allGather bf16 dim 1", r -> {
+            long[] s = {3, 2, 2};
+            Tensor in = r.device(DType.BF16, s, SMALL);
+            Tensor out = r.mem.allocate(DType.BF16, 3, 2L * r.world, 2);
+            r.comm.allGather(in, out, 1, r.stream);
+            check("bf16", r.read(out), i -> concatValue(i, s, 1, r.world, SMALL));
+        }));
+        for (int dim : new int[] {0, 1, -1}) {
+            for (ReduceOp op : List.of(ReduceOp.SUM, ReduceOp.MAX)) {
+                cases.add(new Case("reduceScatter " + op.name().toLowerCase(Locale.ROOT) + " f32 dim " + dim, r -> {
+                    long[] outShape = {2, 3, 2};
+                    int d = dim < 0 ? dim + outShape.length : dim;
+                    long[] inShape = outShape.clone();
+                    inShape[d] *= r.world;
+                    Tensor in = r.device(DType.F32, inShape, WIDE);
+                    Tensor out = r.mem.allocate(DType.F32, outShape);
+                    r.comm.reduceScatter(in, out, op, dim, r.stream);
+                    check("scattered", r.read(out), i -> splitValue(i, outShape, d, r.rank, r.world, WIDE, op, DType.F32));
+                }));
+            }
+        }
+        cases.add(new Case("reduceScatter avg i64 dim 0", r -> {
+            long[] outShape = {4};
+            Tensor in = r.device(DType.I64, new long[] {4L * r.world}, SMALL);
+            Tensor out = r.mem.allocate(DType.I64, outShape);
+            r.comm.reduceScatter(in, out, ReduceOp.AVG, 0, r.stream);
+            check("avg", r.read(out), i -> splitValue(i, outShape, 0, r.rank, r.world, SMALL, ReduceOp.AVG, DType.I64));
+        }));
+        for (int dim : new int[] {0, 1}) {
+            cases.add(new Case("gather to last rank f32 dim " + dim, r -> {
+                long[] s = {2, 3};
+                int dst = r.world - 1;
+                long[] outShape = s.clone();
+                outShape[dim] *= r.world;
+                Tensor in = r.device(DType.F32, s, WIDE);
+                Tensor out = r.rank == dst ? r.mem.allocate(DType.F32, outShape) : null;
+                r.comm.gather(in, out, dst, dim, r.stream);
+                r.comm.synchronize(r.stream);
+                if (r.rank == dst) {
+                    check("gathered", r.read(out), i -> concatValue(i, s, dim, r.world, WIDE));
+                }
+            }));
+        }
+        cases.add(new Case("gather to rank 0 with an output everywhere", r -> {
+            long[] s = {4};
+            Tensor in = r.device(DType.I32, s, WIDE);
+            Tensor out = r.mem.allocate(DType.I32, 4L * r.world);
+            r.comm.gather(in, out, 0, 0, r.stream);
+            Tensor got = r.read(out);
+            if (r.rank == 0) {
+                check("gathered", got, i -> concatValue(i, s, 0, r.world, WIDE));
+            } else {
+                check("untouched on non-destination", got, i -> 0);
+            }
+        }));
+        cases.add(new Case("broadcast from 0 and from the last rank", r -> {
+            for (int src : new int[] {0, r.world - 1}) {
+                Tensor t = r.device(DType.F32, new long[] {3, 7}, WIDE);
+                r.comm.broadcast(t, src, r.stream);
+                check("from " + src, r.read(t), i -> WIDE.at(src, i));
+            }
+            Tensor h = r.device(DType.F16, new long[] {6}, SMALL);
+            r.comm.broadcast(h, r.world / 2, r.stream);
+            check("f16", r.read(h), i -> SMALL.at(r.world / 2, i));
+        }));
+        cases.add(new Case("send and recv between pairs", r -> {
+            int partner = (r.rank % 2 == 0) ? r.rank + 1 : r.rank - 1;
+            if (partner >= r.world) {
+                return;
+            }
+            Tensor mine = r.device(DType.F64, new long[] {33}, WIDE);
+            Tensor theirs = r.mem.allocate(DType.F64, 33);
+            if (r.rank % 2 == 0) {
+                r.comm.send(mine, partner, r.stream);
+                r.comm.recv(theirs, partner, r.stream);
+            } else {
+                r.comm.recv(theirs, partner, r.stream);
+                r.comm.send(mine, partner, r.stream);
+            }
+            check("received", r.read(theirs), i -> WIDE.at(partner, i));
+        }));
+        cases.add(new Case("batchP2P ring", r -> {
+            int next = (r.rank + 1) % r.world;
+            int prev = (r.rank - 1 + r.world) % r.world;
+            Tensor out = r.device(DType.F32, new long[] {4, 16}, WIDE);
+            Tensor in = r.mem.allocate(DType.F32, 4, 16);
+            r.comm.batchP2P(List.of(P2POp.send(out, next), P2POp.recv(in, prev)), r.stream);
+            check("from previous", r.read(in), i -> WIDE.at(prev, i));
+        }));
+        cases.add(new Case("batchP2P all to all including self", r -> {
+            List<P2POp> ops = new ArrayList<>();
+            List<Tensor> recvs = new ArrayList<>();
+            for (int p = 0; p < r.world; p++) {
+                int peer = p;
+                ops.add(P2POp.send(r.device(DType.I64, new long[] {6}, (rk, i) -> rk * 100 + peer * 10 + i), peer));
+            }
+            for (int p = 0; p < r.world; p++) {
+                Tensor t = r.mem.allocate(DType.I64, 6);
+                recvs.add(t);
+                ops.add(P2POp.recv(t, p));
+            }
+            r.comm.batchP2P(ops, r.stream);
+            for (int p = 0; p < r.world; p++) {
+                int src = p;
+                check("from " + p, r.read(recvs.get(p)), i -> src * 100 + r.rank * 10 + i);
+            }
+        }));
+        cases.add(new Case("batchP2P to self only", r -> {
+            Tensor a = r.device(DType.U8, new long[] {10}, SMALL);
+            Tensor b = r.mem.allocate(DType.U8, 10);
+            r.comm.batchP2P(List.of(P2POp.recv(b, r.rank), P2POp.send(a, r.rank)), r.stream);
+            check("self", r.read(b), i -> SMALL.at(r.rank, i));
+        }));
+        cases.add(new Case("empty tensors", r -> {
+            Tensor e = r.mem.allocate(DType.F32, 0);
+            r.comm.allReduce(e, e, ReduceOp.SUM, r.stream);
+            Tensor e2 = r.mem.allocate(DType.F32, 0, 3);
+            Tensor g = r.mem.allocate(DType.F32, 0, 3L * r.world);
+            r.comm.allGather(e2, g, 1, r.stream);
+            r.comm.broadcast(e, 0, r.stream);
+            r.comm.synchronize(r.stream);
+        }));
+        cases.add(new Case("bad arguments fail with ProtocolException and leave it usable", r -> {
+            Tensor f = r.device(DType.F32, new long[] {4}, SMALL);
+            Tensor i32 = r.mem.allocate(DType.I32, 4);
+            Tensor f5 = r.mem.allocate(DType.F32, 5);
+            Device other = r.mem.device().isCpu() ? new Device("elsewhere", 0) : Device.CPU;
+            Tensor foreign = other.isCpu() ? Tensor.allocate(DType.F32, 4) : Tensor.onDevice(other, 4096, DType.F32, new long[] {4}, null);
+            expectThrows(ProtocolException.class, "dtype mismatch", () -> r.comm.allReduce(f, i32, ReduceOp.SUM, r.stream));
+            expectThrows(ProtocolException.class, "size mismatch", () -> r.comm.allReduce(f, f5, ReduceOp.SUM, r.stream));
+            expectThrows(ProtocolException.class, "tensor on another device", () -> r.comm.allReduce(foreign, foreign, ReduceOp.SUM, r.stream));
+            expectThrows(ProtocolException.class, "null tensor", () -> r.comm.broadcast(null, 0, r.stream));
+            expectThrows(ProtocolException.class, "null op", () -> r.comm.allReduce(f, f, null, r.stream));
+            expectThrows(ProtocolException.class, "allGather output shape",
+                    () -> r.comm.allGather(f, r.mem.allocate(DType.F32, 4L * r.world + 1), 0, r.stream));
+            expectThrows(ProtocolException.class, "allGather dim out of range",
+                    () -> r.comm.allGather(f, r.mem.allocate(DType.F32, 4L * r.world), 1, r.stream));
+            expectThrows(ProtocolException.class, "reduceScatter indivisible",
+                    () -> r.comm.reduceScatter(f5, r.mem.allocate(DType.F32, 5L * r.world + 1), ReduceOp.SUM, 0, r.stream));
+            expectThrows(ProtocolException.class, "broadcast src out of range", () -> r.comm.broadcast(f, r.world, r.stream));
+            expectThrows(ProtocolException.class, "gather dst negative", () -> r.comm.gather(f, null, -1, 0, r.stream));
+            expectThrows(ProtocolException.class, "send to self", () -> r.comm.send(f, r.rank, r.stream));
+            expectThrows(ProtocolException.class, "recv from out of range", () -> r.comm.recv(f, r.world, r.stream));
+            expectThrows(ProtocolException.class, "unmatched self send",
+                    () -> r.comm.batchP2P(List.of(P2POp.send(f, r.rank)), r.stream));
+            expectThrows(ProtocolException.class, "self pair of different sizes",
+                    () -> r.comm.batchP2P(List.of(P2POp.send(f, r.rank), P2POp.recv(f5, r.rank)), r.stream));
+            if (!r.mem.device().isCpu()) {
+                expectThrows(ProtocolException.class, "null stream", () -> r.comm.allReduce(f, f, ReduceOp.SUM, null));
+            }
+            if (r.comm.isClosed()) {
+                throw new AssertionError("argument errors must not close the communicator");
+            }
+            r.comm.allReduce(f, f, ReduceOp.SUM, r.stream);
+            check("still works", r.read(f), i -> reduceAt(i, r.world, SMALL, ReduceOp.SUM, DType.F32));
+        }));
+        cases.add(new Case("close makes later calls fail fast, idempotently", r -> {
+            r.comm.synchronize(r.stream);
+            r.comm.close();
+            if (!r.comm.isClosed()) {
+                throw new AssertionError("isClosed() is false after close()");
+            }
+            r.comm.close();
+            r.comm.abort();
+            Tensor t = r.mem.allocate(DType.F32, 2);
+            expectThrows(CommClosedException.class, "allReduce after close", () -> r.comm.allReduce(t, t, ReduceOp.SUM, r.stream));
+            expectThrows(CommClosedException.class, "batchP2P after close", () -> r.comm.batchP2P(List.of(), r.stream));
+        }));
+        return List.copyOf(cases);
+    }
+}

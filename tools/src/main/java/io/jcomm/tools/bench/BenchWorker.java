@@ -1,0 +1,227 @@
+package io.jcomm.tools.bench;
+
+import io.jcomm.api.DType;
+import io.jcomm.api.DistributedConfig;
+import io.jcomm.api.ProcessGroup;
+import io.jcomm.api.ReduceOp;
+import io.jcomm.api.Tensor;
+import io.jcomm.api.store.Store;
+import io.jcomm.cpu.CpuGroupOptions;
+import io.jcomm.cpu.CpuGroups;
+import io.jcomm.cpu.store.TcpRendezvous;
+import java.io.IOException;
+import java.io.InputStream;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.List;
+import org.HdrHistogram.Histogram;
+
+/**
+ * One rank of a {@code commbench} run (started by {@link CollectiveBenchCommand}). Arguments:
+ * {@code <op> <backend> <dtype> <sizes,comma,separated> <warmup> <iters> [key=value options...]}.
+ * Rank 0 prints one {@link BenchResult} line per size; per iteration the slowest rank's time counts.
+ */
+public final class BenchWorker {
+
+    private BenchWorker() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        Thread watch = new Thread(BenchWorker::watchParent, "parent-watch");
+        watch.setDaemon(true);
+        watch.start();
+        BenchOp op = BenchOp.valueOf(args[0]);
+        String backend = args[1];
+        DType dtype = DType.parse(args[2]);
+        long[] sizes = Arrays.stream(args[3].split(",")).mapToLong(Long::parseLong).toArray();
+        int warmup = Integer.parseInt(args[4]);
+        int iters = Integer.parseInt(args[5]);
+        DistributedConfig cfg = DistributedConfig.fromEnvironment();
+        try (Store store = TcpRendezvous.connect(cfg, TcpRendezvous.Options.builder().hostServer(false).build())) {
+            CpuGroupOptions.Builder b = CpuGroupOptions.builder().store(store).groupName("bench").rank(cfg.rank())
+                    .size(cfg.worldSize()).backend(backend).timeout(Duration.ofSeconds(60));
+            for (int i = 6; i < args.length; i++) {
+                int eq = args[i].indexOf('=');
+                if (eq <= 0) {
+                    throw new IllegalArgumentException("option must be key=value: " + args[i]);
+                }
+                b.option(args[i].substring(0, eq), args[i].substring(eq + 1));
+            }
+            try (ProcessGroup g = CpuGroups.create(b.build())) {
+                warmUpJit(g);
+                // one untimed pass over every size first, so that the JIT has compiled the paths of the
+                // large sizes too before anything is measured
+                for (long size : sizes) {
+                    Runnable body = prepare(op, g, dtype, size);
+                    for (int i = 0; body != null && i < Math.min(warmup, 50); i++) {
+                        body.run();
+                    }
+                }
+                for (long size : sizes) {
+                    Runnable body = prepare(op, g, dtype, size);
+                    if (body == null) {
+                        continue;
+                    }
+                    for (int i = 0; i < warmup; i++) {
+                        body.run();
+                    }
+                    g.barrier();
+                    long[] t = new long[iters];
+                    for (int i = 0; i < iters; i++) {
+                        long t0 = System.nanoTime();
+                        body.run();
+                        t[i] = System.nanoTime() - t0;
+                    }
+                    List<long[]> all = g.gatherObject(t, 0, long[].class);
+                    if (g.rank() == 0) {
+                        System.out.println(summarize(op, g.size(), dtype, size, all).toLine());
+                        System.out.flush();
+                    }
+                }
+                g.barrier();
+            }
+        }
+    }
+
+    private static void watchParent() {
+        InputStream in = System.in;
+        byte[] buf = new byte[64];
+        try {
+            while (in.read(buf) >= 0) {
+                // only end-of-file matters
+            }
+        } catch (IOException ignored) {
+            // the launcher went away
+        }
+        Runtime.getRuntime().halt(86);
+    }
+
+    /** A few hundred small operations so that the first measured sizes do not pay for the JIT. */
+    private static void warmUpJit(ProcessGroup g) {
+        Tensor x = Tensor.allocate(DType.F32, 256);
+        long end = System.nanoTime() + 300_000_000L;
+        int i = 0;
+        while (true) {
+            g.barrier();
+            g.allReduce(x, ReduceOp.SUM);
+            g.broadcastObject(g.rank() == 0 ? "warm" : null, 0, String.class);
+            // everyone must agree on when to stop: rank 0 decides
+            Boolean more = g.broadcastObject(g.rank() == 0 ? (System.nanoTime() < end && ++i < 2000) : null, 0, Boolean.class);
+            if (!more) {
+                break;
+            }
+        }
+    }
+
+    /** Elements of {@code size} bytes, rounded down to a multiple of {@code n} for the split operations. */
+    private static long count(long size, DType t, int n, boolean split) {
+        long c = size / t.byteSize();
+        return split ? c / n * n : c;
+    }
+
+    private static Runnable prepare(BenchOp op, ProcessGroup g, DType t, long size) {
+        int n = g.size();
+        int rank = g.rank();
+        switch (op) {
+            case BARRIER:
+                return g::barrier;
+            case BROADCAST: {
+                Tensor x = Tensor.allocate(t, count(size, t, n, false));
+                return x.numel() == 0 ? null : () -> g.broadcast(x, 0);
+            }
+            case ALLREDUCE: {
+                Tensor x = Tensor.allocate(t, count(size, t, n, false));
+                x.fill(1);
+                return x.numel() == 0 ? null : () -> g.allReduce(x, ReduceOp.SUM);
+            }
+            case ALLGATHER: {
+                long c = count(size, t, n, true);
+                Tensor out = Tensor.allocate(t, c);
+                Tensor in = Tensor.allocate(t, c / n);
+                return c == 0 ? null : () -> g.allGather(out, in);
+            }
+            case REDUCESCATTER: {
+                long c = count(size, t, n, true);
+                Tensor in = Tensor.allocate(t, c);
+                Tensor out = Tensor.allocate(t, c / n);
+                return c == 0 ? null : () -> g.reduceScatter(out, in, ReduceOp.SUM);
+            }
+            case GATHER: {
+                long c = count(size, t, n, true);
+                Tensor in = Tensor.allocate(t, c / n);
+                Tensor out = rank == 0 ? Tensor.allocate(t, c) : null;
+                return c == 0 ? null : () -> g.gather(out, in, 0);
+            }
+            case SCATTER: {
+                long c = count(size, t, n, true);
+                Tensor in = rank == 0 ? Tensor.allocate(t, c) : null;
+                Tensor out = Tensor.allocate(t, c / n);
+                return c == 0 ? null : () -> g.scatter(out, in, 0);
+            }
+            case SENDRECV: {
+                // ring exchange: even ranks send first, odd ranks receive first
+                long c = count(size, t, n, false);
+                Tensor out = Tensor.allocate(t, c);
+                Tensor in = Tensor.allocate(t, c);
+                int next = (rank + 1) % n;
+                int prev = (rank + n - 1) % n;
+                if (c == 0) {
+                    return null;
+                }
+                return rank % 2 == 0 ? () -> {
+                    g.send(out, next, 0);
+                    g.recv(in, prev, 0);
+                } : () -> {
+                    g.recv(in, prev, 0);
+                    g.send(out, next, 0);
+                };
+            }
+            case BROADCAST_OBJECT: {
+                byte[] payload = new byte[(int) Math.max(1, size - 8)]; // ~size bytes once encoded
+                Arrays.fill(payload, (byte) 7);
+                return () -> g.broadcastObject(rank == 0 ? payload : null, 0, byte[].class);
+            }
+            case ALLGATHER_OBJECT: {
+                byte[] payload = new byte[(int) Math.max(1, size - 8)];
+                return () -> g.allGatherObject(payload, byte[].class);
+            }
+            default:
+                throw new AssertionError(op);
+        }
+    }
+
+    private static BenchResult summarize(BenchOp op, int n, DType t, long size, List<long[]> all) {
+        int iters = all.get(0).length;
+        long[] worst = new long[iters];
+        for (long[] r : all) {
+            for (int i = 0; i < iters; i++) {
+                worst[i] = Math.max(worst[i], r[i]);
+            }
+        }
+        Histogram h = new Histogram(3);
+        for (long v : worst) {
+            h.recordValue(Math.max(1, v));
+        }
+        long[] sorted = worst.clone();
+        Arrays.sort(sorted);
+        double medianNs = iters % 2 == 1 ? sorted[iters / 2] : (sorted[iters / 2 - 1] + sorted[iters / 2]) / 2.0;
+        long count;
+        long bytes;
+        if (op == BenchOp.BARRIER) {
+            count = 0;
+            bytes = 0;
+        } else if (op.object()) {
+            count = size;
+            bytes = size;
+        } else {
+            boolean split = op == BenchOp.ALLGATHER || op == BenchOp.REDUCESCATTER || op == BenchOp.GATHER
+                    || op == BenchOp.SCATTER;
+            count = count(size, t, n, split);
+            bytes = count * t.byteSize();
+        }
+        double algbw = bytes == 0 ? 0 : bytes / medianNs; // bytes per ns = GB/s
+        return new BenchResult(bytes, count, op.object() ? "obj" : t.shortName(), medianNs / 1000.0, algbw,
+                algbw * op.busFactor(n), h.getValueAtPercentile(50) / 1000.0, h.getValueAtPercentile(99) / 1000.0,
+                h.getValueAtPercentile(99.9) / 1000.0, iters);
+    }
+}

@@ -1,0 +1,185 @@
+package io.jcomm.tools.bench;
+
+import io.jcomm.api.DType;
+import io.jcomm.api.JvmFlags;
+import io.jcomm.cpu.store.TcpStoreServer;
+import io.jcomm.cpu.store.TcpStoreServerConfig;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import java.util.concurrent.TimeUnit;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/**
+ * Benchmarks one CPU-group operation: hosts a TCP store in this process, starts {@code --nproc}
+ * worker JVMs ({@link BenchWorker}) as the ranks of a group on {@code --backend}, and prints an
+ * nccl-tests-style table from rank 0's measurements (time = median over iterations of the slowest
+ * rank's time; latency operations report p50/p99/p99.9).
+ */
+@Command(mixinStandardHelpOptions = true, description = "Benchmarks one CPU-group operation over N local ranks.")
+final class CollectiveBenchCommand implements Callable<Integer> {
+
+    private final BenchOp op;
+
+    @Option(names = "--backend", defaultValue = "tcp", description = "tcp, gloo or auto (default ${DEFAULT-VALUE})")
+    String backend;
+
+    @Option(names = {"--nproc", "-N"}, defaultValue = "2", description = "local ranks to start (default ${DEFAULT-VALUE})")
+    int nproc;
+
+    @Option(names = {"-b", "--minbytes"}, description = "smallest size (default 1K; 100 for object ops; 0 for barrier)")
+    String minBytes;
+
+    @Option(names = {"-e", "--maxbytes"}, description = "largest size (default 64M; 100 for object ops; 0 for barrier)")
+    String maxBytes;
+
+    @Option(names = {"-f", "--stepfactor"}, defaultValue = "4", description = "size multiplier (default ${DEFAULT-VALUE})")
+    long factor;
+
+    @Option(names = {"-w", "--warmup_iters"}, description = "warm-up iterations per size (default 5; 2000 for latency ops)")
+    Integer warmup;
+
+    @Option(names = {"-n", "--iters"}, description = "timed iterations per size (default 20; 10000 for latency ops)")
+    Integer iters;
+
+    @Option(names = {"-d", "--dtype"}, defaultValue = "f32", description = "element type (default ${DEFAULT-VALUE})")
+    String dtype;
+
+    @Option(names = "--json", description = "also write the results as JSON to this file")
+    Path json;
+
+    @Option(names = {"-o", "--option"}, description = "backend option key=value (repeatable), e.g. tcp.shm=false")
+    List<String> options = new ArrayList<>();
+
+    @Option(names = "--timeout", defaultValue = "600", description = "seconds before everything is killed (default ${DEFAULT-VALUE})")
+    long timeoutSeconds;
+
+    @Option(names = "--jvm-arg", description = "extra JVM argument for the workers (repeatable)")
+    List<String> jvmArgs = new ArrayList<>();
+
+    CollectiveBenchCommand(BenchOp op) {
+        this.op = op;
+    }
+
+    @Override
+    public Integer call() throws Exception {
+        if (nproc < 2 && op != BenchOp.BARRIER) {
+            System.err.println("commbench: --nproc must be >= 2");
+            return 2;
+        }
+        DType t = DType.parse(dtype);
+        long min = Sizes.parse(minBytes != null ? minBytes : op == BenchOp.BARRIER ? "0" : op.object() ? "100" : "1K");
+        long max = Sizes.parse(maxBytes != null ? maxBytes : op == BenchOp.BARRIER ? "0" : op.object() ? "100" : "64M");
+        int w = warmup != null ? warmup : op.latency() ? 2000 : 5;
+        int n = iters != null ? iters : op.latency() ? 10000 : 20;
+        List<Long> sizes = op == BenchOp.BARRIER ? List.of(0L) : (min == max ? List.of(min) : Sizes.series(min, max, factor));
+        StringBuilder sizeArg = new StringBuilder();
+        for (long s : sizes) {
+            sizeArg.append(sizeArg.length() > 0 ? "," : "").append(s);
+        }
+        PrintStream out = System.out;
+        out.printf("# commbench %s  backend=%s  nproc=%d  dtype=%s  warmup=%d  iters=%d%s%n", op.cliName(), backend, nproc,
+                t.shortName(), w, n, options.isEmpty() ? "" : "  options=" + String.join(",", options));
+        out.println(BenchResult.header(op.latency()));
+        List<BenchResult> rows = Collections.synchronizedList(new ArrayList<>());
+        TcpStoreServer server = TcpStoreServer.start(TcpStoreServerConfig.builder().host("127.0.0.1").port(0)
+                .logConnections(false).build());
+        List<Process> procs = new ArrayList<>();
+        List<Thread> pumps = new ArrayList<>();
+        int exit = 0;
+        try {
+            for (int r = 0; r < nproc; r++) {
+                List<String> cmd = new ArrayList<>();
+                cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+                cmd.addAll(JvmFlags.REQUIRED);
+                cmd.addAll(List.of("-XX:+UseSerialGC", "-Xms512m", "-Xmx1g", "-XX:MaxDirectMemorySize=4g",
+                        "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"));
+                cmd.addAll(jvmArgs);
+                cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), BenchWorker.class.getName(),
+                        op.name(), backend, t.shortName(), sizeArg.toString(), Integer.toString(w), Integer.toString(n)));
+                cmd.addAll(options);
+                ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
+                Map<String, String> env = pb.environment();
+                env.put("MASTER_ADDR", "127.0.0.1");
+                env.put("MASTER_PORT", Integer.toString(server.port()));
+                env.put("RANK", Integer.toString(r));
+                env.put("WORLD_SIZE", Integer.toString(nproc));
+                env.put("LOCAL_RANK", Integer.toString(r));
+                env.put("LOCAL_WORLD_SIZE", Integer.toString(nproc));
+                env.put("JCOMM_TIMEOUT_MS", "60000");
+                Process p = pb.start();
+                procs.add(p);
+                int rank = r;
+                Thread pump = new Thread(() -> pump(p, rank, rows, out), "bench-out-" + r);
+                pump.setDaemon(true);
+                pump.start();
+                pumps.add(pump);
+            }
+            long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutSeconds);
+            for (Process p : procs) {
+                long left = end - System.nanoTime();
+                if (left <= 0 || !p.waitFor(left, TimeUnit.NANOSECONDS)) {
+                    System.err.println("commbench: timed out after " + timeoutSeconds + " s");
+                    exit = 1;
+                    break;
+                }
+                if (p.exitValue() != 0) {
+                    exit = 1;
+                }
+            }
+        } finally {
+            for (Process p : procs) {
+                p.descendants().forEach(ProcessHandle::destroyForcibly);
+                p.destroyForcibly();
+            }
+            for (Thread th : pumps) {
+                th.join(2000);
+            }
+            server.close();
+        }
+        if (json != null) {
+            Map<Long, BenchResult> bySize = new LinkedHashMap<>();
+            synchronized (rows) {
+                for (BenchResult r : rows) {
+                    bySize.put(r.bytes(), r);
+                }
+            }
+            Files.writeString(json, BenchResult.json("commbench", op.cliName(), backend, nproc, String.join(",", options),
+                    new ArrayList<>(bySize.values())), StandardCharsets.UTF_8);
+        }
+        if (exit != 0) {
+            System.err.println("commbench: a worker failed (see its output above)");
+        }
+        return exit;
+    }
+
+    private void pump(Process p, int rank, List<BenchResult> rows, PrintStream out) {
+        try (BufferedReader in = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = in.readLine()) != null) {
+                if (rank == 0 && line.startsWith(BenchResult.PREFIX)) {
+                    BenchResult r = BenchResult.parse(line);
+                    rows.add(r);
+                    synchronized (out) {
+                        out.println(r.row(op.latency()));
+                    }
+                } else {
+                    System.err.println("[rank " + rank + "] " + line);
+                }
+            }
+        } catch (IOException ignored) {
+            // the worker went away
+        }
+    }
+}

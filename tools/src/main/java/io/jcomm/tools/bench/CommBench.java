@@ -1,0 +1,43 @@
+package io.jcomm.tools.bench;
+
+import java.util.concurrent.Callable;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+
+/**
+ * {@code bin/commbench}: nccl-tests-style benchmarks of this SDK's communication paths.
+ *
+ * <p>One subcommand per operation of the CPU group ({@code allreduce}, {@code barrier},
+ * {@code broadcast-object}, ...), each launching {@code --nproc} local ranks itself. Other
+ * benchmarks plug in as further subcommands: add them to {@link #commandLine()} (or to the
+ * {@code subcommands} of the {@link Command} annotation).
+ */
+@Command(name = "commbench", mixinStandardHelpOptions = true, subcommands = {},
+        description = "Benchmarks collectives and other communication paths, nccl-tests style.")
+public final class CommBench implements Callable<Integer> {
+
+    @CommandLine.Spec
+    CommandLine.Model.CommandSpec spec;
+
+    /** The command line with every subcommand registered. */
+    public static CommandLine commandLine() {
+        CommandLine cl = new CommandLine(new CommBench());
+        for (BenchOp op : BenchOp.values()) {
+            cl.addSubcommand(op.cliName(), new CollectiveBenchCommand(op));
+        }
+        return cl;
+    }
+
+    @Override
+    public Integer call() {
+        spec.commandLine().usage(System.out);
+        return 2;
+    }
+
+    public static void main(String[] args) {
+        if (System.getProperty("org.slf4j.simpleLogger.defaultLogLevel") == null) {
+            System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
+        }
+        System.exit(commandLine().execute(args));
+    }
+}
