@@ -357,7 +357,7 @@ std::vector<PairSocket> locatePairSockets(const std::shared_ptr<gloo::rendezvous
 // ---- the communicator: one gloo context per device ----
 
 struct Comm {
-  Comm(int r, int s, int d) : rank(r), size(s), ndev(d), contexts(d), devices(d), sockets(d) {}
+  Comm(int r, int s, int d, bool th) : rank(r), size(s), ndev(d), torchHalf(th), contexts(d), devices(d), sockets(d) {}
   ~Comm() {
     stopSends();
     nextCheck.reset();
@@ -371,6 +371,9 @@ struct Comm {
   const int rank;
   const int size;
   const int ndev;
+  // F16 reductions as PyTorch's gloo does them: in half precision, rounded at every step (the
+  // payload on the wire is half, so PyTorch ranks can take part); otherwise widened to float.
+  const bool torchHalf;
   std::vector<std::shared_ptr<gloo::rendezvous::Context>> contexts;
   std::vector<std::shared_ptr<gloo::transport::Device>> devices;
   std::vector<std::vector<PairSocket>> sockets;  // [device][rank]
@@ -1073,6 +1076,10 @@ void allreduceAny(Comm* c, const std::shared_ptr<gloo::Context>& ctx, uint32_t t
       return allreduceTyped<uint8_t>(ctx, tag, timeout, static_cast<uint8_t*>(p), n, fn);
     }
     case DT_F16:
+      if (c->torchHalf) {
+        return allreduceNative<gloo::float16>(c, ctx, tag, timeout, p, n, op);
+      }
+      [[fallthrough]];
     case DT_BF16: {
       float* f = floatScratch(c, n);
       auto* h = static_cast<uint16_t*>(p);
@@ -1276,10 +1283,11 @@ void checkArgs(Comm* c, const std::shared_ptr<gloo::Context>& ctx, const Deadlin
 
 template <typename T>
 void reduceRanks(const Exchanged& ex, int size, size_t offset, size_t n, T* out, RedFn fn) {
-  std::memcpy(out, ex.payload(0) + offset, n * sizeof(T));
+  // void* casts: gloo::float16 has a user-declared copy assignment but is a plain uint16_t
+  std::memcpy(static_cast<void*>(out), ex.payload(0) + offset, n * sizeof(T));
   for (int r = 1; r < size; r++) {
     std::vector<T> x(n);
-    std::memcpy(x.data(), ex.payload(r) + offset, n * sizeof(T));
+    std::memcpy(static_cast<void*>(x.data()), ex.payload(r) + offset, n * sizeof(T));
     fn(out, out, x.data(), n);
   }
 }
@@ -1293,8 +1301,11 @@ void reduceRanksNative(const Exchanged& ex, int size, size_t offset, size_t n, v
 }
 
 // out (n elements of dt) = reduction over ranks of the inline payloads' elements [first, first+n).
-void reduceInline(const Exchanged& ex, int size, size_t first, size_t n, void* out, int dt, int op) {
+void reduceInline(const Exchanged& ex, int size, bool torchHalf, size_t first, size_t n, void* out, int dt, int op) {
   const size_t off = first * dtypeSize(dt);
+  if (dt == DT_F16 && torchHalf) {
+    return reduceRanksNative<gloo::float16>(ex, size, off, n, out, op);
+  }
   switch (dt) {
     case DT_F32: return reduceRanksNative<float>(ex, size, off, n, out, op);
     case DT_F64: return reduceRanksNative<double>(ex, size, off, n, out, op);
@@ -1401,13 +1412,13 @@ JNIEXPORT jstring JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_probe(JNIEn
 }
 
 JNIEXPORT jlong JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_create(JNIEnv* env, jclass, jint rank, jint size,
-                                                                          jint devices) {
+                                                                          jint devices, jboolean torchHalf) {
   jlong out = 0;
   guarded(env, nullptr, [&] {
     if (size < 2 || rank < 0 || rank >= size || devices < 1 || devices > 64) {
       throw NativeError(KIND_ARGUMENT, "bad group shape");
     }
-    out = reinterpret_cast<jlong>(new Comm(rank, size, devices));
+    out = reinterpret_cast<jlong>(new Comm(rank, size, devices, torchHalf == JNI_TRUE));
   });
   return out;
 }
@@ -1575,7 +1586,7 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_allReduce(JNIE
                               p, small ? bytes : 0);
       if (small) {
         if (numel > 0) {
-          reduceInline(ex, comm->size, 0, static_cast<size_t>(numel), p, dtype, op);
+          reduceInline(ex, comm->size, comm->torchHalf, 0, static_cast<size_t>(numel), p, dtype, op);
         }
         return;
       }
@@ -1613,8 +1624,8 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_reduceScatter(
                               small ? total : 0);
       if (small) {
         if (outNumel > 0) {
-          reduceInline(ex, comm->size, static_cast<size_t>(outNumel) * comm->rank, static_cast<size_t>(outNumel),
-                       dst, dtype, op);
+          reduceInline(ex, comm->size, comm->torchHalf, static_cast<size_t>(outNumel) * comm->rank,
+                       static_cast<size_t>(outNumel), dst, dtype, op);
         }
         return;
       }

@@ -71,6 +71,12 @@ def main():
     dist.all_reduce(m, op=dist.ReduceOp.MAX)
     check("all_reduce max i32", m, torch.tensor([(size - 1) * 3, 0, 7], dtype=torch.int32))
 
+    # 7. all_reduce SUM f16 (reduced in half precision on the wire, as torch's gloo does)
+    h = torch.tensor([rank + 0.5, 100.0 + rank, -0.25], dtype=torch.float16)
+    dist.all_reduce(h, op=dist.ReduceOp.SUM)
+    check("all_reduce sum f16", h, torch.tensor([sum(r + 0.5 for r in ranks), sum(100.0 + r for r in ranks),
+                                                 -0.25 * size], dtype=torch.float16))
+
     dist.barrier()
     print(f"TORCH_OK seq={seq}", flush=True)
     dist.destroy_process_group()

@@ -45,7 +45,8 @@ import java.util.concurrent.TimeUnit;
  *   <li>Algorithms: gloo's ring all-reduce, binomial-tree broadcast, ring all-gather, allgatherv,
  *       gather, scatter, barrier. Reduce-scatter is an all-reduce of a copy of the input of which
  *       each rank keeps its chunk (gloo 2022 has none). {@code F16}/{@code BF16} reductions run in
- *       float and round back to nearest even; {@code AVG} is a sum divided by the size (integers
+ *       float and round back to nearest even ({@code F16} in half precision, like PyTorch, with
+ *       {@value #TORCH_HALF_OPTION}); {@code AVG} is a sum divided by the size (integers
  *       truncate toward zero); on {@code BOOL}, {@code SUM}/{@code MAX} are "or" and
  *       {@code PROD}/{@code MIN} are "and".</li>
  *   <li>Send is buffered: the payload is copied and posted, and a background thread waits for the
@@ -94,6 +95,14 @@ public final class GlooBackend implements CpuBackend {
      */
     public static final String GOODBYE_OPTION = "gloo.goodbye";
     public static final boolean GOODBYE_DEFAULT = true;
+
+    /**
+     * {@code true}/{@code false} (default {@code false}): reduce {@code F16} in half precision on
+     * the wire, rounding at every step, exactly as PyTorch's gloo backend does, so that PyTorch
+     * ranks can take part ({@link TorchGlooGroup} turns it on). By default {@code F16} is widened to
+     * float, reduced, and rounded once (more accurate, not wire-compatible).
+     */
+    public static final String TORCH_HALF_OPTION = "gloo.torchHalf";
 
     /** {@code true}/{@code false}: exchange a description of every call before running it. */
     public static final String CHECK_ARGS_OPTION = "gloo.checkArgs";
@@ -157,6 +166,7 @@ public final class GlooBackend implements CpuBackend {
         int devices = intOption(context, DEVICES_OPTION, DEVICES_DEFAULT, 1, DEVICES_MAX, op);
         boolean check = boolOption(context, CHECK_ARGS_OPTION, CHECK_ARGS_DEFAULT, op);
         boolean goodbye = boolOption(context, GOODBYE_OPTION, GOODBYE_DEFAULT, op);
+        boolean torchHalf = boolOption(context, TORCH_HALF_OPTION, false, op);
         String iface = blankToNull(context.option(IFNAME_OPTION, null));
         String host = blankToNull(context.option(HOSTNAME_OPTION, null));
         if (host == null) {
@@ -165,7 +175,7 @@ public final class GlooBackend implements CpuBackend {
         Deadline deadline = Deadline.after(context.timeout());
         long raw;
         try {
-            raw = GlooNative.create(context.rank(), context.size(), devices);
+            raw = GlooNative.create(context.rank(), context.size(), devices, torchHalf);
         } catch (GlooNativeException e) {
             throw new BackendException(op, "gloo: " + e.getMessage(), e);
         }

@@ -38,8 +38,9 @@ import java.util.concurrent.ThreadLocalRandom;
  * </ol>
  * Collectives then use the same tags, contexts and gloo algorithms as the Python ranks. The
  * argument check and the goodbye of {@link GlooBackend} are off (Python ranks speak neither): as in PyTorch,
- * ranks must agree on sizes and dtypes. Half-precision all-reduce is not wire-compatible (this
- * backend reduces {@code F16} in float, torch in half); every other dtype and operation is.
+ * ranks must agree on sizes and dtypes. {@code F16} reductions run in half precision like
+ * PyTorch's ({@value GlooBackend#TORCH_HALF_OPTION}); {@code BF16} and {@code BOOL} reductions and
+ * {@code AVG} exist only on the Java side (torch 1.13's gloo rejects them).
  *
  * <h2>Network</h2>
  * Both sides must bind the same address family: set {@value GlooBackend#IFNAME_OPTION} (like
@@ -91,6 +92,7 @@ public final class TorchGlooGroup implements AutoCloseable {
         Map<String, String> opts = new HashMap<>(options);
         opts.put(GlooBackend.CHECK_ARGS_OPTION, "false");
         opts.put(GlooBackend.GOODBYE_OPTION, "false");
+        opts.put(GlooBackend.TORCH_HALF_OPTION, "true");
         String host = opts.containsKey(GlooBackend.HOSTNAME_OPTION) || opts.containsKey(GlooBackend.IFNAME_OPTION)
                 ? "127.0.0.1" : defaultHostname();
         List<Integer> ranks = new ArrayList<>(size);

@@ -31,7 +31,7 @@ import org.junit.jupiter.api.Timeout;
 /**
  * Java ranks on the gloo backend and a PyTorch 1.13 rank ({@code init_process_group("gloo",
  * init_method="env://")}) in one process group: all_reduce SUM f32, broadcast i64 from rank 0,
- * barrier, all_gather i32, send/recv with tags, all_reduce MAX i32, results asserted on both sides
+ * barrier, all_gather i32, send/recv with tags, all_reduce MAX i32 and SUM f16, results asserted on both sides
  * (the Python side in {@code gloo/torch_rank.py}), and the same sequence number.
  */
 @Timeout(240)
@@ -167,8 +167,22 @@ class TorchGlooInteropIT {
             g.allReduce(m, ReduceOp.MAX, d());
             assertArrayEquals(new long[] {(size - 1) * 3L, 0, 7}, m.toLongArray(), "all_reduce max i32");
 
+            // 7. all_reduce SUM f16: half precision on the wire, like torch
+            Tensor h = Tensor.allocate(DType.F16, 3);
+            h.setDouble(0, rank + 0.5);
+            h.setDouble(1, 100.0 + rank); // every partial sum is exact in half precision
+            h.setDouble(2, -0.25);
+            g.allReduce(h, ReduceOp.SUM, d());
+            double h0 = 0;
+            double h1 = 0;
+            for (int r = 0; r < size; r++) {
+                h0 += r + 0.5;
+                h1 += 100.0 + r;
+            }
+            assertArrayEquals(new double[] {h0, h1, -0.25 * size}, h.toDoubleArray(), "all_reduce sum f16");
+
             g.barrier(d());
-            assertEquals(6, g.nextTag(), "one tag per collective, as torch counts them");
+            assertEquals(7, g.nextTag(), "one tag per collective, as torch counts them");
             System.out.println("java rank " + rank + " ok, seq=" + group.sequenceNumber());
             return group.sequenceNumber();
         }

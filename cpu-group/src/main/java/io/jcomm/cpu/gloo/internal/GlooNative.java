@@ -23,8 +23,11 @@ public final class GlooNative {
     /** A description of the linked library. */
     public static native String probe();
 
-    /** Allocates an unconnected communicator with {@code devices} contexts. */
-    public static native long create(int rank, int size, int devices);
+    /**
+     * Allocates an unconnected communicator with {@code devices} contexts; with {@code torchHalf},
+     * F16 reductions run in half precision like PyTorch's gloo (else widened to float).
+     */
+    public static native long create(int rank, int size, int devices, boolean torchHalf);
 
     /**
      * Creates tcp device {@code dev} (on {@code iface} if non-null, else {@code hostname}) and
