@@ -55,15 +55,18 @@ import java.util.concurrent.TimeUnit;
  *       fails or is not taken by the send's deadline poisons the backend; the next call reports it.
  *       Receive blocks until the message is in the tensor.</li>
  *   <li>Argument check ({@value #CHECK_ARGS_OPTION}, default {@code true}): before each collective
- *       every rank sends a 32-byte description of its call (operation, dtype, count, root,
- *       reduce op) to every other rank on a slot of its own, and a mismatch fails on every rank
- *       with {@link CollectiveMismatchException}; send carries an 8-byte length header. Without
- *       it, ranks that disagree on sizes make libgloo abort the process (as in PyTorch); with it,
- *       one extra round of small messages per call. PyTorch ranks do not speak it: groups shared
- *       with PyTorch run without it.</li>
+ *       every rank sends every other rank one fixed-size message on a slot of its own: a 32-byte
+ *       description of its call (operation, dtype, count, root, reduce op) and up to 1 KiB of
+ *       payload. A mismatch fails on every rank with {@link CollectiveMismatchException} before
+ *       any gloo payload moves; send carries an 8-byte length header. Collectives whose payload
+ *       fits inline are complete after this single exchange (each rank reduces the messages in
+ *       rank order; a barrier is the exchange), larger ones then run gloo's algorithm. Without
+ *       the check, ranks that disagree on sizes make libgloo abort the process (as in PyTorch).
+ *       PyTorch ranks do not speak it: groups shared with PyTorch run without it.</li>
  *   <li>Failures: a closed or reset connection is a {@link PeerFailureException} naming the peer
  *       when its address is known, or a {@link CommClosedException} when the peer closed the group
- *       cleanly (it says goodbye first, {@value #GOODBYE_OPTION}); a gloo timeout is a {@link CommTimeoutException}; after either,
+ *       cleanly (it says goodbye first, {@value #GOODBYE_OPTION}); a gloo timeout is a
+ *       {@link CommTimeoutException}; after either,
  *       every connection of this rank is closed (so that peers waiting on it fail fast as well)
  *       and the backend is poisoned: later calls fail at once, with the first failure as cause.
  *       {@link #close()} from another thread makes a call in progress fail with
@@ -104,7 +107,10 @@ public final class GlooBackend implements CpuBackend {
      */
     public static final String TORCH_HALF_OPTION = "gloo.torchHalf";
 
-    /** {@code true}/{@code false}: exchange a description of every call before running it. */
+    /**
+     * {@code true}/{@code false}: exchange a description of every call (and small payloads) before
+     * running it; see the class documentation.
+     */
     public static final String CHECK_ARGS_OPTION = "gloo.checkArgs";
     public static final boolean CHECK_ARGS_DEFAULT = true;
 

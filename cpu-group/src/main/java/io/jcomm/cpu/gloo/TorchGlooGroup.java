@@ -4,17 +4,17 @@ import io.jcomm.api.CommException;
 import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.Deadline;
 import io.jcomm.api.OpContext;
+import io.jcomm.api.ProcessGroup;
 import io.jcomm.api.ProtocolException;
 import io.jcomm.api.store.PrefixStore;
 import io.jcomm.api.store.Store;
-import io.jcomm.cpu.spi.CpuBackendContext;
+import io.jcomm.cpu.CpuGroupOptions;
+import io.jcomm.cpu.CpuGroups;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -36,11 +36,15 @@ import java.util.concurrent.ThreadLocalRandom;
  *   <li>The sequence number: rank 0 sets {@code default_pg/0/SEQ_NUM_STORE_KEY} (8 bytes,
  *       little-endian); the others wait for it and read it.</li>
  * </ol>
- * Collectives then use the same tags, contexts and gloo algorithms as the Python ranks. The
- * argument check and the goodbye of {@link GlooBackend} are off (Python ranks speak neither): as in PyTorch,
+ * The result is an ordinary {@link ProcessGroup} (made by {@link CpuGroups#create} on the
+ * {@code gloo} backend, named {@code "0"} like torch's default group) whose tensor collectives and
+ * point-to-point use the same tags, contexts and gloo algorithms as the Python ranks. The
+ * argument check and the goodbye of {@link GlooBackend}, and the group's codec check, are off
+ * (Python ranks speak none of them): as in PyTorch,
  * ranks must agree on sizes and dtypes. {@code F16} reductions run in half precision like
  * PyTorch's ({@value GlooBackend#TORCH_HALF_OPTION}); {@code BF16} and {@code BOOL} reductions and
- * {@code AVG} exist only on the Java side (torch 1.13's gloo rejects them).
+ * {@code AVG} exist only on the Java side (torch 1.13's gloo rejects them). The object collectives
+ * are not compatible with torch's (which pickle).
  *
  * <h2>Network</h2>
  * Both sides must bind the same address family: set {@value GlooBackend#IFNAME_OPTION} (like
@@ -63,20 +67,22 @@ public final class TorchGlooGroup implements AutoCloseable {
 
     private static final long BARRIER_POLL_MILLIS = 10;
 
-    private final GlooBackend backend;
+    private final ProcessGroup group;
     private final long sequenceNumber;
 
-    private TorchGlooGroup(GlooBackend backend, long sequenceNumber) {
-        this.backend = backend;
+    private TorchGlooGroup(ProcessGroup group, long sequenceNumber) {
+        this.group = group;
         this.sequenceNumber = sequenceNumber;
     }
 
     /**
-     * Joins torch's default gloo group as {@code rank} of {@code size}, bounded by {@code timeout}.
+     * Joins torch's default gloo group as {@code rank} of {@code size}, bounded by {@code timeout}
+     * (which is also the group's default timeout).
      *
      * @param store   the job's store (not prefixed), already connected
      * @param options backend options ({@value GlooBackend#IFNAME_OPTION},
-     *                {@value GlooBackend#HOSTNAME_OPTION}, {@value GlooBackend#DEVICES_OPTION})
+     *                {@value GlooBackend#HOSTNAME_OPTION}, {@value GlooBackend#DEVICES_OPTION});
+     *                the options that keep the group torch-compatible cannot be overridden
      * @throws CommTimeoutException if the other ranks do not all join in time
      * @throws CommException        for any other failure
      */
@@ -84,31 +90,27 @@ public final class TorchGlooGroup implements AutoCloseable {
                                                   Map<String, String> options) {
         Objects.requireNonNull(store, "store");
         Objects.requireNonNull(timeout, "timeout");
-        OpContext op = OpContext.of(DEFAULT_PG_PREFIX, rank, "joinDefaultGroup");
+        OpContext op = OpContext.of(DEFAULT_GROUP_NAME, rank, "joinDefaultGroup");
         if (size < 2 || rank < 0 || rank >= size) {
             throw new ProtocolException(op, "rank " + rank + " of " + size + ": a gloo group needs 2 or more ranks");
         }
         Deadline deadline = Deadline.after(timeout);
-        Map<String, String> opts = new HashMap<>(options);
-        opts.put(GlooBackend.CHECK_ARGS_OPTION, "false");
-        opts.put(GlooBackend.GOODBYE_OPTION, "false");
-        opts.put(GlooBackend.TORCH_HALF_OPTION, "true");
-        String host = opts.containsKey(GlooBackend.HOSTNAME_OPTION) || opts.containsKey(GlooBackend.IFNAME_OPTION)
+        String host = options.containsKey(GlooBackend.HOSTNAME_OPTION) || options.containsKey(GlooBackend.IFNAME_OPTION)
                 ? "127.0.0.1" : defaultHostname();
-        List<Integer> ranks = new ArrayList<>(size);
-        for (int i = 0; i < size; i++) {
-            ranks.add(i);
-        }
         Store pg = new PrefixStore(DEFAULT_PG_PREFIX, store);
-        Store group = new PrefixStore(DEFAULT_GROUP_NAME, pg);
-        GlooBackend backend = GlooBackend.connect(new CpuBackendContext(group, DEFAULT_PG_PREFIX, rank, size, ranks,
-                host, timeout, opts));
+        CpuGroupOptions.Builder b = CpuGroupOptions.builder().store(pg).groupName(DEFAULT_GROUP_NAME).rank(rank)
+                .size(size).backend(GlooBackend.NAME).timeout(timeout).hostname(host);
+        options.forEach(b::option);
+        b.option(GlooBackend.CHECK_ARGS_OPTION, "false").option(GlooBackend.GOODBYE_OPTION, "false")
+                .option(GlooBackend.TORCH_HALF_OPTION, "true").option(CpuGroups.CODEC_CHECK_OPTION, "false");
+        // The group works under PrefixStore("0", pg): gloo's keys are default_pg/0/<device>/...
+        ProcessGroup group = CpuGroups.create(b.build());
         try {
             storeBarrier(pg, size, deadline, op);
-            long seq = sequenceNumber(group, rank, deadline, op);
-            return new TorchGlooGroup(backend, seq);
+            long seq = sequenceNumber(new PrefixStore(DEFAULT_GROUP_NAME, pg), rank, deadline, op);
+            return new TorchGlooGroup(group, seq);
         } catch (RuntimeException e) {
-            backend.close();
+            group.close();
             throw e;
         }
     }
@@ -172,17 +174,17 @@ public final class TorchGlooGroup implements AutoCloseable {
         }
     }
 
-    /** The gloo backend of this rank: tags, contexts and algorithms of torch's ProcessGroupGloo. */
-    public GlooBackend backend() {
-        return backend;
+    /** The group: its tensor collectives and point-to-point are those of torch's ProcessGroupGloo. */
+    public ProcessGroup group() {
+        return group;
     }
 
     public int rank() {
-        return backend.rank();
+        return group.rank();
     }
 
     public int size() {
-        return backend.size();
+        return group.size();
     }
 
     /** The group's sequence number, set by rank 0 (torch's {@code _get_sequence_number_for_group}). */
@@ -190,14 +192,14 @@ public final class TorchGlooGroup implements AutoCloseable {
         return sequenceNumber;
     }
 
-    /** Closes the gloo connections (the store is the caller's). */
+    /** Closes the group (the store is the caller's). */
     @Override
     public void close() {
-        backend.close();
+        group.close();
     }
 
     @Override
     public String toString() {
-        return "TorchGlooGroup(rank=" + rank() + "/" + size() + ", seq=" + sequenceNumber + ", " + backend + ")";
+        return "TorchGlooGroup(rank=" + rank() + "/" + size() + ", seq=" + sequenceNumber + ", " + group + ")";
     }
 }

@@ -2,12 +2,11 @@ package io.jcomm.cpu.gloo;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.jcomm.api.CommTimeoutException;
-import io.jcomm.api.Deadline;
+import io.jcomm.api.ProcessGroup;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
 import io.jcomm.api.store.InMemoryStore;
@@ -35,10 +34,12 @@ class TorchGlooGroupTest {
             List<Future<long[]>> fs = List.of(0, 1).stream().map(r -> pool.submit(() -> {
                 try (TorchGlooGroup g = TorchGlooGroup.joinDefaultGroup(store, r, 2, Duration.ofSeconds(20),
                         Map.of(GlooBackend.HOSTNAME_OPTION, "127.0.0.1", GlooBackend.DEVICES_OPTION, "2"))) {
-                    assertFalse(g.backend().checksArguments());
+                    ProcessGroup pg = g.group();
+                    assertEquals("gloo", pg.backendName());
+                    assertEquals("0", pg.name());
+                    assertEquals(r, pg.rank());
                     Tensor t = Tensor.ofLongs(r + 1);
-                    g.backend().allReduce(t, ReduceOp.SUM, Deadline.after(Duration.ofSeconds(10)));
-                    assertEquals(1, g.backend().nextTag());
+                    pg.allReduce(t, ReduceOp.SUM, Duration.ofSeconds(10));
                     return new long[] {g.sequenceNumber(), t.getLong(0)};
                 }
             })).toList();

@@ -7,8 +7,8 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.jcomm.api.Availability;
 import io.jcomm.api.DType;
-import io.jcomm.api.Deadline;
 import io.jcomm.api.DistributedConfig;
+import io.jcomm.api.ProcessGroup;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
 import io.jcomm.cpu.gloo.GlooBackend;
@@ -115,8 +115,8 @@ class TorchGlooInteropIT {
         try (TcpStore store = TcpRendezvous.connect(config, how);
              TorchGlooGroup group = TorchGlooGroup.joinDefaultGroup(store, rank, size, TIMEOUT,
                      Map.of(GlooBackend.IFNAME_OPTION, "lo", GlooBackend.DEVICES_OPTION, Integer.toString(devices)))) {
-            GlooBackend g = group.backend();
-            assertEquals(devices, g.devices());
+            ProcessGroup g = group.group();
+            assertEquals("gloo", g.backendName());
 
             // 1. all_reduce SUM f32
             Tensor t = Tensor.ofFloats(rank + 1f, 2f * (rank + 1), 0.5f);
@@ -182,13 +182,12 @@ class TorchGlooInteropIT {
             assertArrayEquals(new double[] {h0, h1, -0.25 * size}, h.toDoubleArray(), "all_reduce sum f16");
 
             g.barrier(d());
-            assertEquals(7, g.nextTag(), "one tag per collective, as torch counts them");
             System.out.println("java rank " + rank + " ok, seq=" + group.sequenceNumber());
             return group.sequenceNumber();
         }
     }
 
-    private static Deadline d() {
-        return Deadline.after(TIMEOUT);
+    private static Duration d() {
+        return TIMEOUT;
     }
 }
