@@ -5,7 +5,8 @@ usage: /usr/bin/python3 scripts/torch_gloo_bench.py <op> --nproc N -b MIN -e MAX
                                                     [-w WARMUP] [-n ITERS] [--dtype f32] [--json FILE]
 ops: barrier broadcast allreduce allgather reducescatter gather scatter sendrecv
      broadcast-object allgather-object
-Time per size is the median over iterations of the slowest rank's time (as in commbench);
+Time per size is the median over iterations of the slowest rank's time (as in commbench); cpu(us) is the
+busiest rank's process CPU time (all threads) per iteration;
 latency ops report p50/p99/p99.9. busbw uses nccl-tests' factors.
 """
 import argparse
@@ -128,15 +129,19 @@ def worker(rank, args, port, sizes, queue):
             body()
         dist.barrier()
         times = []
+        cpu0 = time.process_time_ns()
         for _ in range(args.iters):
             t0 = time.perf_counter_ns()
             body()
             times.append(time.perf_counter_ns() - t0)
+        times.append(time.process_time_ns() - cpu0)  # last element: CPU time of the loop (all threads)
         t = torch.tensor(times, dtype=torch.int64)
         allt = [torch.zeros_like(t) for _ in range(n)]
         dist.all_gather(allt, t)
         if rank == 0:
             worst = torch.stack(allt).max(dim=0).values.tolist()
+            cpu_us = worst[-1] / 1000.0 / args.iters
+            worst = worst[:-1]
             s = sorted(worst)
             med = (s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2.0)
             if args.op == "barrier":
@@ -151,7 +156,7 @@ def worker(rank, args, port, sizes, queue):
                            dtype="obj" if args.op.endswith("object") else args.dtype,
                            time_us=med / 1000.0, algbw_gbps=algbw, busbw_gbps=algbw * bus_factor(args.op, n),
                            p50_us=percentile(s, 50) / 1000.0, p99_us=percentile(s, 99) / 1000.0,
-                           p999_us=percentile(s, 99.9) / 1000.0, iters=args.iters))
+                           p999_us=percentile(s, 99.9) / 1000.0, iters=args.iters, cpu_us=cpu_us))
     dist.barrier()
     dist.destroy_process_group()
 
@@ -186,9 +191,11 @@ def main():
     print("# torch_gloo_bench %s  backend=gloo(torch %s)  nproc=%d  dtype=%s  warmup=%d  iters=%d"
           % (args.op, torch.__version__, args.nproc, args.dtype, args.warmup, args.iters))
     if lat:
-        print("#%13s %12s %6s %11s %11s %11s %8s" % ("size(B)", "count", "dtype", "p50(us)", "p99(us)", "p99.9(us)", "iters"))
+        print("#%13s %12s %6s %11s %11s %11s %8s %9s" % ("size(B)", "count", "dtype", "p50(us)", "p99(us)", "p99.9(us)",
+                                                        "iters", "cpu(us)"))
     else:
-        print("#%13s %12s %6s %11s %12s %12s" % ("size(B)", "count", "dtype", "time(us)", "algbw(GB/s)", "busbw(GB/s)"))
+        print("#%13s %12s %6s %11s %12s %12s %9s" % ("size(B)", "count", "dtype", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
+                                                    "cpu(us)"))
     sys.stdout.flush()
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
@@ -204,11 +211,11 @@ def main():
         r = queue.get()
         rows.append(r)
         if lat:
-            print(" %13d %12d %6s %11.1f %11.1f %11.1f %8d"
-                  % (r["size"], r["count"], r["dtype"], r["p50_us"], r["p99_us"], r["p999_us"], r["iters"]))
+            print(" %13d %12d %6s %11.1f %11.1f %11.1f %8d %9.1f"
+                  % (r["size"], r["count"], r["dtype"], r["p50_us"], r["p99_us"], r["p999_us"], r["iters"], r["cpu_us"]))
         else:
-            print(" %13d %12d %6s %11.1f %12.3f %12.3f"
-                  % (r["size"], r["count"], r["dtype"], r["time_us"], r["algbw_gbps"], r["busbw_gbps"]))
+            print(" %13d %12d %6s %11.1f %12.3f %12.3f %9.1f"
+                  % (r["size"], r["count"], r["dtype"], r["time_us"], r["algbw_gbps"], r["busbw_gbps"], r["cpu_us"]))
         sys.stdout.flush()
     for pr in procs:
         pr.join()

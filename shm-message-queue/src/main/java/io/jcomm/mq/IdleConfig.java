@@ -9,7 +9,7 @@ import org.agrona.concurrent.IdleStrategy;
  * {@link #yieldNanos()}, then park with a period doubling from {@link #minParkNanos()} to
  * {@link #maxParkNanos()}. The phases restart whenever work is found. Immutable.
  *
- * <p>The default ({@link #backoff()}) spins 5 µs and yields 100 µs, so a reader that receives
+ * <p>The default ({@link #backoff()}) spins 2 µs and yields 100 µs, so a reader that receives
  * messages back to back never parks, while an idle reader parks for up to 1 ms at a time and costs
  * about 1-2 % of a core. {@link #spinning()} keeps one core busy and is only for benchmarks with
  * a core to spare; {@link #yielding()} is the low-latency choice when processes outnumber cores.
@@ -41,12 +41,12 @@ public final class IdleConfig {
     }
 
     /**
-     * The default: spin 5 µs, yield 100 µs, then park 1 µs doubling up to 1 ms. The spin phase
-     * covers back-to-back traffic; it is short because a spinning thread that shares its core with
-     * the peer it waits for delays that peer by the whole phase.
+     * The default: spin 2 µs, yield 100 µs, then park 1 µs doubling up to 1 ms. The spin phase
+     * covers back-to-back traffic (a hop takes ~0.2-0.5 µs); it is short because a spinning thread
+     * that shares its core with the peer it waits for delays that peer by the whole phase.
      */
     public static IdleConfig backoff() {
-        return new IdleConfig(5_000, 100_000, 1_000, 1_000_000);
+        return new IdleConfig(2_000, 100_000, 1_000, 1_000_000);
     }
 
     /** No spinning: yield 100 µs, then park 1 µs doubling up to 1 ms (for hosts with more waiters than cores). */

@@ -20,7 +20,7 @@ import java.util.Objects;
  *   <tr><th>option</th><th>default</th><th>meaning</th></tr>
  *   <tr><td>{@code maxMessageBytes}</td><td>64 MiB</td><td>largest message; bigger ones are refused before anything is sent</td></tr>
  *   <tr><td>{@code ipcTermLength}</td><td>4 MiB</td><td>Aeron term of the same-host stream (log = 3 terms in /dev/shm; window = term/2)</td></tr>
- *   <tr><td>{@code ipcMtu}</td><td>65504</td><td>largest same-host frame (one chunk of a message)</td></tr>
+ *   <tr><td>{@code ipcMtu}</td><td>min(65504, ipcTermLength / 8)</td><td>largest same-host frame (one chunk of a message)</td></tr>
  *   <tr><td>{@code udpTermLength}</td><td>4 MiB</td><td>Aeron term of the remote stream</td></tr>
  *   <tr><td>{@code udpMtu}</td><td>1408</td><td>UDP frame size (keep below the network MTU)</td></tr>
  *   <tr><td>{@code idle}</td><td>automatic: {@link IdleConfig#forHost}</td><td>how a waiting writer or reader idles;
@@ -34,6 +34,8 @@ import java.util.Objects;
  *   <tr><td>{@code mediaOptions}</td><td>{@link AeronMedia.Options#defaults()}</td><td>driver directory, liveness, driver idle strategy</td></tr>
  *   <tr><td>{@code codec}</td><td>the group's codec</td><td>codec of {@code enqueueObject}/{@code dequeueObject}</td></tr>
  *   <tr><td>{@code ackInterval}</td><td>64</td><td>a remote reader acknowledges at least every N messages (and whenever it idles)</td></tr>
+ *   <tr><td>{@code wakeups}</td><td>true</td><td>an idle local reader blocks on a loopback socket and the writer
+ *       wakes it (idle CPU ~0, tens of µs to wake) instead of parking in a loop (up to 1 ms late)</td></tr>
  *   <tr><td>{@code closeLinger}</td><td>2 s</td><td>how long a closing writer waits for remote readers to acknowledge its close</td></tr>
  * </table>
  */
@@ -62,11 +64,12 @@ public final class MessageQueueOptions {
     private final ObjectCodec codec;
     private final int ackInterval;
     private final Duration closeLinger;
+    private final boolean wakeups;
 
     private MessageQueueOptions(Builder b) {
         this.maxMessageBytes = b.maxMessageBytes;
         this.ipcTermLength = b.ipcTermLength;
-        this.ipcMtu = b.ipcMtu;
+        this.ipcMtu = b.ipcMtu > 0 ? b.ipcMtu : Math.min(IPC_MTU_DEFAULT, b.ipcTermLength / 8);
         this.udpTermLength = b.udpTermLength;
         this.udpMtu = b.udpMtu;
         this.idle = b.idle;
@@ -80,6 +83,7 @@ public final class MessageQueueOptions {
         this.codec = b.codec;
         this.ackInterval = b.ackInterval;
         this.closeLinger = Objects.requireNonNull(b.closeLinger, "closeLinger");
+        this.wakeups = b.wakeups;
         if (maxMessageBytes < 0 || maxMessageBytes > QueueHandle.MAX_MESSAGE_LIMIT) {
             throw new IllegalArgumentException("maxMessageBytes " + maxMessageBytes + " not in [0, 1 GiB]");
         }
@@ -120,7 +124,7 @@ public final class MessageQueueOptions {
         Builder b = new Builder();
         b.maxMessageBytes = maxMessageBytes;
         b.ipcTermLength = ipcTermLength;
-        b.ipcMtu = ipcMtu;
+        b.ipcMtu = ipcMtu == Math.min(IPC_MTU_DEFAULT, ipcTermLength / 8) ? 0 : ipcMtu;
         b.udpTermLength = udpTermLength;
         b.udpMtu = udpMtu;
         b.idle = idle;
@@ -134,6 +138,7 @@ public final class MessageQueueOptions {
         b.codec = codec;
         b.ackInterval = ackInterval;
         b.closeLinger = closeLinger;
+        b.wakeups = wakeups;
         return b;
     }
 
@@ -164,6 +169,7 @@ public final class MessageQueueOptions {
     public ObjectCodec codec() { return codec; }
     public int ackInterval() { return ackInterval; }
     public Duration closeLinger() { return closeLinger; }
+    public boolean wakeups() { return wakeups; }
 
     /** This host's id: the option, else {@code JCOMM_HOST_ID}, else the host name. */
     public String hostId() {
@@ -215,7 +221,7 @@ public final class MessageQueueOptions {
     public static final class Builder {
         private int maxMessageBytes = MAX_MESSAGE_BYTES_DEFAULT;
         private int ipcTermLength = TERM_LENGTH_DEFAULT;
-        private int ipcMtu = IPC_MTU_DEFAULT;
+        private int ipcMtu; // 0: derived from the term length
         private int udpTermLength = TERM_LENGTH_DEFAULT;
         private int udpMtu = UDP_MTU_DEFAULT;
         private IdleConfig idle;
@@ -229,12 +235,14 @@ public final class MessageQueueOptions {
         private ObjectCodec codec;
         private int ackInterval = 64;
         private Duration closeLinger = Duration.ofSeconds(2);
+        private boolean wakeups = true;
 
         private Builder() {
         }
 
         public Builder maxMessageBytes(int v) { this.maxMessageBytes = v; return this; }
         public Builder ipcTermLength(int v) { this.ipcTermLength = v; return this; }
+        /** Largest same-host frame; 0 (default) derives it from the term length. */
         public Builder ipcMtu(int v) { this.ipcMtu = v; return this; }
         public Builder udpTermLength(int v) { this.udpTermLength = v; return this; }
         public Builder udpMtu(int v) { this.udpMtu = v; return this; }
@@ -250,6 +258,8 @@ public final class MessageQueueOptions {
         public Builder codec(ObjectCodec v) { this.codec = v; return this; }
         public Builder ackInterval(int v) { this.ackInterval = v; return this; }
         public Builder closeLinger(Duration v) { this.closeLinger = v; return this; }
+        /** Idle local readers sleep until the writer wakes them (default true); false: they park in a loop. */
+        public Builder wakeups(boolean v) { this.wakeups = v; return this; }
 
         public MessageQueueOptions build() {
             return new MessageQueueOptions(this);

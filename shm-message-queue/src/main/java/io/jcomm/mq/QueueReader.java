@@ -14,6 +14,7 @@ import static io.jcomm.mq.internal.Frames.VERSION_OFFSET;
 import static java.nio.ByteOrder.LITTLE_ENDIAN;
 
 import io.aeron.AeronCounters;
+import io.aeron.Counter;
 import io.aeron.ExclusivePublication;
 import io.aeron.Image;
 import io.aeron.Subscription;
@@ -33,8 +34,16 @@ import io.jcomm.mq.internal.Frames;
 import io.jcomm.mq.internal.HmacSha256;
 import io.jcomm.mq.internal.MessageAssembler;
 import io.jcomm.mq.internal.ShmFiles;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.channels.DatagramChannel;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
 import java.time.Duration;
 import java.util.Objects;
+import java.util.function.Consumer;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 import org.agrona.CloseHelper;
@@ -62,6 +71,9 @@ import org.slf4j.LoggerFactory;
  *       {@link QueueWriter#awaitDelivered} count it as pending).</li>
  *   <li>Every frame is validated before use (sizes bounded before allocating, sequence numbers,
  *       HMAC on UDP); a violation throws {@link ProtocolException} and breaks the reader.</li>
+ *   <li>Waiting: spin, then yield ({@link MessageQueueOptions#idleFor}); after that a local reader
+ *       sleeps until the writer wakes it through a loopback socket ({@link MessageQueueOptions#wakeups()};
+ *       ~0 % CPU while idle, tens of µs to wake), a remote one parks (up to 1 ms at a time).</li>
  *   <li>The writer's clean close gives {@link CommClosedException} after every earlier message was
  *       delivered; its death gives {@link PeerFailureException} naming the writer within about the
  *       liveness timeout; no message before the deadline gives {@link CommTimeoutException} (the
@@ -92,6 +104,19 @@ public final class QueueReader implements AutoCloseable {
     private final IdleStrategy idle;
     private final ControlledFragmentHandler handler = this::onFragment;
     private byte[] scratch = new byte[0];
+
+    /** Type id of the "reader is asleep" counters that local readers allocate in the driver. */
+    static final int SLEEP_COUNTER_TYPE_ID = 4_201_001;
+    /** Longest single sleep of a woken-up reader (liveness and deadlines are checked in between). */
+    private static final long SLEEP_SLICE_MS = 100;
+    private final DatagramChannel wakeChannel;
+    private final Selector wakeSelector;
+    private final Counter sleepCounter;
+    private final ByteBuffer wakeDrain = ByteBuffer.allocateDirect(64);
+    private final Consumer<SelectionKey> drainWake = k -> drainWakeups();
+    private final long sleepAfterNanos;
+    private long idleSince = -1;
+    private boolean asleep;
 
     private int result = NONE;
     private ProtocolException frameError;
@@ -124,9 +149,31 @@ public final class QueueReader implements AutoCloseable {
                         throw new BackendException(context, msg);
                     });
         }
+        IdleConfig idleConfig = options.idleFor(handle.isRemote(rank) ? 1 : 1 + handle.localReaders().size());
+        this.sleepAfterNanos = idleConfig.spinNanos() + idleConfig.yieldNanos() < 0 ? Long.MAX_VALUE
+                : idleConfig.spinNanos() + idleConfig.yieldNanos();
         Subscription sub = null;
         ExclusivePublication pub = null;
+        DatagramChannel wakeCh = null;
+        Selector wakeSel = null;
+        Counter sleep = null;
         try {
+            if (!remote && options.wakeups() && sleepAfterNanos < Long.MAX_VALUE / 2) {
+                try {
+                    wakeCh = DatagramChannel.open();
+                    wakeCh.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
+                    wakeCh.configureBlocking(false);
+                    wakeSel = Selector.open();
+                    wakeCh.register(wakeSel, SelectionKey.OP_READ);
+                    sleep = media.aeron().addCounter(SLEEP_COUNTER_TYPE_ID,
+                            "jcomm-mq reader asleep: queue " + Long.toHexString(handle.queueId()) + " rank " + rank);
+                } catch (IOException e) {
+                    LOG.warn("[{}] no wake-up socket ({}); an idle reader will park instead", ctx("open"), e.toString());
+                    CloseHelper.quietCloseAll(wakeSel, wakeCh);
+                    wakeCh = null;
+                    wakeSel = null;
+                }
+            }
             int session;
             if (remote) {
                 String addr = options.udpAddress();
@@ -161,10 +208,19 @@ public final class QueueReader implements AutoCloseable {
             this.dataSub = sub;
             this.controlPub = pub;
             this.image = img;
-            sendControl(Frames.HELLO, remote ? -1 : img.subscriberPositionId(), media.clientId(), deadline.nanoTime());
-        } catch (RuntimeException e) {
-            CloseHelper.quietCloseAll(pub, sub);
-            throw e instanceof CommException ? e
+            this.wakeChannel = wakeCh;
+            this.wakeSelector = wakeSel;
+            this.sleepCounter = sleep;
+            long subPos = remote ? 0xFFFFFFFFL : img.subscriberPositionId() & 0xFFFFFFFFL;
+            long sleepId = sleep == null ? 0xFFFFFFFFL : sleep.id() & 0xFFFFFFFFL;
+            int wakePort = wakeCh == null ? 0 : ((InetSocketAddress) wakeCh.getLocalAddress()).getPort();
+            sendControl(Frames.HELLO, subPos | (sleepId << 32), wakePort, deadline.nanoTime());
+        } catch (RuntimeException | IOException e) {
+            CloseHelper.quietCloseAll(pub, sub, sleep, wakeSel, wakeCh);
+            if (e instanceof IOException) {
+                throw new BackendException(context, "cannot set up the wake-up socket: " + e.getMessage(), e);
+            }
+            throw e instanceof CommException ce ? ce
                     : new BackendException(context, "cannot subscribe to the queue: " + e.getMessage(), e);
         }
     }
@@ -298,7 +354,7 @@ public final class QueueReader implements AutoCloseable {
             result = NONE;
             int n = image.controlledPoll(handler, FRAGMENT_LIMIT);
             if (result == MessageAssembler.MESSAGE) {
-                idle.reset();
+                awake();
                 if (remote && consumedSeq - ackedSeq >= options.ackInterval()) {
                     sendAck();
                 }
@@ -316,7 +372,7 @@ public final class QueueReader implements AutoCloseable {
                         + " closed the queue after " + assembler.sequence() + " messages"));
             }
             if (n > 0) {
-                idle.reset();
+                awake();
                 continue;
             }
             if (remote && consumedSeq > ackedSeq) {
@@ -336,11 +392,67 @@ public final class QueueReader implements AutoCloseable {
                         + "client timed out (liveness timeout " + media.options().livenessTimeout().toMillis() + " ms)"));
             }
             if (System.nanoTime() - deadlineNanos >= 0) {
+                awake();
                 throw new CommTimeoutException(ctx(op), "no message from writer rank " + handle.writerRank()
                         + " in time (last message " + assembler.sequence() + ")");
             }
-            idle.idle();
+            waitForData(deadlineNanos);
         }
+    }
+
+    /**
+     * One idle step: spin and yield as configured; after that a local reader sleeps on its wake-up
+     * socket (the writer sends it a datagram when it sees the sleep flag), others park.
+     * Protocol: set the flag (a volatile store), poll once more, then block; the writer commits
+     * its frame, fences, then reads the flag — so a message is never missed for a whole sleep.
+     */
+    private void waitForData(long deadlineNanos) {
+        if (wakeChannel == null) {
+            idle.idle();
+            return;
+        }
+        long now = System.nanoTime();
+        if (idleSince < 0) {
+            idleSince = now;
+        }
+        if (now - idleSince < sleepAfterNanos) {
+            idle.idle();
+            return;
+        }
+        if (!asleep) {
+            sleepCounter.set(1);
+            asleep = true;
+            return; // poll once more before blocking
+        }
+        long left = (deadlineNanos - now) / 1_000_000;
+        try {
+            if (left < 1) {
+                LockSupport.parkNanos(Math.max(1_000, deadlineNanos - now));
+            } else {
+                wakeSelector.select(drainWake, Math.min(SLEEP_SLICE_MS, left));
+            }
+        } catch (IOException e) {
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
+        }
+    }
+
+    private void drainWakeups() {
+        try {
+            do {
+                wakeDrain.clear();
+            } while (wakeChannel.receive(wakeDrain) != null);
+        } catch (IOException ignored) {
+            // a wake-up socket error only costs a timed sleep
+        }
+    }
+
+    private void awake() {
+        if (asleep) {
+            sleepCounter.set(0);
+            asleep = false;
+        }
+        idleSince = -1;
+        idle.reset();
     }
 
     private Action onFragment(DirectBuffer buffer, int offset, int length, Header header) {
@@ -452,7 +564,7 @@ public final class QueueReader implements AutoCloseable {
         } catch (RuntimeException e) {
             LOG.debug("[{}] goodbye not sent: {}", ctx("close"), e.toString());
         } finally {
-            CloseHelper.quietCloseAll(controlPub, dataSub);
+            CloseHelper.quietCloseAll(controlPub, dataSub, sleepCounter, wakeSelector, wakeChannel);
         }
     }
 

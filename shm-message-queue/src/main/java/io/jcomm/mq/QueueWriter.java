@@ -41,6 +41,12 @@ import io.jcomm.api.ProtocolException;
 import io.jcomm.mq.internal.Frames;
 import io.jcomm.mq.internal.HmacSha256;
 import io.jcomm.mq.internal.ShmFiles;
+import java.io.IOException;
+import java.lang.invoke.VarHandle;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.channels.DatagramChannel;
 import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -118,6 +124,8 @@ public final class QueueWriter implements AutoCloseable {
 
     private long seq;
     private long rejectedControlFrames;
+    private boolean anyWakeable;
+    private final ByteBuffer wakeByte = ByteBuffer.allocateDirect(1);
     private long lastCheckNanos = System.nanoTime();
     /** An enqueue after this long without one checks the readers before sending. */
     private static final long CHECK_INTERVAL_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
@@ -136,7 +144,8 @@ public final class QueueWriter implements AutoCloseable {
         Image image;
         int counterId = -1;
         long counterRegistrationId;
-        long clientId;
+        int sleepCounterId = -1;
+        DatagramChannel wake;
         long ackedSeq;
         long ackedPosition;
 
@@ -415,11 +424,15 @@ public final class QueueWriter implements AutoCloseable {
             if (started || (roomForFirstFrame(ipcPub, ipcChunk, length, false)
                     && roomForFirstFrame(udpPub, udpChunk, length, true))) {
                 if (!ipcDone) {
+                    boolean first = !started;
                     int n = tryFrame(ipcPub, ipcChunk, null, type, src, offset, length, ipcSent, s, kind, op);
                     if (n >= 0) {
                         ipcSent += n;
                         ipcDone = ipcSent == length;
                         progress = true;
+                        if (first) {
+                            wakeSleepers(); // sleeping readers start on the first frame
+                        }
                     }
                 }
                 if (!udpDone) {
@@ -708,18 +721,31 @@ public final class QueueWriter implements AutoCloseable {
                 rejectedControlFrames++;
                 return;
             }
-            if (!remote && !validSubscriberCounter((int) a)) {
+            int subPos = (int) a;
+            int sleepId = (int) (a >>> 32);
+            if (!remote && !validSubscriberCounter(subPos)) {
                 rejectedControlFrames++;
                 LOG.warn("[{}] hello of rank {} names counter {} that is not a subscriber of this queue",
-                        ctx("control"), rank, a);
+                        ctx("control"), rank, subPos);
                 return;
             }
             Subscription sub = remote ? udpControl : ipcControl;
             r.sessionId = header.sessionId();
             r.image = sub.imageBySessionId(r.sessionId);
-            r.counterId = remote ? -1 : (int) a;
-            r.counterRegistrationId = remote ? 0 : counters.getCounterRegistrationId((int) a);
-            r.clientId = v;
+            r.counterId = remote ? -1 : subPos;
+            r.counterRegistrationId = remote ? 0 : counters.getCounterRegistrationId(subPos);
+            if (!remote && sleepId != -1 && v > 0 && v < 65536 && validSleepCounter(sleepId)) {
+                try {
+                    DatagramChannel ch = DatagramChannel.open();
+                    ch.connect(new InetSocketAddress(InetAddress.getLoopbackAddress(), (int) v));
+                    ch.configureBlocking(false);
+                    r.wake = ch;
+                    r.sleepCounterId = sleepId;
+                    anyWakeable = true;
+                } catch (IOException e) {
+                    LOG.warn("[{}] cannot reach the wake-up socket of rank {}: {}", ctx("control"), rank, e.toString());
+                }
+            }
             r.hello = true;
             return;
         }
@@ -747,6 +773,33 @@ public final class QueueWriter implements AutoCloseable {
         int session = counters.metaDataBuffer().getInt(keyOffset + 8);
         int stream = counters.metaDataBuffer().getInt(keyOffset + 12);
         return session == handle.ipcSessionId() && stream == handle.dataStreamId();
+    }
+
+    private boolean validSleepCounter(int id) {
+        return id >= 0 && id <= counters.maxCounterId() && counters.getCounterState(id) == CountersReader.RECORD_ALLOCATED
+                && counters.getCounterTypeId(id) == QueueReader.SLEEP_COUNTER_TYPE_ID;
+    }
+
+    /**
+     * Wakes the local readers that sleep on their socket. Called after a frame is committed; the
+     * full fence orders that commit before the reads of the sleep flags (the reader sets its flag,
+     * then polls once more, then sleeps), so a reader never sleeps through a message.
+     */
+    private void wakeSleepers() {
+        if (!anyWakeable) {
+            return;
+        }
+        VarHandle.fullFence();
+        for (ReaderState r : readers) {
+            if (r.wake != null && counters.getCounterValue(r.sleepCounterId) != 0) {
+                wakeByte.clear();
+                try {
+                    r.wake.write(wakeByte);
+                } catch (IOException e) {
+                    // the reader is gone or its socket full: it still wakes at the end of its sleep slice
+                }
+            }
+        }
     }
 
     private boolean localReaderGone(ReaderState r) {
@@ -848,6 +901,9 @@ public final class QueueWriter implements AutoCloseable {
             }
         } finally {
             CloseHelper.quietCloseAll(ipcPub, udpPub, ipcControl, udpControl);
+            for (ReaderState r : readers) {
+                CloseHelper.quietClose(r.wake);
+            }
         }
     }
 

@@ -145,6 +145,44 @@ class QueueInProcessTest {
     }
 
     @Test
+    void anIdleLocalReaderSleepsAndIsWokenByTheWriter() throws Exception {
+        String tag = "inproc4" + ProcessHandle.current().pid();
+        for (boolean wakeups : new boolean[] {true, false}) {
+            MessageQueueOptions opts = MessageQueueOptions.builder().wakeups(wakeups).idle(IdleConfig.backoff()).build();
+            ExecutorService pool = Executors.newSingleThreadExecutor();
+            try (AeronMedia host = AeronMedia.launch(AeronMedia.Options.builder().tag(tag).build());
+                 QueueWriter w = QueueWriter.create(host, "t", 0, List.of(1), List.of(), 0, opts);
+                 QueueReader r = QueueReader.open(host, w.handle(), 1, 0, opts, Deadline.after(T))) {
+                w.awaitReaders(Deadline.after(T));
+                Future<long[]> lat = pool.submit(() -> {
+                    long[] out = new long[15];
+                    for (int i = 0; i < out.length; i++) {
+                        DirectBuffer v = r.dequeue(T);
+                        out[i] = System.nanoTime() - v.getLong(0);
+                    }
+                    return out;
+                });
+                org.agrona.concurrent.UnsafeBuffer m = new org.agrona.concurrent.UnsafeBuffer(new byte[8]);
+                for (int i = 0; i < 15; i++) {
+                    Thread.sleep(30); // the reader has spun, yielded and gone to sleep by now
+                    m.putLong(0, System.nanoTime());
+                    w.enqueue(m, 0, 8, T);
+                }
+                long[] l = lat.get(30, TimeUnit.SECONDS);
+                java.util.Arrays.sort(l);
+                long median = l[l.length / 2];
+                System.out.printf("wakeups=%s: latency after 30 ms idle: median %.1f us, max %.1f us%n", wakeups,
+                        median / 1e3, l[l.length - 1] / 1e3);
+                // asleep without a wake-up the reader would notice only at the end of its 100 ms sleep slice;
+                // parking (wakeups off) bounds it by the 1 ms maximum park
+                assertTrue(median < TimeUnit.MILLISECONDS.toNanos(wakeups ? 10 : 20), "median " + median / 1e3 + " us");
+            } finally {
+                pool.shutdownNow();
+            }
+        }
+    }
+
+    @Test
     void dequeueTimesOutWithoutPoisoning() {
         String tag = "inproc2" + ProcessHandle.current().pid();
         MessageQueueOptions opts = MessageQueueOptions.builder().build();

@@ -23,8 +23,10 @@ package io.jcomm.mq.internal;
  *   2  short  version
  *   4  int    rank      the reader's rank
  *   8  long   queue id
- *   16 long   a         HELLO: subscriber-position counter id (-1 for remote); ACK/BYE: consumed sequence
- *   24 long   b         HELLO: Aeron client id; ACK/BYE: stream position consumed
+ *   16 long   a         HELLO: subscriber-position counter id (low 32 bits) and sleep-flag counter id
+ *                       (high 32 bits), 0xFFFFFFFF for none; ACK/BYE: consumed sequence
+ *   24 long   b         HELLO: loopback UDP port of the reader's wake-up socket (0: none);
+ *                       ACK/BYE: stream position consumed
  *   32 [32-byte HMAC-SHA256 of bytes 0..32 when flagged MAC]
  * </pre>
  */

@@ -66,12 +66,14 @@ public final class BenchWorker {
                         body.run();
                     }
                     g.barrier();
-                    long[] t = new long[iters];
+                    long[] t = new long[iters + 1];
+                    long cpu0 = processCpuNanos();
                     for (int i = 0; i < iters; i++) {
                         long t0 = System.nanoTime();
                         body.run();
                         t[i] = System.nanoTime() - t0;
                     }
+                    t[iters] = processCpuNanos() - cpu0; // last element: CPU time of the whole loop
                     List<long[]> all = g.gatherObject(t, 0, long[].class);
                     if (g.rank() == 0) {
                         System.out.println(summarize(op, g.size(), dtype, size, all).toLine());
@@ -81,6 +83,15 @@ public final class BenchWorker {
                 g.barrier();
             }
         }
+    }
+
+    /** CPU time of this process (all threads), or 0 where the JVM cannot say. */
+    private static long processCpuNanos() {
+        java.lang.management.OperatingSystemMXBean os = java.lang.management.ManagementFactory.getOperatingSystemMXBean();
+        if (os instanceof com.sun.management.OperatingSystemMXBean) {
+            return Math.max(0, ((com.sun.management.OperatingSystemMXBean) os).getProcessCpuTime());
+        }
+        return 0;
     }
 
     private static void watchParent() {
@@ -191,12 +202,14 @@ public final class BenchWorker {
     }
 
     private static BenchResult summarize(BenchOp op, int n, DType t, long size, List<long[]> all) {
-        int iters = all.get(0).length;
+        int iters = all.get(0).length - 1;
         long[] worst = new long[iters];
+        long cpu = 0;
         for (long[] r : all) {
             for (int i = 0; i < iters; i++) {
                 worst[i] = Math.max(worst[i], r[i]);
             }
+            cpu = Math.max(cpu, r[iters]);
         }
         Histogram h = new Histogram(3);
         for (long v : worst) {
@@ -222,6 +235,6 @@ public final class BenchWorker {
         double algbw = bytes == 0 ? 0 : bytes / medianNs; // bytes per ns = GB/s
         return new BenchResult(bytes, count, op.object() ? "obj" : t.shortName(), medianNs / 1000.0, algbw,
                 algbw * op.busFactor(n), h.getValueAtPercentile(50) / 1000.0, h.getValueAtPercentile(99) / 1000.0,
-                h.getValueAtPercentile(99.9) / 1000.0, iters);
+                h.getValueAtPercentile(99.9) / 1000.0, iters, cpu / 1000.0 / iters);
     }
 }

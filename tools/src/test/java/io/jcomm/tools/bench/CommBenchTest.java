@@ -25,7 +25,7 @@ class CommBenchTest {
         assertEquals(0.5, BenchOp.ALLGATHER.busFactor(2));
         assertEquals(1.0, BenchOp.BROADCAST.busFactor(8));
         assertEquals(BenchOp.BROADCAST_OBJECT, BenchOp.parse("broadcast-object"));
-        BenchResult r = new BenchResult(4096, 1024, "f32", 12.5, 0.3, 0.3, 12, 20, 30, 20);
+        BenchResult r = new BenchResult(4096, 1024, "f32", 12.5, 0.3, 0.3, 12, 20, 30, 20, 7.5);
         assertEquals(r, BenchResult.parse(r.toLine()));
     }
 

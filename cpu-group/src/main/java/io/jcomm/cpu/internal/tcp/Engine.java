@@ -176,10 +176,10 @@ final class Engine {
     }
 
     /**
-     * Drives I/O until {@code op} completes, fails, or its deadline passes. The polling phase adapts:
-     * after a wait that a full-length poll would have covered, the next call polls for the full
-     * {@code tcp.spinMicros}; after a longer wait (a slow peer, a busy machine) it polls half as long,
-     * so that waiting for a peer that is not coming soon costs no CPU.
+     * Drives I/O until {@code op} completes, fails, or its deadline passes. The polling phase adapts
+     * between 0 and {@code tcp.spinMicros}: it doubles after a wait that it covered and halves after a
+     * longer wait (a slow peer, a busy machine), so that waiting for a peer that is not coming soon
+     * costs no CPU.
      */
     void await(Op op) {
         long spinEnd = 0;
@@ -236,7 +236,8 @@ final class Engine {
             return;
         }
         long waited = System.nanoTime() - idleStart;
-        spinNanos = waited <= cfg.spinNanos ? cfg.spinNanos : spinNanos / 2;
+        // grow while polling pays off, shrink fast when the peer is slow (or the machine busy)
+        spinNanos = waited <= spinNanos ? Math.min(cfg.spinNanos, spinNanos * 2 + 1000) : spinNanos / 2;
     }
 
     /** Drives I/O until {@code done} holds (set-up phases). */

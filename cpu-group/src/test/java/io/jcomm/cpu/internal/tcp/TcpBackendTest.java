@@ -91,6 +91,20 @@ class TcpBackendTest {
     }
 
     @Test
+    void aPeerThatClosedCleanlyIsReportedAsClosedNotDead() {
+        try (ThreadRanks t = ThreadRanks.start(2, TcpBackendTest::opts, Duration.ofSeconds(20))) {
+            t.group(0).close();
+            List<Object> out = t.outcomes(g -> g.rank() == 1
+                    ? org.junit.jupiter.api.Assertions.assertThrows(io.jcomm.api.CommException.class,
+                            () -> g.barrier(Duration.ofSeconds(10)))
+                    : null, Duration.ofSeconds(20));
+            org.junit.jupiter.api.Assertions.assertInstanceOf(io.jcomm.api.CommClosedException.class, out.get(1),
+                    String.valueOf(out.get(1)));
+            assertTrue(((Throwable) out.get(1)).getMessage().contains("peer rank 0 closed the group"), String.valueOf(out.get(1)));
+        }
+    }
+
+    @Test
     void waitingDoesNotBurnACore() {
         try (ThreadRanks t = ThreadRanks.start(2, TcpBackendTest::opts, Duration.ofSeconds(20))) {
             ThreadMXBean mx = ManagementFactory.getThreadMXBean();

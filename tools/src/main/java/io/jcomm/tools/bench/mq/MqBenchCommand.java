@@ -46,7 +46,10 @@ import picocli.CommandLine.Option;
  *
  * <p>The command is the writer; it starts the readers as child JVMs with the same class path and
  * JVM flags. {@code --remote} makes them remote readers over UDP on loopback (each with its own
- * media driver, as on another host).
+ * media driver, as on another host). It uses {@link QueueWriter}/{@code QueueReader} opened from an
+ * explicit handle (a file), i.e. the data path of {@code MessageQueue} without the CPU group.
+ *
+ * <p>Register under {@code commbench} with {@code commandLine.addSubcommand("mq", new MqBenchCommand())}.
  */
 @Command(name = "mq", mixinStandardHelpOptions = true,
         description = "Latency of the one-writer, many-reader message queue (Aeron IPC / UDP) and idle CPU.")
@@ -105,6 +108,13 @@ public final class MqBenchCommand implements Callable<Integer> {
     @Option(names = "--floor-seconds", description = "time cap of the floor measurement (default ${DEFAULT-VALUE})")
     double floorSeconds = 20;
 
+    @Option(names = "--gap-us", description = "pause between messages, so that waiting readers reach their park "
+            + "phase (latency after idle periods; default ${DEFAULT-VALUE})")
+    long gapMicros = 0;
+
+    @Option(names = "--no-wakeups", description = "idle local readers park in a loop instead of sleeping until woken")
+    boolean noWakeups;
+
     @Option(names = "--ipc-term", description = "IPC term length (default ${DEFAULT-VALUE})")
     String ipcTerm = "4M";
 
@@ -113,12 +123,19 @@ public final class MqBenchCommand implements Callable<Integer> {
 
     private final PrintStream out = System.out;
 
+    /** Standalone entry point ({@code bin/_launch io.jcomm.tools.bench.mq.MqBenchCommand ...}). */
     public static void main(String[] args) {
+        if (System.getProperty("org.slf4j.simpleLogger.defaultLogLevel") == null) {
+            System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
+        }
         System.exit(new CommandLine(new MqBenchCommand()).execute(args));
     }
 
     static int parseSize(String s) {
         String t = s.trim().toUpperCase(Locale.ROOT);
+        if (t.endsWith("B")) {
+            t = t.substring(0, t.length() - 1);
+        }
         long mult = 1;
         if (t.endsWith("K")) {
             mult = 1024;
@@ -280,16 +297,17 @@ public final class MqBenchCommand implements Callable<Integer> {
         cmd.addAll(JvmFlags.REQUIRED);
         cmd.addAll(List.of("-XX:+UseSerialGC", "-Xmx1g", "-cp", System.getProperty("java.class.path"),
                 MqBenchReader.class.getName(), handleFile.toString(), Integer.toString(rank), remote ? "1" : "0",
-                readerIdle, aeronDir.toString(), tag, udpAddress));
+                readerIdle, aeronDir.toString(), tag, udpAddress, noWakeups ? "0" : "1"));
         ProcessBuilder pb = new ProcessBuilder(cmd);
         pb.redirectErrorStream(true);
         return new Child(rank, pb.start());
     }
 
     private void printHeader(List<Integer> sizeList, IdleConfig wIdle) {
-        out.printf(Locale.ROOT, "# jcomm mq: 1 writer -> %d %s reader%s (%s), reader idle=%s, writer idle=%s, ipc term=%s%n",
+        out.printf(Locale.ROOT, "# jcomm mq: 1 writer -> %d %s reader%s (%s), reader idle=%s, writer idle=%s, ipc term=%s%s%n",
                 readers, remote ? "remote" : "local", readers == 1 ? "" : "s",
-                remote ? "Aeron UDP loopback + HMAC-SHA256" : "Aeron IPC", readerIdle, writerIdle, ipcTerm);
+                remote ? "Aeron UDP loopback + HMAC-SHA256" : "Aeron IPC", readerIdle, writerIdle, ipcTerm,
+                gapMicros > 0 ? ", gap " + gapMicros + " us between messages" : "");
         out.printf(Locale.ROOT, "# one-way = writer stamp -> reader receipt (all readers); round trip = enqueue -> every reader done%n");
         out.printf(Locale.ROOT, "# %10s %8s | %28s | %28s%n", "", "", "one-way (us)", "round trip (us)");
         out.printf(Locale.ROOT, "# %10s %8s | %8s %8s %10s | %8s %8s %10s%n", "size(B)", "iters", "p50", "p99", "p99.9",
@@ -304,10 +322,18 @@ public final class MqBenchCommand implements Callable<Integer> {
     private void measureSize(QueueWriter w, UnsafeBuffer msg, int size, List<Child> children) throws Exception {
         int warm = itersFor(size, warmup);
         int iters = itersFor(size, iterations);
+        if (gapMicros > 0) { // keep the run short: a pause per message
+            long cap = Math.max(200, 20_000_000L / Math.max(1, gapMicros));
+            warm = (int) Math.min(warm, cap / 4);
+            iters = (int) Math.min(iters, cap);
+        }
         Histogram rtt = new Histogram(3_600_000_000_000L, 3);
         Duration t = Duration.ofSeconds(30);
         for (int i = 0; i < warm + iters; i++) {
             int phase = i < warm ? PHASE_WARMUP : PHASE_MEASURE;
+            if (gapMicros > 0) {
+                java.util.concurrent.locks.LockSupport.parkNanos(gapMicros * 1000);
+            }
             msg.putInt(PHASE_OFFSET, phase);
             long t0 = System.nanoTime();
             msg.putLong(STAMP_OFFSET, t0);
@@ -348,6 +374,7 @@ public final class MqBenchCommand implements Callable<Integer> {
              Subscription sub = media.aeron().addSubscription("aeron:ipc", stream + 1)) {
             msg.putInt(PHASE_OFFSET, PHASE_FLOOR);
             msg.putInt(ARG_OFFSET, stream);
+            msg.putInt(ARG_OFFSET + 4, echo.rank); // only this reader answers
             msg.putInt(ARG_OFFSET + 8, floorIdle.equals("spin") ? 1 : 0);
             w.enqueue(msg, 0, HEADER, Duration.ofSeconds(10));
             echo.await("FLOOR READY", Duration.ofSeconds(30));

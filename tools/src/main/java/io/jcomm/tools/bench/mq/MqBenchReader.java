@@ -28,7 +28,7 @@ import org.agrona.concurrent.IdleStrategy;
  * histogram on standard output. Reader 1 also echoes the raw Aeron IPC ping-pong of the floor
  * measurement. Exits when its standard input closes (the parent died) or the queue closes.
  *
- * <p>Arguments: {@code handleFile rank remote(0|1) idle aeronDir|- tag udpAddress}.
+ * <p>Arguments: {@code handleFile rank remote(0|1) idle aeronDir|- tag udpAddress wakeups(0|1)}.
  */
 public final class MqBenchReader {
 
@@ -45,7 +45,8 @@ public final class MqBenchReader {
         IdleConfig idle = IdleConfig.parse(args[3]);
         String aeronDir = args[4];
         AeronMedia.Options mo = AeronMedia.Options.builder().tag(args[5]).build();
-        MessageQueueOptions opts = MessageQueueOptions.builder().idle(idle).udpAddress(args[6]).build();
+        MessageQueueOptions opts = MessageQueueOptions.builder().idle(idle).udpAddress(args[6])
+                .wakeups(args.length < 8 || args[7].equals("1")).build();
         QueueHandle handle = QueueHandle.decode(Files.readAllBytes(handleFile));
         AeronMedia media = remote ? AeronMedia.launch(mo) : AeronMedia.attach(Path.of(aeronDir), mo);
         try (media; QueueReader r = QueueReader.open(media, handle, rank, remote ? rank : 0, opts,
@@ -75,7 +76,7 @@ public final class MqBenchReader {
                     System.out.println("HIST " + rank + " " + size + " " + Base64.getEncoder().encodeToString(bytes));
                     System.out.flush();
                     h.reset();
-                } else if (phase == MqBenchCommand.PHASE_FLOOR) {
+                } else if (phase == MqBenchCommand.PHASE_FLOOR && m.getInt(MqBenchCommand.ARG_OFFSET + 4) == rank) {
                     int stream = m.getInt(MqBenchCommand.ARG_OFFSET);
                     IdleConfig floorIdle = m.getInt(MqBenchCommand.ARG_OFFSET + 8) == 1 ? IdleConfig.spinning()
                             : IdleConfig.yielding();

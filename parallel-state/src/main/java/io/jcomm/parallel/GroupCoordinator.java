@@ -1,0 +1,815 @@
+package io.jcomm.parallel;
+
+import io.jcomm.api.CommClosedException;
+import io.jcomm.api.CommException;
+import io.jcomm.api.DType;
+import io.jcomm.api.Deadline;
+import io.jcomm.api.Device;
+import io.jcomm.api.ObjectCodec;
+import io.jcomm.api.OpContext;
+import io.jcomm.api.ProcessGroup;
+import io.jcomm.api.ProtocolException;
+import io.jcomm.api.ReduceOp;
+import io.jcomm.api.StreamHandle;
+import io.jcomm.api.Tensor;
+import io.jcomm.api.device.DeviceCommunicator;
+import io.jcomm.api.ray.TensorAllocator;
+import io.jcomm.api.work.CompletableWork;
+import io.jcomm.api.work.Work;
+import io.jcomm.mq.AeronMedia;
+import io.jcomm.mq.MessageQueue;
+import io.jcomm.parallel.internal.AllWork;
+import io.jcomm.parallel.internal.NodeLocalChannel;
+import io.jcomm.parallel.internal.TensorDictCodec;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import org.agrona.CloseHelper;
+
+/**
+ * One parallel dimension of a job (vLLM's {@code GroupCoordinator}): a CPU group (control plane), a
+ * device communicator (data plane) and, for TP groups, a shared-memory broadcaster, behind one
+ * object that routes every call to the right one.
+ *
+ * <h2>Ranks</h2>
+ * {@link #ranks()} are the members' global ranks in group order. {@code src}, {@code dst} and peer
+ * arguments of every method are <em>group-local</em> ({@code [0, worldSize())}). The rank helpers
+ * {@link #firstRank()}, {@link #lastRank()}, {@link #nextRank()} and {@link #prevRank()} return
+ * <em>global</em> ranks, as vLLM's do; next and previous wrap around.
+ *
+ * <h2>Routing</h2>
+ * <ul>
+ *   <li>Tensor collectives and point-to-point go by the tensor's device: host tensors through a
+ *       host communicator over the CPU group, tensors on the group's device through the device
+ *       communicator (NCCL for CUDA). For a CPU job both are the same object.</li>
+ *   <li>{@link #barrier()} always runs on the CPU side (never on the device): through shared memory
+ *       when every member is on one host, else over the CPU group.</li>
+ *   <li>{@link #broadcastObject} goes through the broadcaster when the group has one and the source
+ *       is its writer (group rank 0); else through shared memory when every member is on one host
+ *       and the encoded object fits; else over the CPU group.</li>
+ *   <li>Objects and tensor-dict metadata are encoded with the job's registered {@link ObjectCodec};
+ *       nothing uses Java serialization.</li>
+ * </ul>
+ *
+ * <h2>World size 1</h2>
+ * Collectives return their input at once (no copy), barrier and object broadcast return at once;
+ * point-to-point calls fail with {@link ProtocolException} (there is no peer).
+ *
+ * <h2>Threads and failures</h2>
+ * A coordinator is driven by one application thread at a time, like a torch group. Every blocking
+ * call is bounded by the job's timeout; failures are {@link CommException}s naming the group, this
+ * rank and the operation. {@link #destroy()} may be called from any thread and is idempotent.
+ */
+public final class GroupCoordinator implements AutoCloseable {
+
+    /** Tag of tensor-dict tensors moved over the CPU group (apart from user tags). */
+    static final int TENSOR_DICT_TAG = 0x54440001;
+
+    private final String name;
+    private final List<Integer> ranks;
+    private final int rank;
+    private final int rankInGroup;
+    private final ProcessGroup cpu;
+    private final DeviceCommunicator hostComm;
+    private final DeviceCommunicator deviceComm;
+    private final Device device;
+    private final StreamHandle stream;
+    private final MessageQueue mq;
+    private final AeronMedia ownedMedia;
+    private final NodeLocalChannel local;
+    private final TensorAllocator deviceAllocator;
+    private final Duration timeout;
+    private final ObjectCodec codec;
+    private volatile boolean destroyed;
+
+    GroupCoordinator(String name, List<Integer> ranks, int rank, ProcessGroup cpu, DeviceCommunicator hostComm,
+                     DeviceCommunicator deviceComm, Device device, MessageQueue mq, AeronMedia ownedMedia,
+                     NodeLocalChannel local, TensorAllocator deviceAllocator, Duration timeout) {
+        this.name = Objects.requireNonNull(name, "name");
+        this.ranks = List.copyOf(ranks);
+        this.rank = rank;
+        this.rankInGroup = this.ranks.indexOf(rank);
+        if (rankInGroup < 0) {
+            throw new IllegalArgumentException("rank " + rank + " is not a member of " + name + " " + ranks);
+        }
+        this.cpu = Objects.requireNonNull(cpu, "cpu");
+        this.hostComm = hostComm;
+        this.deviceComm = deviceComm;
+        this.device = Objects.requireNonNull(device, "device");
+        this.stream = StreamHandle.defaultStream(device);
+        this.mq = mq;
+        this.ownedMedia = ownedMedia;
+        this.local = local;
+        this.deviceAllocator = deviceAllocator;
+        this.timeout = Objects.requireNonNull(timeout, "timeout");
+        this.codec = cpu.codec();
+        if (this.ranks.size() > 1 && (hostComm == null || deviceComm == null)) {
+            throw new IllegalArgumentException("a group of " + this.ranks.size() + " ranks needs communicators");
+        }
+    }
+
+    // ------------------------------------------------------------------ identity and rank helpers
+
+    /** The unique name, e.g. {@code tp:0}. */
+    public String name() {
+        return name;
+    }
+
+    /** Global ranks of the members, in group order. */
+    public List<Integer> ranks() {
+        return ranks;
+    }
+
+    /** This process's global rank. */
+    public int rank() {
+        return rank;
+    }
+
+    /** This process's rank in the group. */
+    public int rankInGroup() {
+        return rankInGroup;
+    }
+
+    /** Number of members. */
+    public int worldSize() {
+        return ranks.size();
+    }
+
+    /** Global rank of the first member. */
+    public int firstRank() {
+        return ranks.get(0);
+    }
+
+    /** Global rank of the last member. */
+    public int lastRank() {
+        return ranks.get(ranks.size() - 1);
+    }
+
+    public boolean isFirstRank() {
+        return rank == firstRank();
+    }
+
+    public boolean isLastRank() {
+        return rank == lastRank();
+    }
+
+    /** Global rank of the member after this one (wrapping around). */
+    public int nextRank() {
+        return ranks.get(nextInGroup());
+    }
+
+    /** Global rank of the member before this one (wrapping around). */
+    public int prevRank() {
+        return ranks.get(prevInGroup());
+    }
+
+    /** Group rank of the member after this one: the default destination of sends. */
+    public int nextInGroup() {
+        return (rankInGroup + 1) % ranks.size();
+    }
+
+    /** Group rank of the member before this one: the default source of receives. */
+    public int prevInGroup() {
+        return (rankInGroup - 1 + ranks.size()) % ranks.size();
+    }
+
+    /** The CPU group (control plane). */
+    public ProcessGroup cpuGroup() {
+        return cpu;
+    }
+
+    /** The device communicator (data plane); empty when the group has one member. */
+    public Optional<DeviceCommunicator> deviceCommunicator() {
+        return Optional.ofNullable(deviceComm);
+    }
+
+    /** The broadcaster; present only in groups created with one (TP groups by default). */
+    public Optional<MessageQueue> messageQueue() {
+        return Optional.ofNullable(mq);
+    }
+
+    /** True when barrier and small-object broadcast go through shared memory (all members on one host). */
+    public boolean isNodeLocal() {
+        return local != null;
+    }
+
+    /** This rank's device. */
+    public Device device() {
+        return device;
+    }
+
+    /** The stream device operations are enqueued on (the device's default stream). */
+    public StreamHandle stream() {
+        return stream;
+    }
+
+    public Duration timeout() {
+        return timeout;
+    }
+
+    public ObjectCodec codec() {
+        return codec;
+    }
+
+    public boolean isDestroyed() {
+        return destroyed;
+    }
+
+    private OpContext ctx(String op) {
+        return OpContext.of(name, rankInGroup, op);
+    }
+
+    private void checkOpen(String op) {
+        if (destroyed) {
+            throw new CommClosedException(ctx(op), "group destroyed");
+        }
+    }
+
+    private DeviceCommunicator commFor(Tensor t, String op) {
+        Objects.requireNonNull(t, "tensor");
+        if (t.device().isCpu()) {
+            return hostComm;
+        }
+        if (deviceComm != null && t.device().type().equals(deviceComm.device().type())) {
+            return deviceComm;
+        }
+        throw new ProtocolException(ctx(op), "tensor on " + t.device() + ", but group " + name
+                + " moves cpu and " + device + " tensors");
+    }
+
+    private StreamHandle streamFor(Tensor t) {
+        return t.device().isCpu() ? StreamHandle.HOST : stream;
+    }
+
+    private void requireRank(String op, String role, int r) {
+        if (r < 0 || r >= ranks.size()) {
+            throw new ProtocolException(ctx(op), role + " " + r + " not in [0, " + ranks.size() + ")");
+        }
+    }
+
+    private void requirePeer(String op, String role, int r) {
+        if (ranks.size() == 1) {
+            throw new ProtocolException(ctx(op), "group " + name + " has one member: there is no peer to " + op + " with");
+        }
+        requireRank(op, role, r);
+        if (r == rankInGroup) {
+            throw new ProtocolException(ctx(op), role + " is this rank");
+        }
+    }
+
+    /** Allocates a tensor like vLLM's {@code torch.empty(shape, dtype, device)}. */
+    private Tensor allocate(String op, String deviceType, DType dtype, long[] shape) {
+        if (deviceType.equals("cpu")) {
+            return Tensor.allocate(dtype, shape);
+        }
+        if (!deviceType.equals(device.type())) {
+            throw new ProtocolException(ctx(op), "cannot place a " + deviceType + " tensor: this rank's device is " + device);
+        }
+        if (deviceAllocator == null) {
+            throw new ProtocolException(ctx(op), "no device allocator configured for " + device
+                    + " tensors (ParallelStateOptions.deviceAllocator)");
+        }
+        Tensor t = deviceAllocator.allocate(shape, dtype);
+        if (!Arrays.equals(t.shape(), shape) || t.dtype() != dtype || !t.device().type().equals(deviceType)) {
+            throw new ProtocolException(ctx(op), "the device allocator returned " + t + " for " + dtype + Arrays.toString(shape));
+        }
+        return t;
+    }
+
+    private Tensor allocateLike(String op, Tensor like, long[] shape) {
+        return allocate(op, like.device().type(), like.dtype(), shape);
+    }
+
+    // ------------------------------------------------------------------ tensor collectives
+
+    /** In-place sum all-reduce; returns {@code tensor}. */
+    public Tensor allReduce(Tensor tensor) {
+        return allReduce(tensor, ReduceOp.SUM);
+    }
+
+    /** In-place all-reduce; returns {@code tensor}. */
+    public Tensor allReduce(Tensor tensor, ReduceOp op) {
+        checkOpen("allReduce");
+        if (ranks.size() == 1) {
+            return tensor;
+        }
+        commFor(tensor, "allReduce").allReduce(tensor, tensor, op, streamFor(tensor));
+        return tensor;
+    }
+
+    /** {@code output = reduce(input)}; {@code output} must match {@code input}. */
+    public void allReduce(Tensor input, Tensor output, ReduceOp op) {
+        checkOpen("allReduce");
+        if (ranks.size() == 1) {
+            if (input != output) {
+                commFor(input, "allReduce"); // device check only
+                if (input.isHost()) {
+                    output.copyFrom(input);
+                    return;
+                }
+                throw new ProtocolException(ctx("allReduce"), "out-of-place device copy in a group of one; use the in-place form");
+            }
+            return;
+        }
+        commFor(input, "allReduce").allReduce(input, output, op, streamFor(input));
+    }
+
+    /**
+     * Gathers {@code input} from every member, concatenated along {@code dim} (negative counts from
+     * the end), into a new tensor on the input's device. World size 1 returns {@code input}.
+     */
+    public Tensor allGather(Tensor input, int dim) {
+        checkOpen("allGather");
+        if (ranks.size() == 1) {
+            return input;
+        }
+        int d = normalizeDim("allGather", input, dim);
+        long[] shape = input.shape();
+        shape[d] = Math.multiplyExact(shape[d], ranks.size());
+        Tensor out = allocateLike("allGather", input, shape);
+        allGather(input, out, d);
+        return out;
+    }
+
+    /** Gathers into {@code output} ({@code output.size(dim) == worldSize() * input.size(dim)}). */
+    public void allGather(Tensor input, Tensor output, int dim) {
+        checkOpen("allGather");
+        if (ranks.size() == 1) {
+            if (input != output && input.isHost()) {
+                output.copyFrom(input);
+            }
+            return;
+        }
+        commFor(input, "allGather").allGather(input, output, dim, streamFor(input));
+    }
+
+    /**
+     * Reduces {@code input} across members and returns this rank's part of the result split along
+     * {@code dim} into {@link #worldSize()} equal parts (sum). World size 1 returns {@code input}.
+     */
+    public Tensor reduceScatter(Tensor input, int dim) {
+        return reduceScatter(input, ReduceOp.SUM, dim);
+    }
+
+    public Tensor reduceScatter(Tensor input, ReduceOp op, int dim) {
+        checkOpen("reduceScatter");
+        if (ranks.size() == 1) {
+            return input;
+        }
+        int d = normalizeDim("reduceScatter", input, dim);
+        long[] shape = input.shape();
+        if (shape[d] % ranks.size() != 0) {
+            throw new ProtocolException(ctx("reduceScatter"), "dimension " + d + " of " + Arrays.toString(shape)
+                    + " is not divisible by the group size " + ranks.size());
+        }
+        shape[d] /= ranks.size();
+        Tensor out = allocateLike("reduceScatter", input, shape);
+        reduceScatter(input, out, op, d);
+        return out;
+    }
+
+    public void reduceScatter(Tensor input, Tensor output, ReduceOp op, int dim) {
+        checkOpen("reduceScatter");
+        if (ranks.size() == 1) {
+            if (input != output && input.isHost()) {
+                output.copyFrom(input);
+            }
+            return;
+        }
+        commFor(input, "reduceScatter").reduceScatter(input, output, op, dim, streamFor(input));
+    }
+
+    /**
+     * Gathers {@code input} from every member along {@code dim} onto group rank {@code dst}: returns
+     * the result there and {@code null} elsewhere. World size 1 returns {@code input}.
+     */
+    public Tensor gather(Tensor input, int dst, int dim) {
+        checkOpen("gather");
+        requireRank("gather", "dst", dst);
+        if (ranks.size() == 1) {
+            return input;
+        }
+        int d = normalizeDim("gather", input, dim);
+        Tensor out = null;
+        if (rankInGroup == dst) {
+            long[] shape = input.shape();
+            shape[d] = Math.multiplyExact(shape[d], ranks.size());
+            out = allocateLike("gather", input, shape);
+        }
+        commFor(input, "gather").gather(input, out, dst, d, streamFor(input));
+        return out;
+    }
+
+    /** In-place broadcast from group rank {@code src}; returns {@code tensor}. */
+    public Tensor broadcast(Tensor tensor, int src) {
+        checkOpen("broadcast");
+        requireRank("broadcast", "src", src);
+        if (ranks.size() == 1) {
+            return tensor;
+        }
+        commFor(tensor, "broadcast").broadcast(tensor, src, streamFor(tensor));
+        return tensor;
+    }
+
+    /** Sends {@code tensor} to the next member. */
+    public void send(Tensor tensor) {
+        send(tensor, nextInGroup());
+    }
+
+    /** Sends {@code tensor} to group rank {@code dst}. */
+    public void send(Tensor tensor, int dst) {
+        checkOpen("send");
+        requirePeer("send", "dst", dst);
+        commFor(tensor, "send").send(tensor, dst, streamFor(tensor));
+    }
+
+    /** Receives a tensor of {@code shape} and {@code dtype} on this rank's device from the previous member. */
+    public Tensor recv(long[] shape, DType dtype) {
+        return recv(shape, dtype, prevInGroup());
+    }
+
+    /** Receives a tensor of {@code shape} and {@code dtype} on this rank's device from group rank {@code src}. */
+    public Tensor recv(long[] shape, DType dtype, int src) {
+        checkOpen("recv");
+        requirePeer("recv", "src", src);
+        Tensor t = allocate("recv", device.type(), dtype, shape);
+        recv(t, src);
+        return t;
+    }
+
+    /** Receives into {@code tensor} (exactly its size) from group rank {@code src}. */
+    public void recv(Tensor tensor, int src) {
+        checkOpen("recv");
+        requirePeer("recv", "src", src);
+        commFor(tensor, "recv").recv(tensor, src, streamFor(tensor));
+    }
+
+    private int normalizeDim(String op, Tensor t, int dim) {
+        try {
+            return t.normalizeDim(dim);
+        } catch (IllegalArgumentException e) {
+            throw new ProtocolException(ctx(op), e.getMessage());
+        }
+    }
+
+    // ------------------------------------------------------------------ control plane
+
+    /** Waits until every member arrives; on the CPU side (shared memory when node-local). */
+    public void barrier() {
+        checkOpen("barrier");
+        if (ranks.size() == 1) {
+            return;
+        }
+        if (local != null) {
+            local.barrier(Deadline.after(timeout));
+        } else {
+            cpu.barrier(timeout);
+        }
+    }
+
+    /**
+     * Broadcasts {@code value} (meaningful on {@code src} only) and returns {@code src}'s value on
+     * every member, checked to be a {@code type}.
+     */
+    public <T> T broadcastObject(T value, int src, Class<T> type) {
+        checkOpen("broadcastObject");
+        requireRank("broadcastObject", "src", src);
+        if (ranks.size() == 1) {
+            return value;
+        }
+        if (mq != null && src == mq.writerRank()) {
+            if (rankInGroup == src) {
+                if (value != null && !type.isInstance(value)) {
+                    throw new ProtocolException(ctx("broadcastObject"), "value is a " + value.getClass().getName()
+                            + ", not a " + type.getName());
+                }
+                mq.enqueueObject(value, timeout);
+                return value;
+            }
+            return mq.dequeueObject(type, timeout);
+        }
+        if (local != null) {
+            byte[] bytes = rankInGroup == src ? codec.encode(value) : null;
+            byte[] got = local.broadcast(bytes, src, Deadline.after(timeout));
+            if (got == null) {
+                return cpu.broadcastObject(value, src, type, timeout);
+            }
+            return rankInGroup == src ? value : codec.decode(got, type);
+        }
+        return cpu.broadcastObject(value, src, type, timeout);
+    }
+
+    /** Broadcasts raw bytes by the same route as {@link #broadcastObject}. */
+    private byte[] broadcastBytes(byte[] bytes, int src) {
+        if (mq != null && src == mq.writerRank()) {
+            if (rankInGroup == src) {
+                mq.enqueue(bytes, timeout);
+                return bytes;
+            }
+            return mq.dequeueBytes(timeout);
+        }
+        if (local != null) {
+            byte[] got = local.broadcast(bytes, src, Deadline.after(timeout));
+            if (got != null) {
+                return got;
+            }
+        }
+        return cpu.broadcastObject(bytes, src, byte[].class, timeout);
+    }
+
+    /** Every member's value, in group order (over the CPU group). */
+    public <T> List<T> allGatherObject(T value, Class<T> type) {
+        checkOpen("allGatherObject");
+        return cpu.allGatherObject(value, type, timeout);
+    }
+
+    /** Sends {@code value} to group rank {@code dst} over the CPU group. */
+    public void sendObject(Object value, int dst) {
+        checkOpen("sendObject");
+        requirePeer("sendObject", "dst", dst);
+        cpu.sendObject(value, dst, timeout);
+    }
+
+    /** Receives an object of {@code type} from group rank {@code src} over the CPU group. */
+    public <T> T recvObject(int src, Class<T> type) {
+        checkOpen("recvObject");
+        requirePeer("recvObject", "src", src);
+        return cpu.recvObject(src, type, timeout);
+    }
+
+    // ------------------------------------------------------------------ tensor dicts
+
+    /**
+     * Broadcasts a dict of tensors and plain values from group rank {@code src}: the metadata first
+     * (by the {@link #broadcastObject} route), then every non-empty tensor in the dict's iteration
+     * order (host tensors over the CPU side, device tensors over the device communicator). Returns
+     * {@code dict} on {@code src} and a new dict in the same order elsewhere (tensors allocated on
+     * the sender's device type: host, or this rank's device).
+     */
+    public Map<String, Object> broadcastTensorDict(Map<String, ?> dict, int src) {
+        checkOpen("broadcastTensorDict");
+        requireRank("broadcastTensorDict", "src", src);
+        if (ranks.size() == 1) {
+            return copyOf(dict);
+        }
+        if (rankInGroup == src) {
+            Objects.requireNonNull(dict, "dict");
+            broadcastBytes(TensorDictCodec.encode(dict, codec), src);
+            for (Object v : dict.values()) {
+                if (v instanceof Tensor && ((Tensor) v).numel() > 0) {
+                    Tensor t = (Tensor) v;
+                    commFor(t, "broadcastTensorDict").broadcast(t, src, streamFor(t));
+                }
+            }
+            return copyOf(dict);
+        }
+        List<TensorDictCodec.Entry> entries = decode(broadcastBytes(null, src), "broadcastTensorDict");
+        Map<String, Object> out = new LinkedHashMap<>();
+        for (TensorDictCodec.Entry e : entries) {
+            if (e instanceof TensorDictCodec.TensorEntry) {
+                TensorDictCodec.TensorEntry te = (TensorDictCodec.TensorEntry) e;
+                Tensor t = allocate("broadcastTensorDict", te.deviceType(), te.dtype(), te.shape());
+                if (t.numel() > 0) {
+                    commFor(t, "broadcastTensorDict").broadcast(t, src, streamFor(t));
+                }
+                out.put(e.key(), t);
+            } else {
+                out.put(e.key(), ((TensorDictCodec.ValueEntry) e).value());
+            }
+        }
+        return out;
+    }
+
+    private List<TensorDictCodec.Entry> decode(byte[] meta, String op) {
+        try {
+            return TensorDictCodec.decode(meta, codec);
+        } catch (ProtocolException e) {
+            throw new ProtocolException(ctx(op), "bad tensor dict metadata: " + e.detail(), e);
+        }
+    }
+
+    private static Map<String, Object> copyOf(Map<String, ?> dict) {
+        return dict == null ? null : new LinkedHashMap<>(dict);
+    }
+
+    /** Sends {@code dict} to the next member (see {@link #sendTensorDict(Map, int, GroupCoordinator)}). */
+    public void sendTensorDict(Map<String, ?> dict) {
+        sendTensorDict(dict, nextInGroup(), null);
+    }
+
+    /**
+     * Pipeline hand-off: sends the metadata of {@code dict} (object send over the CPU group), then
+     * every non-empty tensor in order (host tensors over the CPU group, device tensors over the
+     * device communicator) to group rank {@code dst}.
+     *
+     * <p>With {@code allGatherGroup} (typically the TP group): a tensor replicated across that group
+     * whose element count is a multiple of its size is sent as this rank's 1/size slice only; the
+     * receiver, which passes its own TP group, gathers the slices inside it. A group of one member
+     * is a no-op.
+     */
+    public void sendTensorDict(Map<String, ?> dict, int dst, GroupCoordinator allGatherGroup) {
+        if (ranks.size() == 1) {
+            checkOpen("sendTensorDict");
+            return;
+        }
+        sendTensorDict(dict, dst, allGatherGroup, false).await();
+    }
+
+    /**
+     * Like {@link #sendTensorDict(Map, int, GroupCoordinator)} but the host tensors are sent
+     * asynchronously: the returned work keeps every buffer reachable until it completes, and waiting
+     * on it is idempotent. Do not modify the tensors before it completes.
+     */
+    public Work<Void> sendTensorDictAsync(Map<String, ?> dict, int dst, GroupCoordinator allGatherGroup) {
+        if (ranks.size() == 1) {
+            checkOpen("sendTensorDict");
+            return CompletableWork.completed(ctx("sendTensorDict"), null);
+        }
+        return sendTensorDict(dict, dst, allGatherGroup, true);
+    }
+
+    private Work<Void> sendTensorDict(Map<String, ?> dict, int dst, GroupCoordinator allGatherGroup, boolean async) {
+        String op = "sendTensorDict";
+        checkOpen(op);
+        requirePeer(op, "dst", dst);
+        Objects.requireNonNull(dict, "dict");
+        int agSize = allGatherGroup == null ? 1 : allGatherGroup.worldSize();
+        int agRank = allGatherGroup == null ? 0 : allGatherGroup.rankInGroup();
+        cpu.sendObject(TensorDictCodec.encode(dict, codec), dst, timeout);
+        List<Work<?>> parts = new ArrayList<>();
+        List<Tensor> sent = new ArrayList<>();
+        for (Object v : dict.values()) {
+            if (!(v instanceof Tensor) || ((Tensor) v).numel() == 0) {
+                continue;
+            }
+            Tensor t = (Tensor) v;
+            if (agSize > 1 && t.numel() % agSize == 0) {
+                long part = t.numel() / agSize;
+                t = t.flatSlice(agRank * part, part);
+            }
+            sent.add(t);
+            if (t.isHost()) {
+                if (async) {
+                    parts.add(cpu.sendAsync(t, dst, TENSOR_DICT_TAG, timeout));
+                } else {
+                    cpu.send(t, dst, TENSOR_DICT_TAG, timeout);
+                }
+            } else {
+                commFor(t, op).send(t, dst, stream);
+            }
+        }
+        if (async && sent.stream().anyMatch(t -> !t.isHost())) {
+            DeviceCommunicator dc = deviceComm;
+            StreamHandle s = stream;
+            parts.add(new SyncWork(ctx(op), () -> dc.synchronize(s)));
+        }
+        return new AllWork(ctx(op), parts, List.copyOf(sent));
+    }
+
+    /** Receives a dict from the previous member (see {@link #recvTensorDict(int, GroupCoordinator)}). */
+    public Map<String, Object> recvTensorDict() {
+        return recvTensorDict(prevInGroup(), null);
+    }
+
+    /**
+     * Receives what {@link #sendTensorDict} sent from group rank {@code src}: a new dict in the
+     * sender's order. With {@code allGatherGroup}, tensors the sender sliced are received as this
+     * rank's slice and gathered inside {@code allGatherGroup} (every member of it must call this
+     * with the same metadata, as in a pipeline where each TP rank receives from its peer stage).
+     */
+    public Map<String, Object> recvTensorDict(int src, GroupCoordinator allGatherGroup) {
+        String op = "recvTensorDict";
+        checkOpen(op);
+        requirePeer(op, "src", src);
+        int agSize = allGatherGroup == null ? 1 : allGatherGroup.worldSize();
+        List<TensorDictCodec.Entry> entries = decode(cpu.recvObject(src, byte[].class, timeout), op);
+        Map<String, Object> out = new LinkedHashMap<>();
+        for (TensorDictCodec.Entry e : entries) {
+            if (!(e instanceof TensorDictCodec.TensorEntry)) {
+                out.put(e.key(), ((TensorDictCodec.ValueEntry) e).value());
+                continue;
+            }
+            TensorDictCodec.TensorEntry te = (TensorDictCodec.TensorEntry) e;
+            Tensor full = allocate(op, te.deviceType(), te.dtype(), te.shape());
+            out.put(e.key(), full);
+            if (full.numel() == 0) {
+                continue;
+            }
+            boolean gathered = agSize > 1 && full.numel() % agSize == 0;
+            long part = full.numel() / agSize;
+            Tensor target = gathered ? allocate(op, te.deviceType(), te.dtype(), new long[] {1, part}) : full;
+            if (target.isHost()) {
+                cpu.recv(target, src, TENSOR_DICT_TAG, timeout);
+            } else {
+                commFor(target, op).recv(target, src, stream);
+            }
+            if (gathered) {
+                allGatherGroup.allGather(target, full.reshape(agSize, part), 0);
+            }
+        }
+        return out;
+    }
+
+    // ------------------------------------------------------------------ lifecycle
+
+    /**
+     * Releases the broadcaster, the node-local channel, the communicators and the CPU group, in that
+     * order. Idempotent; never hangs (each part's close is bounded).
+     */
+    public void destroy() {
+        synchronized (this) {
+            if (destroyed) {
+                return;
+            }
+            destroyed = true;
+        }
+        CloseHelper.quietCloseAll(mq, ownedMedia, local);
+        if (deviceComm != null && deviceComm != hostComm) {
+            quietly(deviceComm::close);
+        }
+        if (hostComm != null) {
+            quietly(hostComm::close);
+        }
+        quietly(cpu::close);
+    }
+
+    private static void quietly(Runnable r) {
+        try {
+            r.run();
+        } catch (RuntimeException e) {
+            // best effort: the parts are independent
+        }
+    }
+
+    @Override
+    public void close() {
+        destroy();
+    }
+
+    @Override
+    public String toString() {
+        return "GroupCoordinator{" + name + " " + ranks + ", rank " + rankInGroup + ", cpu=" + cpu.backendName()
+                + (deviceComm != null ? ", device=" + deviceComm.name() : "") + (mq != null ? ", mq" : "")
+                + (local != null ? ", node-local" : "") + (destroyed ? ", destroyed" : "") + "}";
+    }
+
+    /** A work that runs a blocking wait once, on the first await; later awaits return its outcome. */
+    private static final class SyncWork implements Work<Void> {
+        private final OpContext context;
+        private final Runnable wait;
+        private volatile boolean done;
+        private volatile RuntimeException failure;
+
+        SyncWork(OpContext context, Runnable wait) {
+            this.context = context;
+            this.wait = wait;
+        }
+
+        @Override
+        public synchronized Void await() {
+            if (!done) {
+                try {
+                    wait.run();
+                } catch (RuntimeException e) {
+                    failure = e;
+                } finally {
+                    done = true;
+                }
+            }
+            if (failure != null) {
+                throw failure;
+            }
+            return null;
+        }
+
+        @Override
+        public Void await(Duration timeout) {
+            return await();
+        }
+
+        @Override
+        public boolean isDone() {
+            return done;
+        }
+
+        @Override
+        public boolean isSuccess() {
+            return done && failure == null;
+        }
+
+        @Override
+        public Optional<Throwable> failure() {
+            return Optional.ofNullable(failure);
+        }
+
+        @Override
+        public String toString() {
+            return "SyncWork{" + context + "}";
+        }
+    }
+}

@@ -1,0 +1,262 @@
+package io.jcomm.parallel;
+
+import io.jcomm.api.Device;
+import io.jcomm.api.DistributedConfig;
+import io.jcomm.api.ObjectCodec;
+import io.jcomm.api.OpContext;
+import io.jcomm.api.ProcessGroup;
+import io.jcomm.api.device.DeviceCommunicator;
+import io.jcomm.api.device.DeviceCommunicatorContext;
+import io.jcomm.api.device.DeviceCommunicatorProvider;
+import io.jcomm.api.store.PrefixStore;
+import io.jcomm.api.store.Store;
+import io.jcomm.cpu.CpuGroupOptions;
+import io.jcomm.cpu.CpuGroups;
+import io.jcomm.device.CpuDeviceCommunicatorProvider;
+import io.jcomm.device.DeviceCommunicators;
+import io.jcomm.mq.AeronMedia;
+import io.jcomm.mq.MessageQueue;
+import io.jcomm.mq.MessageQueueOptions;
+import io.jcomm.parallel.internal.NodeLocalChannel;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.agrona.CloseHelper;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Builds the {@link GroupCoordinator}s of one {@link ParallelState}: everything every group of the
+ * job shares (store, codec, timeout, backends, device, host topology, job nonce), resolved once.
+ * Immutable apart from the topology, which is known once the world group exists.
+ */
+final class GroupFactory {
+
+    private static final Logger LOG = LoggerFactory.getLogger(GroupFactory.class);
+
+    /** CPU-group option of the tcp backend naming this host (same-host detection follows JCOMM_HOST_ID). */
+    static final String TCP_HOST_ID_OPTION = "tcp.hostId";
+
+    final DistributedConfig config;
+    final ParallelStateOptions options;
+    final Store store;
+    final ObjectCodec codec;
+    final Duration timeout;
+    final String cpuBackend;
+    final Device device;
+    final DeviceCommunicatorProvider hostProvider;
+    final DeviceCommunicatorProvider deviceProvider;
+
+    GroupFactory(DistributedConfig config, ParallelStateOptions options, Store store, ObjectCodec codec,
+                 DeviceCommunicators registry) {
+        this.config = config;
+        this.options = options;
+        this.store = store;
+        this.codec = codec;
+        this.timeout = options.timeout() != null ? options.timeout() : config.timeout();
+        this.cpuBackend = options.cpuBackend() != null ? options.cpuBackend() : config.cpuBackend();
+        String providerName = options.deviceCommunicator() != null ? options.deviceCommunicator() : config.deviceCommunicator();
+        this.device = options.device() != null ? options.device() : chooseDevice(registry, providerName, config.localRank());
+        this.deviceProvider = registry.select(providerName, device);
+        this.hostProvider = device.isCpu() ? deviceProvider : registry.byName(CpuDeviceCommunicatorProvider.NAME);
+    }
+
+    /**
+     * {@code cuda:LOCAL_RANK} when the configured provider (or, for {@code auto}, any available
+     * provider) moves CUDA tensors, the configured provider's device type otherwise, else the host.
+     */
+    static Device chooseDevice(DeviceCommunicators registry, String providerName, int localRank) {
+        if (providerName == null || providerName.isBlank() || providerName.trim().equalsIgnoreCase(DeviceCommunicators.AUTO)) {
+            try {
+                registry.auto(Device.cuda(localRank));
+                return Device.cuda(localRank);
+            } catch (RuntimeException e) {
+                return Device.CPU;
+            }
+        }
+        String type = registry.byName(providerName.trim()).deviceType();
+        return type.equals("cpu") ? Device.CPU : Device.of(type, localRank);
+    }
+
+    /**
+     * What one group is: its name, members (global ranks), whether it gets a broadcaster, and the
+     * namespace of its store keys and files ({@code generation}, the same on every member: a group
+     * name that is made again, perhaps with other members, must not meet the keys of its previous
+     * incarnation).
+     */
+    record Spec(String name, List<Integer> ranks, boolean messageQueue, String generation) {
+        Spec {
+            ranks = List.copyOf(ranks);
+        }
+    }
+
+    /** Options of the CPU group of {@code spec} for this rank. */
+    CpuGroupOptions cpuOptions(Spec spec, boolean checkCodec) {
+        CpuGroupOptions.Builder b = CpuGroupOptions.builder().store(new PrefixStore(spec.generation(), store))
+                .groupName(spec.name())
+                .rank(spec.ranks().indexOf(config.rank())).size(spec.ranks().size()).globalRanks(spec.ranks())
+                .backend(cpuBackend).timeout(timeout).codec(codec)
+                .option(TCP_HOST_ID_OPTION, config.hostId());
+        if (!checkCodec) {
+            // the world group already checked that every rank registered the same classes
+            b.option(CpuGroups.CODEC_CHECK_OPTION, "false");
+        }
+        options.cpuOptions().forEach(b::option);
+        return b.build();
+    }
+
+    /**
+     * Whether this rank launches the media driver of its host for the broadcaster of {@code spec}:
+     * the lowest group rank on this host does (as {@link MessageQueue#create} decides).
+     */
+    boolean ownsMedia(Spec spec, HostTopology topology) {
+        for (int r : spec.ranks()) {
+            if (topology.sameHost(r, config.rank())) {
+                return r == config.rank();
+            }
+        }
+        return false;
+    }
+
+    /** Starts this host's media driver for a broadcaster, on another thread. */
+    CompletableFuture<AeronMedia> launchMediaAsync() {
+        MessageQueueOptions mq = options.messageQueueOptions();
+        AeronMedia.Options mo = mq.mediaOptions().toBuilder()
+                .reserveBytes(3L * mq.ipcTermLength() + 3L * mq.udpTermLength()).build();
+        CompletableFuture<AeronMedia> f = new CompletableFuture<>();
+        Thread t = new Thread(() -> {
+            try {
+                f.complete(AeronMedia.launch(mo));
+            } catch (Throwable e) {
+                f.completeExceptionally(e);
+            }
+        }, "jcomm-ps-media");
+        t.setDaemon(true);
+        t.start();
+        return f;
+    }
+
+    /**
+     * Creates the group (collective over its members): CPU group, communicators, node-local channel,
+     * broadcaster. {@code media} is this rank's launched driver when it owns the host's driver for
+     * the broadcaster (else {@code null}); on failure everything made here is released, including it.
+     */
+    GroupCoordinator create(Spec spec, HostTopology topology, long jobNonce,
+                            CompletableFuture<AeronMedia> media) {
+        ProcessGroup cpu;
+        try {
+            cpu = CpuGroups.create(cpuOptions(spec, false));
+        } catch (RuntimeException e) {
+            closeMedia(media);
+            throw e;
+        }
+        return assemble(spec, cpu, topology, jobNonce, media);
+    }
+
+    /** Builds the rest of a group around its connected CPU group (which it owns from here on). */
+    GroupCoordinator assemble(Spec spec, ProcessGroup cpu, HostTopology topology, long jobNonce,
+                              CompletableFuture<AeronMedia> media) {
+        int n = spec.ranks().size();
+        DeviceCommunicator hostComm = null;
+        DeviceCommunicator deviceComm = null;
+        NodeLocalChannel local = null;
+        MessageQueue mq = null;
+        AeronMedia ownedMedia = null;
+        try {
+            if (n > 1) {
+                hostComm = hostProvider.create(new DeviceCommunicatorContext(cpu, Device.CPU, timeout, Map.of()));
+                deviceComm = device.isCpu() ? hostComm
+                        : deviceProvider.create(new DeviceCommunicatorContext(cpu, device, timeout, Map.of()));
+                if (options.nodeLocalFastPath() && topology.allOnOneHost(spec.ranks())) {
+                    local = openNodeLocal(spec, cpu, jobNonce);
+                }
+                if (spec.messageQueue()) {
+                    ownedMedia = media == null ? null : await(media, spec);
+                    media = null;
+                    MessageQueueOptions mo = options.messageQueueOptions().toBuilder().hostId(config.hostId())
+                            .codec(codec).timeout(timeout).media(ownedMedia).build();
+                    mq = MessageQueue.create(cpu, 0, mo);
+                }
+            }
+            return new GroupCoordinator(spec.name(), spec.ranks(), config.rank(), cpu, hostComm, deviceComm, device,
+                    mq, ownedMedia, local, options.deviceAllocator(), timeout);
+        } catch (RuntimeException e) {
+            closeMedia(media);
+            CloseHelper.quietCloseAll(mq, ownedMedia, local);
+            if (deviceComm != null && deviceComm != hostComm) {
+                deviceComm.close();
+            }
+            if (hostComm != null) {
+                hostComm.close();
+            }
+            cpu.close();
+            throw e;
+        }
+    }
+
+    private AeronMedia await(CompletableFuture<AeronMedia> media, Spec spec) {
+        try {
+            return media.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
+        } catch (ExecutionException e) {
+            Throwable c = e.getCause();
+            if (c instanceof RuntimeException) {
+                throw (RuntimeException) c;
+            }
+            throw new io.jcomm.api.BackendException(OpContext.of(spec.name(), -1, "launchMediaDriver"),
+                    "media driver failed to start: " + c, c);
+        } catch (TimeoutException e) {
+            closeMedia(media);
+            throw new io.jcomm.api.CommTimeoutException(OpContext.of(spec.name(), -1, "launchMediaDriver"),
+                    "media driver did not start within " + timeout.toMillis() + " ms");
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            closeMedia(media);
+            throw new io.jcomm.api.CommException(OpContext.of(spec.name(), -1, "launchMediaDriver"), "interrupted", e);
+        }
+    }
+
+    /** Closes a launched (or still launching) media driver. */
+    static void closeMedia(CompletableFuture<AeronMedia> media) {
+        if (media != null) {
+            media.whenComplete((m, t) -> {
+                if (m != null) {
+                    m.close();
+                }
+            });
+        }
+    }
+
+    /**
+     * Maps the group's node-local file; one CPU barrier proves every member has opened it, then the
+     * verdict (all marks visible) is the same on every member. Returns {@code null} to use sockets.
+     */
+    private NodeLocalChannel openNodeLocal(Spec spec, ProcessGroup cpu, long jobNonce) {
+        int n = spec.ranks().size();
+        int capacity = options.shmDataBytes();
+        String file = NodeLocalChannel.fileName(jobNonce, spec.generation(), spec.name(), n, capacity);
+        NodeLocalChannel ch = NodeLocalChannel.open(options.shmDirectory(), file, spec.name(), cpu.rank(), n, capacity,
+                jobNonce);
+        try {
+            cpu.barrier(timeout);
+        } catch (RuntimeException e) {
+            if (ch != null) {
+                ch.close();
+            }
+            throw e;
+        }
+        if (ch != null && ch.attachedByAll()) {
+            ch.unlink();
+            return ch;
+        }
+        if (ch != null) {
+            LOG.info("group {} rank {}: members share a host id but not {}; barrier and broadcast use sockets",
+                    spec.name(), cpu.rank(), options.shmDirectory());
+            ch.close();
+        }
+        return null;
+    }
+}

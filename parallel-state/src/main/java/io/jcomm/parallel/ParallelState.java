@@ -1,0 +1,522 @@
+package io.jcomm.parallel;
+
+import io.jcomm.api.CommException;
+import io.jcomm.api.DistributedConfig;
+import io.jcomm.api.ObjectCodec;
+import io.jcomm.api.OpContext;
+import io.jcomm.api.ProcessGroup;
+import io.jcomm.api.ProtocolException;
+import io.jcomm.api.store.PrefixStore;
+import io.jcomm.api.store.Store;
+import io.jcomm.cpu.CpuGroups;
+import io.jcomm.cpu.codec.ForyCodec;
+import io.jcomm.cpu.store.TcpRendezvous;
+import io.jcomm.device.DeviceCommunicators;
+import io.jcomm.mq.AeronMedia;
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.stream.IntStream;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The distributed environment of one process and its model-parallel groups (vLLM's
+ * {@code parallel_state}), as an object: no module-level globals. Two instances in one JVM are
+ * independent (threads can play ranks of a job, or of two jobs with different store prefixes).
+ *
+ * <pre>{@code
+ * try (ParallelState ps = ParallelState.initialize(DistributedConfig.fromEnvironment())) {
+ *     ps.initializeModelParallel(2, 2);               // TP=2, PP=2 (DP=1)
+ *     Tensor h = ps.tp().allReduce(partial);
+ *     ps.pp().sendTensorDict(Map.of("hidden", h), ps.pp().nextInGroup(), ps.tp());
+ * }
+ * }</pre>
+ *
+ * <h2>What {@link #initialize} does</h2>
+ * Makes (or takes) the rendezvous store, creates the {@code world} group, and all-gathers every
+ * rank's host id once ({@link #topology()}). The world group is the only one every rank must create.
+ *
+ * <h2>Model-parallel groups</h2>
+ * {@link #initializeModelParallel(int, int, int)} lays ranks out exactly as vLLM does
+ * ({@link RankLayout}) and creates only the groups this rank belongs to ({@code tp:i},
+ * {@code pp:i}, {@code dp:i}, {@code ep:i}, where i is the group's index in the layout). Each group
+ * has its own store prefix, so the groups of one rank are created concurrently and no rank creates
+ * groups it is not in (torch's {@code new_group} makes every rank create every group, in order).
+ * TP groups get a shared-memory broadcaster; the media driver it needs is started on another thread
+ * while the CPU groups connect.
+ *
+ * <h2>Lifecycle</h2>
+ * {@link #destroyModelParallel()} destroys TP, PP, DP then EP; {@link #close()} also the world
+ * group and, when it made it, the store. Methods are thread safe (they serialise on this object);
+ * the groups themselves are driven by one thread at a time.
+ */
+public final class ParallelState implements AutoCloseable {
+
+    private static final Logger LOG = LoggerFactory.getLogger(ParallelState.class);
+
+    /** Name of the group of every rank. */
+    public static final String WORLD = "world";
+
+    private final DistributedConfig config;
+    private final ParallelStateOptions options;
+    private final Store ownedStore;
+    private final GroupFactory factory;
+    private final GroupRegistry registry = new GroupRegistry();
+    private final GroupCoordinator world;
+    private final HostTopology topology;
+    private final long jobNonce;
+    private RankLayout layout;
+    private GroupCoordinator tp;
+    private GroupCoordinator pp;
+    private GroupCoordinator dp;
+    private GroupCoordinator ep;
+    private int epoch;
+    private final Map<String, Integer> newGroupCounts = new HashMap<>();
+    private boolean closed;
+
+    private ParallelState(DistributedConfig config, ParallelStateOptions options, Store ownedStore, GroupFactory factory,
+                          GroupCoordinator world, HostTopology topology, long jobNonce) {
+        this.config = config;
+        this.options = options;
+        this.ownedStore = ownedStore;
+        this.factory = factory;
+        this.world = world;
+        this.topology = topology;
+        this.jobNonce = jobNonce;
+        registry.register(world);
+        options.listener().created(world);
+    }
+
+    /** {@link #initialize(DistributedConfig, ParallelStateOptions)} with default options. */
+    public static ParallelState initialize(DistributedConfig config) {
+        return initialize(config, ParallelStateOptions.defaults());
+    }
+
+    /**
+     * Makes the store the torchrun way ({@link TcpRendezvous}: rank 0 hosts it at
+     * {@code MASTER_ADDR:MASTER_PORT} unless the options say otherwise) and initialises the
+     * environment on it; the store is closed with this state. Collective over the world.
+     */
+    public static ParallelState initialize(DistributedConfig config, ParallelStateOptions options) {
+        Objects.requireNonNull(config, "config");
+        Objects.requireNonNull(options, "options");
+        Store store = TcpRendezvous.connect(config, options.rendezvous());
+        try {
+            return initialize(config, store, options, store);
+        } catch (RuntimeException e) {
+            store.close();
+            throw e;
+        }
+    }
+
+    /**
+     * Initialises the environment on a store the caller owns (it stays open after {@link #close()}).
+     * Collective over the world.
+     */
+    public static ParallelState initialize(DistributedConfig config, Store store, ParallelStateOptions options) {
+        Objects.requireNonNull(store, "store");
+        return initialize(config, store, options, null);
+    }
+
+    private static ParallelState initialize(DistributedConfig config, Store store, ParallelStateOptions options,
+                                            Store owned) {
+        Objects.requireNonNull(config, "config");
+        Objects.requireNonNull(options, "options");
+        ObjectCodec codec = options.codec() != null ? options.codec() : ForyCodec.defaults();
+        DeviceCommunicators registry = options.deviceCommunicators() != null ? options.deviceCommunicators()
+                : DeviceCommunicators.load();
+        GroupFactory factory = new GroupFactory(config, options, new PrefixStore(options.storePrefix(), store), codec,
+                registry);
+        List<Integer> all = IntStream.range(0, config.worldSize()).boxed().collect(java.util.stream.Collectors.toList());
+        GroupFactory.Spec spec = new GroupFactory.Spec(WORLD, all, false, "w");
+        ProcessGroup cpu = CpuGroups.create(factory.cpuOptions(spec, true));
+        HostTopology topology;
+        long nonce;
+        try {
+            long mine = config.rank() == 0 ? new SecureRandom().nextLong() : 0L;
+            List<String> infos = cpu.allGatherObject(config.hostId() + "\n" + Long.toHexString(mine), String.class,
+                    factory.timeout);
+            List<String> hosts = new ArrayList<>(infos.size());
+            for (String info : infos) {
+                int nl = info.lastIndexOf('\n');
+                if (nl <= 0) {
+                    throw new ProtocolException(OpContext.of(WORLD, config.rank(), "initialize"), "malformed host info");
+                }
+                hosts.add(info.substring(0, nl));
+            }
+            topology = HostTopology.of(hosts);
+            String first = infos.get(0);
+            nonce = Long.parseUnsignedLong(first.substring(first.lastIndexOf('\n') + 1), 16);
+        } catch (RuntimeException e) {
+            cpu.close();
+            throw e;
+        }
+        GroupCoordinator world = factory.assemble(spec, cpu, topology, nonce, null);
+        LOG.debug("rank {}: world of {} ready, {} node(s), device {}", config.rank(), config.worldSize(),
+                topology.nodeCount(), factory.device);
+        return new ParallelState(config, options, owned, factory, world, topology, nonce);
+    }
+
+    // ------------------------------------------------------------------ model parallel groups
+
+    /** {@link #initializeModelParallel(int, int, int)} with DP = 1. */
+    public void initializeModelParallel(int tensorParallelSize, int pipelineParallelSize) {
+        initializeModelParallel(tensorParallelSize, pipelineParallelSize, 1);
+    }
+
+    /**
+     * Creates this rank's TP, PP, DP and EP groups with vLLM's layout. Collective over the world:
+     * every rank calls it with the same sizes.
+     *
+     * @throws IllegalArgumentException if {@code tp * pp * dp} does not divide the world size
+     * @throws IllegalStateException    if the groups already exist
+     * @throws CommException            if a group cannot be created (every part already made is released)
+     */
+    public synchronized void initializeModelParallel(int tensorParallelSize, int pipelineParallelSize,
+                                                     int dataParallelSize) {
+        checkOpen();
+        if (layout != null) {
+            throw new IllegalStateException("model parallel groups are already initialized (" + describeSizes()
+                    + "); call destroyModelParallel() first");
+        }
+        RankLayout l = RankLayout.of(config.worldSize(), tensorParallelSize, pipelineParallelSize, dataParallelSize);
+        int me = config.rank();
+        String gen = "mp" + (++epoch); // every rank counts its initializeModelParallel calls alike
+        List<GroupFactory.Spec> specs = List.of(
+                spec("tp", l.tpGroups(), me, options.tpMessageQueue(), gen),
+                spec("pp", l.ppGroups(), me, false, gen),
+                spec("dp", l.dpGroups(), me, false, gen),
+                spec("ep", l.epGroups(), me, false, gen));
+        for (GroupFactory.Spec s : specs) {
+            registry.requireFree(s.name());
+        }
+        GroupCoordinator[] made = create(specs);
+        tp = made[0];
+        pp = made[1];
+        dp = made[2];
+        ep = made[3];
+        layout = l;
+        for (GroupCoordinator g : made) {
+            registry.register(g);
+            options.listener().created(g);
+        }
+    }
+
+    private static GroupFactory.Spec spec(String kind, List<List<Integer>> groups, int rank, boolean mq, String gen) {
+        int i = RankLayout.indexOf(groups, rank);
+        List<Integer> ranks = groups.get(i);
+        return new GroupFactory.Spec(kind + ":" + i, ranks, mq && ranks.size() > 1, gen);
+    }
+
+    /** Creates the groups (concurrently when allowed); all or nothing. */
+    private GroupCoordinator[] create(List<GroupFactory.Spec> specs) {
+        int n = specs.size();
+        List<CompletableFuture<AeronMedia>> media = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            boolean owner = specs.get(i).messageQueue() && factory.ownsMedia(specs.get(i), topology);
+            media.add(owner ? factory.launchMediaAsync() : null);
+        }
+        GroupCoordinator[] made = new GroupCoordinator[n];
+        if (!options.concurrentGroupCreation()) {
+            try {
+                for (int i = 0; i < n; i++) {
+                    CompletableFuture<AeronMedia> m = media.set(i, null);
+                    made[i] = factory.create(specs.get(i), topology, jobNonce, m);
+                }
+                return made;
+            } catch (RuntimeException ex) {
+                for (CompletableFuture<AeronMedia> m : media) {
+                    GroupFactory.closeMedia(m);
+                }
+                destroyAll(made);
+                throw ex;
+            }
+        }
+        List<CompletableFuture<GroupCoordinator>> futures = new ArrayList<>(n);
+        int inline = -1; // the last group that needs the network is made on this thread
+        for (int i = 0; i < n; i++) {
+            futures.add(new CompletableFuture<>());
+            if (specs.get(i).ranks().size() > 1) {
+                inline = i;
+            }
+        }
+        List<Thread> threads = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            if (i == inline || specs.get(i).ranks().size() == 1) {
+                continue;
+            }
+            int ii = i;
+            Thread t = new Thread(() -> createInto(futures.get(ii), specs.get(ii), media.get(ii)),
+                    "jcomm-ps-create-" + specs.get(i).name());
+            t.setDaemon(true);
+            threads.add(t);
+        }
+        threads.forEach(Thread::start);
+        for (int i = 0; i < n; i++) {
+            if (!futures.get(i).isDone() && (i == inline || specs.get(i).ranks().size() == 1)) {
+                createInto(futures.get(i), specs.get(i), media.get(i));
+            }
+        }
+        RuntimeException first = null;
+        long deadline = System.nanoTime() + factory.timeout.toNanos() + TimeUnit.SECONDS.toNanos(10);
+        for (int i = 0; i < n; i++) {
+            try {
+                made[i] = futures.get(i).get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            } catch (ExecutionException ex) {
+                Throwable c = ex.getCause();
+                if (first == null) {
+                    first = c instanceof RuntimeException ? (RuntimeException) c
+                            : new CommException(OpContext.of(specs.get(i).name(), -1, "create"), String.valueOf(c), c);
+                }
+            } catch (TimeoutException ex) {
+                if (first == null) {
+                    first = new io.jcomm.api.CommTimeoutException(OpContext.of(specs.get(i).name(), -1, "create"),
+                            "group creation did not finish within " + factory.timeout.toMillis() + " ms");
+                }
+            } catch (InterruptedException ex) {
+                Thread.currentThread().interrupt();
+                if (first == null) {
+                    first = new CommException(OpContext.of(specs.get(i).name(), -1, "create"), "interrupted", ex);
+                }
+            }
+        }
+        if (first != null) {
+            destroyAll(made);
+            throw first;
+        }
+        return made;
+    }
+
+    private void createInto(CompletableFuture<GroupCoordinator> f, GroupFactory.Spec s,
+                            CompletableFuture<AeronMedia> media) {
+        try {
+            f.complete(factory.create(s, topology, jobNonce, media));
+        } catch (Throwable ex) {
+            f.completeExceptionally(ex);
+        }
+    }
+
+    private static void destroyAll(GroupCoordinator[] groups) {
+        for (GroupCoordinator g : groups) {
+            if (g != null) {
+                g.destroy();
+            }
+        }
+    }
+
+    /**
+     * Initialises the model-parallel groups once; afterwards only checks that the sizes match
+     * (vLLM's {@code ensure_model_parallel_initialized}).
+     *
+     * @throws IllegalStateException if the groups exist with other sizes
+     */
+    public void ensureModelParallelInitialized(int tensorParallelSize, int pipelineParallelSize) {
+        ensureModelParallelInitialized(tensorParallelSize, pipelineParallelSize, 1);
+    }
+
+    /** {@link #ensureModelParallelInitialized(int, int)} with an explicit DP size. */
+    public synchronized void ensureModelParallelInitialized(int tensorParallelSize, int pipelineParallelSize,
+                                                            int dataParallelSize) {
+        checkOpen();
+        if (layout == null) {
+            initializeModelParallel(tensorParallelSize, pipelineParallelSize, dataParallelSize);
+            return;
+        }
+        if (tp.worldSize() != tensorParallelSize) {
+            throw new IllegalStateException("tensor parallel group already initialized, but of unexpected size: got "
+                    + tp.worldSize() + ", expected " + tensorParallelSize);
+        }
+        if (pp.worldSize() != pipelineParallelSize) {
+            throw new IllegalStateException("pipeline parallel group already initialized, but of unexpected size: got "
+                    + pp.worldSize() + ", expected " + pipelineParallelSize);
+        }
+        if (dp.worldSize() != dataParallelSize) {
+            throw new IllegalStateException("data parallel group already initialized, but of unexpected size: got "
+                    + dp.worldSize() + ", expected " + dataParallelSize);
+        }
+    }
+
+    public synchronized boolean isModelParallelInitialized() {
+        return layout != null;
+    }
+
+    /** Destroys the TP, PP, DP and EP groups, in that order. Idempotent. */
+    public synchronized void destroyModelParallel() {
+        GroupCoordinator[] order = {tp, pp, dp, ep};
+        tp = pp = dp = ep = null;
+        layout = null;
+        for (GroupCoordinator g : order) {
+            if (g != null) {
+                g.destroy();
+                registry.remove(g.name());
+                options.listener().destroyed(g.name());
+            }
+        }
+    }
+
+    /**
+     * Creates a group of the given global ranks outside the standard layout (vLLM's
+     * {@code init_model_parallel_group}). Collective over its members only; {@code name} must be
+     * unique in this state and the same on every member.
+     */
+    public synchronized GroupCoordinator newGroup(String name, List<Integer> ranks, boolean messageQueue) {
+        checkOpen();
+        Objects.requireNonNull(name, "name");
+        if (name.isEmpty() || name.contains("/")) {
+            throw new IllegalArgumentException("group name must be non-empty and contain no '/': '" + name + "'");
+        }
+        if (!ranks.contains(config.rank())) {
+            throw new IllegalArgumentException("rank " + config.rank() + " is not in " + ranks + "; only members create a group");
+        }
+        for (int r : ranks) {
+            if (r < 0 || r >= config.worldSize()) {
+                throw new IllegalArgumentException("rank " + r + " not in the world of " + config.worldSize());
+            }
+        }
+        registry.requireFree(name);
+        // members count their incarnations of this (name, members) alike: a fresh namespace each time
+        String key = name + ranks;
+        int incarnation = newGroupCounts.merge(key, 1, Integer::sum);
+        String gen = "g" + incarnation + "-" + Integer.toHexString(key.hashCode());
+        GroupFactory.Spec s = new GroupFactory.Spec(name, ranks, messageQueue && ranks.size() > 1, gen);
+        CompletableFuture<AeronMedia> media = s.messageQueue() && factory.ownsMedia(s, topology)
+                ? factory.launchMediaAsync() : null;
+        GroupCoordinator g = factory.create(s, topology, jobNonce, media);
+        registry.register(g);
+        options.listener().created(g);
+        return g;
+    }
+
+    /** Destroys a group made with {@link #newGroup}. */
+    public synchronized void destroyGroup(String name) {
+        if (WORLD.equals(name) || isStandard(name)) {
+            throw new IllegalArgumentException("'" + name + "' is destroyed by destroyModelParallel() or close()");
+        }
+        GroupCoordinator g = registry.get(name);
+        g.destroy();
+        registry.remove(name);
+        options.listener().destroyed(name);
+    }
+
+    private boolean isStandard(String name) {
+        for (GroupCoordinator g : new GroupCoordinator[] {tp, pp, dp, ep}) {
+            if (g != null && g.name().equals(name)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    // ------------------------------------------------------------------ accessors
+
+    public synchronized GroupCoordinator tp() {
+        return require(tp, "tensor parallel");
+    }
+
+    public synchronized GroupCoordinator pp() {
+        return require(pp, "pipeline parallel");
+    }
+
+    public synchronized GroupCoordinator dp() {
+        return require(dp, "data parallel");
+    }
+
+    public synchronized GroupCoordinator ep() {
+        return require(ep, "expert parallel");
+    }
+
+    public GroupCoordinator world() {
+        return world;
+    }
+
+    private GroupCoordinator require(GroupCoordinator g, String what) {
+        checkOpen();
+        if (g == null) {
+            throw new IllegalStateException(what + " group is not initialized (call initializeModelParallel)");
+        }
+        return g;
+    }
+
+    /** The live groups of this process by name. */
+    public GroupRegistry groups() {
+        return registry;
+    }
+
+    /** Which ranks share a host; the node count. */
+    public HostTopology topology() {
+        return topology;
+    }
+
+    /** The layout of the model-parallel groups. */
+    public synchronized RankLayout layout() {
+        if (layout == null) {
+            throw new IllegalStateException("model parallel groups are not initialized");
+        }
+        return layout;
+    }
+
+    public DistributedConfig config() {
+        return config;
+    }
+
+    public ParallelStateOptions options() {
+        return options;
+    }
+
+    /** Global rank of this process. */
+    public int rank() {
+        return config.rank();
+    }
+
+    public int worldSize() {
+        return config.worldSize();
+    }
+
+    private String describeSizes() {
+        return "tp=" + layout.tensorParallelSize() + " pp=" + layout.pipelineParallelSize() + " dp="
+                + layout.dataParallelSize();
+    }
+
+    private void checkOpen() {
+        if (closed) {
+            throw new IllegalStateException("parallel state of rank " + config.rank() + " is closed");
+        }
+    }
+
+    /**
+     * Destroys the model-parallel groups (TP, PP, DP, EP), the groups made with {@link #newGroup},
+     * then the world group, and closes the store when this state made it. Idempotent.
+     */
+    @Override
+    public synchronized void close() {
+        if (closed) {
+            return;
+        }
+        destroyModelParallel();
+        for (String name : registry.names()) {
+            if (!WORLD.equals(name)) {
+                destroyGroup(name);
+            }
+        }
+        closed = true;
+        world.destroy();
+        registry.remove(WORLD);
+        options.listener().destroyed(WORLD);
+        if (ownedStore != null) {
+            ownedStore.close();
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "ParallelState{rank " + config.rank() + "/" + config.worldSize() + ", " + registry + ", " + topology + "}";
+    }
+}

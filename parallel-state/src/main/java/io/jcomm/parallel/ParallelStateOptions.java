@@ -1,0 +1,208 @@
+package io.jcomm.parallel;
+
+import io.jcomm.api.Device;
+import io.jcomm.api.ObjectCodec;
+import io.jcomm.api.ray.TensorAllocator;
+import io.jcomm.cpu.codec.ForyCodec;
+import io.jcomm.cpu.store.TcpRendezvous;
+import io.jcomm.device.DeviceCommunicators;
+import io.jcomm.mq.MessageQueueOptions;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Objects;
+
+/**
+ * Immutable settings of a {@link ParallelState}: what every group of the job is built from. Values
+ * that the job's {@link io.jcomm.api.DistributedConfig} already carries (timeout, CPU backend,
+ * device communicator, host id) are taken from there unless set here.
+ *
+ * <table>
+ *   <caption>Settings</caption>
+ *   <tr><th>setting</th><th>meaning</th><th>default</th></tr>
+ *   <tr><td>{@code codec}</td><td>codec of every object collective and of the broadcaster</td><td>{@link ForyCodec#defaults()}</td></tr>
+ *   <tr><td>{@code timeout}</td><td>default deadline of every blocking call and of group creation</td><td>the config's</td></tr>
+ *   <tr><td>{@code cpuBackend}</td><td>CPU backend name ({@code auto}, {@code tcp}, {@code gloo})</td><td>the config's</td></tr>
+ *   <tr><td>{@code cpuOption(k, v)}</td><td>backend options for every CPU group (e.g. {@code tcp.shm.ringBytes})</td><td>none</td></tr>
+ *   <tr><td>{@code deviceCommunicator}</td><td>provider name or {@code auto}</td><td>the config's</td></tr>
+ *   <tr><td>{@code device}</td><td>this rank's device; {@code null}: {@code cuda:LOCAL_RANK} when an
+ *       available provider moves CUDA tensors, else {@code cpu}</td><td>{@code null}</td></tr>
+ *   <tr><td>{@code deviceCommunicators}</td><td>the provider registry</td><td>{@link DeviceCommunicators#load()}</td></tr>
+ *   <tr><td>{@code deviceAllocator}</td><td>allocates device tensors for received data (needed for device tensors only)</td><td>none</td></tr>
+ *   <tr><td>{@code tpMessageQueue}</td><td>give TP groups a shared-memory broadcaster (writer = group rank 0), as vLLM does</td><td>true</td></tr>
+ *   <tr><td>{@code messageQueueOptions}</td><td>broadcaster settings (host id, codec, timeout are filled in)</td><td>1 MiB IPC terms</td></tr>
+ *   <tr><td>{@code nodeLocalFastPath}</td><td>barrier and small-object broadcast through shared memory when
+ *       every rank of a group is on one host</td><td>true</td></tr>
+ *   <tr><td>{@code shmDirectory}</td><td>where the node-local files live (a tmpfs)</td><td>{@code /dev/shm}</td></tr>
+ *   <tr><td>{@code shmDataBytes}</td><td>largest object the node-local broadcast carries (bigger ones go over the CPU group)</td><td>64 KiB</td></tr>
+ *   <tr><td>{@code concurrentGroupCreation}</td><td>create the TP/PP/DP/EP groups of this rank in parallel</td><td>true</td></tr>
+ *   <tr><td>{@code storePrefix}</td><td>namespace of this job's keys in a shared store</td><td>{@code jcomm}</td></tr>
+ *   <tr><td>{@code rendezvous}</td><td>how {@link ParallelState#initialize} makes the store</td><td>{@link TcpRendezvous.Options#defaults()}</td></tr>
+ *   <tr><td>{@code listener}</td><td>told when groups are created and destroyed</td><td>none</td></tr>
+ * </table>
+ */
+public final class ParallelStateOptions {
+
+    /** Default of {@code shmDataBytes}. */
+    public static final int SHM_DATA_BYTES_DEFAULT = 64 << 10;
+    /** Default IPC term of the TP broadcaster: 1 MiB (3 MiB of /dev/shm per TP group, cheap to create). */
+    public static final int MQ_TERM_LENGTH_DEFAULT = 1 << 20;
+
+    private final ObjectCodec codec;
+    private final Duration timeout;
+    private final String cpuBackend;
+    private final Map<String, String> cpuOptions;
+    private final String deviceCommunicator;
+    private final Device device;
+    private final DeviceCommunicators deviceCommunicators;
+    private final TensorAllocator deviceAllocator;
+    private final boolean tpMessageQueue;
+    private final MessageQueueOptions messageQueueOptions;
+    private final boolean nodeLocalFastPath;
+    private final Path shmDirectory;
+    private final int shmDataBytes;
+    private final boolean concurrentGroupCreation;
+    private final String storePrefix;
+    private final TcpRendezvous.Options rendezvous;
+    private final GroupListener listener;
+
+    private ParallelStateOptions(Builder b) {
+        this.codec = b.codec;
+        this.timeout = b.timeout;
+        this.cpuBackend = b.cpuBackend;
+        this.cpuOptions = Collections.unmodifiableMap(new LinkedHashMap<>(b.cpuOptions));
+        this.deviceCommunicator = b.deviceCommunicator;
+        this.device = b.device;
+        this.deviceCommunicators = b.deviceCommunicators;
+        this.deviceAllocator = b.deviceAllocator;
+        this.tpMessageQueue = b.tpMessageQueue;
+        this.messageQueueOptions = Objects.requireNonNull(b.messageQueueOptions, "messageQueueOptions");
+        this.nodeLocalFastPath = b.nodeLocalFastPath;
+        this.shmDirectory = Objects.requireNonNull(b.shmDirectory, "shmDirectory");
+        this.shmDataBytes = b.shmDataBytes;
+        this.concurrentGroupCreation = b.concurrentGroupCreation;
+        this.storePrefix = Objects.requireNonNull(b.storePrefix, "storePrefix");
+        this.rendezvous = Objects.requireNonNull(b.rendezvous, "rendezvous");
+        this.listener = b.listener != null ? b.listener : GroupListener.NONE;
+        if (timeout != null && (timeout.isNegative() || timeout.isZero())) {
+            throw new IllegalArgumentException("timeout must be positive, got " + timeout);
+        }
+        if (shmDataBytes < 256 || shmDataBytes > (64 << 20)) {
+            throw new IllegalArgumentException("shmDataBytes must be in [256, 64 MiB], got " + shmDataBytes);
+        }
+        if (storePrefix.isEmpty() || storePrefix.contains("/")) {
+            throw new IllegalArgumentException("storePrefix must be non-empty and contain no '/': '" + storePrefix + "'");
+        }
+    }
+
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    public static ParallelStateOptions defaults() {
+        return builder().build();
+    }
+
+    /** The codec, or {@code null} for {@link ForyCodec#defaults()}. */
+    public ObjectCodec codec() { return codec; }
+    /** The timeout, or {@code null} for the config's. */
+    public Duration timeout() { return timeout; }
+    /** The CPU backend, or {@code null} for the config's. */
+    public String cpuBackend() { return cpuBackend; }
+    public Map<String, String> cpuOptions() { return cpuOptions; }
+    /** The device communicator provider, or {@code null} for the config's. */
+    public String deviceCommunicator() { return deviceCommunicator; }
+    /** The device, or {@code null} for automatic choice. */
+    public Device device() { return device; }
+    /** The provider registry, or {@code null} for {@link DeviceCommunicators#load()}. */
+    public DeviceCommunicators deviceCommunicators() { return deviceCommunicators; }
+    /** The device tensor allocator, or {@code null}. */
+    public TensorAllocator deviceAllocator() { return deviceAllocator; }
+    public boolean tpMessageQueue() { return tpMessageQueue; }
+    public MessageQueueOptions messageQueueOptions() { return messageQueueOptions; }
+    public boolean nodeLocalFastPath() { return nodeLocalFastPath; }
+    public Path shmDirectory() { return shmDirectory; }
+    public int shmDataBytes() { return shmDataBytes; }
+    public boolean concurrentGroupCreation() { return concurrentGroupCreation; }
+    public String storePrefix() { return storePrefix; }
+    public TcpRendezvous.Options rendezvous() { return rendezvous; }
+    public GroupListener listener() { return listener; }
+
+    public Builder toBuilder() {
+        Builder b = builder().codec(codec).timeout(timeout).cpuBackend(cpuBackend).deviceCommunicator(deviceCommunicator)
+                .device(device).deviceCommunicators(deviceCommunicators).deviceAllocator(deviceAllocator)
+                .tpMessageQueue(tpMessageQueue).messageQueueOptions(messageQueueOptions).nodeLocalFastPath(nodeLocalFastPath)
+                .shmDirectory(shmDirectory).shmDataBytes(shmDataBytes).concurrentGroupCreation(concurrentGroupCreation)
+                .storePrefix(storePrefix).rendezvous(rendezvous).listener(listener);
+        cpuOptions.forEach(b::cpuOption);
+        return b;
+    }
+
+    @Override
+    public String toString() {
+        return "ParallelStateOptions{timeout=" + timeout + ", cpu=" + cpuBackend + " " + cpuOptions + ", device="
+                + device + " via " + deviceCommunicator + ", tpMessageQueue=" + tpMessageQueue + ", nodeLocal="
+                + nodeLocalFastPath + " in " + shmDirectory + " (" + shmDataBytes + " B), concurrent="
+                + concurrentGroupCreation + ", prefix=" + storePrefix + "}";
+    }
+
+    /** Mutable builder; {@link #build()} validates. */
+    public static final class Builder {
+        private ObjectCodec codec;
+        private Duration timeout;
+        private String cpuBackend;
+        private final Map<String, String> cpuOptions = new LinkedHashMap<>();
+        private String deviceCommunicator;
+        private Device device;
+        private DeviceCommunicators deviceCommunicators;
+        private TensorAllocator deviceAllocator;
+        private boolean tpMessageQueue = true;
+        private MessageQueueOptions messageQueueOptions = MessageQueueOptions.builder()
+                .ipcTermLength(MQ_TERM_LENGTH_DEFAULT).udpTermLength(MQ_TERM_LENGTH_DEFAULT).build();
+        private boolean nodeLocalFastPath = true;
+        private Path shmDirectory = Path.of("/dev/shm");
+        private int shmDataBytes = SHM_DATA_BYTES_DEFAULT;
+        private boolean concurrentGroupCreation = true;
+        private String storePrefix = "jcomm";
+        private TcpRendezvous.Options rendezvous = TcpRendezvous.Options.defaults();
+        private GroupListener listener;
+
+        private Builder() {
+        }
+
+        public Builder codec(ObjectCodec v) { this.codec = v; return this; }
+        public Builder timeout(Duration v) { this.timeout = v; return this; }
+        public Builder cpuBackend(String v) { this.cpuBackend = v; return this; }
+
+        /** A backend option for every CPU group; {@code null} removes it. */
+        public Builder cpuOption(String key, String value) {
+            Objects.requireNonNull(key, "key");
+            if (value == null) {
+                cpuOptions.remove(key);
+            } else {
+                cpuOptions.put(key, value);
+            }
+            return this;
+        }
+
+        public Builder deviceCommunicator(String v) { this.deviceCommunicator = v; return this; }
+        public Builder device(Device v) { this.device = v; return this; }
+        public Builder deviceCommunicators(DeviceCommunicators v) { this.deviceCommunicators = v; return this; }
+        public Builder deviceAllocator(TensorAllocator v) { this.deviceAllocator = v; return this; }
+        public Builder tpMessageQueue(boolean v) { this.tpMessageQueue = v; return this; }
+        public Builder messageQueueOptions(MessageQueueOptions v) { this.messageQueueOptions = v; return this; }
+        public Builder nodeLocalFastPath(boolean v) { this.nodeLocalFastPath = v; return this; }
+        public Builder shmDirectory(Path v) { this.shmDirectory = v; return this; }
+        public Builder shmDataBytes(int v) { this.shmDataBytes = v; return this; }
+        public Builder concurrentGroupCreation(boolean v) { this.concurrentGroupCreation = v; return this; }
+        public Builder storePrefix(String v) { this.storePrefix = v; return this; }
+        public Builder rendezvous(TcpRendezvous.Options v) { this.rendezvous = v; return this; }
+        public Builder listener(GroupListener v) { this.listener = v; return this; }
+
+        public ParallelStateOptions build() {
+            return new ParallelStateOptions(this);
+        }
+    }
+}
