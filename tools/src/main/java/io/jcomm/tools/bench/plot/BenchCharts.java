@@ -253,10 +253,27 @@ public final class BenchCharts {
      */
     private static void logLog(XYChart c) {
         c.getStyler().setYAxisLogarithmic(true).setPlotGridLinesVisible(true).setYAxisDecimalPattern("0.###");
-        c.setCustomXAxisTickLabelsFormatter(v -> {
-            long e = Math.round(v);
-            return Math.abs(v - e) < 1e-6 && e >= 0 && e < 63 ? BenchRun.humanSize(1L << e) : " "; // (xchart cannot lay out "")
-        });
+        c.setCustomXAxisTickLabelsFormatter(BenchCharts::sizeTick);
+    }
+
+    /** The tick label at {@code log2(size) = v}: 4K at whole powers of two, else 100, 6.3K, 1.5M. */
+    static String sizeTick(double v) {
+        long e = Math.round(v);
+        if (Math.abs(v - e) < 1e-6 && e >= 0 && e < 63) {
+            return BenchRun.humanSize(1L << e);
+        }
+        double b = Math.rint(Math.pow(2, v)); // sizes are whole bytes
+        if (b < 1024) {
+            return String.format(Locale.ROOT, "%.0f", b);
+        }
+        String[] units = {"K", "M", "G", "T"};
+        int u = 0;
+        b /= 1024;
+        while (b >= 1024 && u < units.length - 1) {
+            b /= 1024;
+            u++;
+        }
+        return trim(String.format(Locale.ROOT, b < 10 ? "%.1f" : "%.0f", b)) + units[u];
     }
 
     static double log2(long v) {

@@ -75,6 +75,10 @@ class BenchChartsTest {
         assertEquals("4K", BenchRun.humanSize(4096));
         assertEquals("0.05", BenchCharts.compact(0.05));
         assertEquals("12K", BenchCharts.compact(12_000));
+        assertEquals("4K", BenchCharts.sizeTick(12));
+        assertEquals("100", BenchCharts.sizeTick(BenchCharts.log2(100)));
+        assertEquals("6.3K", BenchCharts.sizeTick(BenchCharts.log2(6400)));
+        assertEquals("50K", BenchCharts.sizeTick(BenchCharts.log2(51200)));
     }
 
     @Test
