@@ -41,7 +41,7 @@ class PipelineDemoIT {
         job.assertSucceeded();
         List<String> report = job.lines(0);
         String all = String.join("\n", report);
-        assertTrue(all.contains("jcomm pipeline demo: TP=2 x PP=2 (DP=1) on 4 ranks, 1 host(s)"), all);
+        assertTrue(all.contains("jcomm pipeline demo: TP=2 x PP=2 (DP=1) on 4 ranks, 1 host"), all);
         assertTrue(all.contains("TP metadata via the shared-memory message queue"), all);
         Matcher m = Pattern.compile("verified (\\d+) values on 4 ranks: all exact").matcher(all);
         assertTrue(m.find(), all);

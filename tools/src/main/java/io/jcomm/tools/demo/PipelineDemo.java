@@ -1,6 +1,7 @@
 package io.jcomm.tools.demo;
 
 import io.jcomm.api.DType;
+import io.jcomm.api.Device;
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.Tensor;
 import io.jcomm.parallel.GroupCoordinator;
@@ -57,6 +58,11 @@ public final class PipelineDemo implements Callable<Integer> {
     @Option(names = "--hidden", defaultValue = "1024", description = "activation elements (f32) per step (default ${DEFAULT-VALUE})")
     int hidden;
 
+    @Option(names = "--device", defaultValue = "auto",
+            description = "auto: NCCL and cuda:LOCAL_RANK when GPUs are usable, else the CPU communicator; "
+                    + "cpu: the CPU communicator everywhere (e.g. more ranks than GPUs) (default ${DEFAULT-VALUE})")
+    String device;
+
     private final PrintStream out;
 
     public PipelineDemo() {
@@ -89,7 +95,7 @@ public final class PipelineDemo implements Callable<Integer> {
         }
         // groups one after the other: this parallel-state version shares one store client between the threads
         // that create groups concurrently, which can deadlock (fixed upstream by per-thread store clients)
-        ParallelStateOptions options = ParallelStateOptions.builder().concurrentGroupCreation(false).build();
+        ParallelStateOptions options = options().toBuilder().concurrentGroupCreation(false).build();
         try (ParallelState ps = ParallelState.initialize(cfg, options)) {
             ps.initializeModelParallel(tp, pp);
             double readySeconds = secondsSinceJvmStart();
@@ -107,6 +113,17 @@ public final class PipelineDemo implements Callable<Integer> {
             report(ps, stage, elapsed, readySeconds);
         }
         return 0;
+    }
+
+    /** The SDK's defaults, or the CPU device communicator everywhere with {@code --device cpu}. */
+    ParallelStateOptions options() {
+        if (device.equalsIgnoreCase("cpu")) {
+            return ParallelStateOptions.builder().device(Device.CPU).deviceCommunicator("cpu").build();
+        }
+        if (!device.equalsIgnoreCase("auto")) {
+            throw new CommandLine.ParameterException(new CommandLine(this), "--device must be auto or cpu, not " + device);
+        }
+        return ParallelStateOptions.defaults();
     }
 
     private static double secondsSinceJvmStart() {
@@ -268,13 +285,13 @@ public final class PipelineDemo implements Callable<Integer> {
         String cpu = tp.cpuGroup().backendName();
         String device = tp.deviceCommunicator().map(d -> d.name()).orElse("none") + ", device " + tp.device();
         double seconds = maxElapsed / 1e9;
-        out.printf(Locale.ROOT, "jcomm pipeline demo: TP=%d x PP=%d (DP=%d) on %d ranks, %d host(s)%n", st.tpSize, st.stages,
-                ps.worldSize() / (st.tpSize * st.stages), ps.worldSize(), ps.topology().nodeCount());
+        out.printf(Locale.ROOT, "jcomm pipeline demo: TP=%d x PP=%d (DP=%d) on %s, %s%n", st.tpSize, st.stages,
+                ps.worldSize() / (st.tpSize * st.stages), plural(ps.worldSize(), "rank"), plural(ps.topology().nodeCount(), "host"));
         out.printf(Locale.ROOT, "  CPU backend %s, device communicator %s, TP metadata via %s, activations in host memory%n",
                 cpu, device, tp.messageQueue().isPresent() ? "the shared-memory message queue" : "the CPU group");
         out.printf(Locale.ROOT, "  groups ready %.1f s after JVM start; %d steps (+%d warm-up) of %d f32 in %.2f s: %.0f steps/s%n",
                 readySeconds, steps, warmup, hidden, seconds, steps / seconds);
-        out.printf(Locale.ROOT, "  verified %d values on %d ranks: all exact%n", checked, ps.worldSize());
+        out.printf(Locale.ROOT, "  verified %d values on %s: all exact%n", checked, plural(ps.worldSize(), "rank"));
         out.printf(Locale.ROOT, "  %-24s %9s %10s %10s%n", "operation", "count", "p50(us)", "p99(us)");
         for (Map.Entry<String, Histogram> e : merged.entrySet()) {
             Histogram h = e.getValue();
@@ -285,6 +302,10 @@ public final class PipelineDemo implements Callable<Integer> {
                     h.getValueAtPercentile(50) / 1000.0, h.getValueAtPercentile(99) / 1000.0);
         }
         out.flush();
+    }
+
+    private static String plural(int n, String what) {
+        return n + " " + what + (n == 1 ? "" : "s");
     }
 
     public static void main(String[] args) {
