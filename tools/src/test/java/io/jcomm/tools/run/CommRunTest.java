@@ -105,6 +105,31 @@ class CommRunTest {
     }
 
     @Test
+    void twoLaunchersAreTwoNodesOfOneJob() throws Exception {
+        int port;
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            port = s.getLocalPort();
+        }
+        Captured node1 = new Captured();
+        String p = Integer.toString(port);
+        java.util.concurrent.CompletableFuture<Integer> second = java.util.concurrent.CompletableFuture.supplyAsync(
+                () -> run(node1, env(), "--nnodes", "2", "--node-rank", "1", "--master-port", p, "--nproc-per-node", "2",
+                        JobWorker.class.getName(), "env"));
+        Captured node0 = new Captured();
+        int first = run(node0, env(), "--nnodes", "2", "--node-rank", "0", "--master-port", p, "--nproc-per-node", "2",
+                JobWorker.class.getName(), "env");
+        assertEquals(0, first, node0.err());
+        assertEquals(0, second.get(60, TimeUnit.SECONDS), node1.err());
+        for (int r = 0; r < 4; r++) {
+            Captured c = r < 2 ? node0 : node1;
+            String env = line(c.out(), "[rank " + r + "] ENV ");
+            assertTrue(env.contains("RANK=" + r + ",") && env.contains("LOCAL_RANK=" + (r % 2) + ",")
+                    && env.contains("WORLD_SIZE=4") && env.contains("GROUP_RANK=" + (r / 2)) && env.contains("MASTER_PORT=" + port), env);
+            assertTrue(c.out().contains("[rank " + r + "] MET 4"), c.out());
+        }
+    }
+
+    @Test
     void aFailingRankStopsTheOthersAndGivesTheJobItsExitCode() {
         Captured c = new Captured();
         long t0 = System.nanoTime();
