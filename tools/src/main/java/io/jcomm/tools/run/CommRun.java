@@ -193,7 +193,7 @@ public final class CommRun implements Callable<Integer> {
                 }
             } else if (!isLoopback(plan.masterAddr())) {
                 err.println("commrun: warning: the store on " + plan.masterAddr() + " accepts any client; "
-                        + "pass --token-file (e.g. made with: head -c 32 /dev/urandom | xxd -p -c 64 > job.token)");
+                        + "pass --token-file (e.g. made with: openssl rand -hex 32 > job.token)");
             }
             try {
                 server = TcpStoreServer.start(sb.build());
