@@ -85,11 +85,12 @@ public final class GroupCoordinator implements AutoCloseable {
     private final TensorAllocator deviceAllocator;
     private final Duration timeout;
     private final ObjectCodec codec;
+    private final String transportName;
     private volatile boolean destroyed;
 
     GroupCoordinator(String name, List<Integer> ranks, int rank, ProcessGroup cpu, DeviceCommunicator hostComm,
                      DeviceCommunicator deviceComm, Device device, MessageQueue mq, AeronMedia ownedMedia,
-                     NodeLocalChannel local, TensorAllocator deviceAllocator, Duration timeout) {
+                     NodeLocalChannel local, TensorAllocator deviceAllocator, Duration timeout, String transportName) {
         this.name = Objects.requireNonNull(name, "name");
         this.ranks = List.copyOf(ranks);
         this.rank = rank;
@@ -108,6 +109,7 @@ public final class GroupCoordinator implements AutoCloseable {
         this.deviceAllocator = deviceAllocator;
         this.timeout = Objects.requireNonNull(timeout, "timeout");
         this.codec = cpu.codec();
+        this.transportName = Objects.requireNonNull(transportName, "transportName");
         if (this.ranks.size() > 1 && (hostComm == null || deviceComm == null)) {
             throw new IllegalArgumentException("a group of " + this.ranks.size() + " ranks needs communicators");
         }
@@ -186,6 +188,14 @@ public final class GroupCoordinator implements AutoCloseable {
     /** The device communicator (data plane); empty when the group has one member. */
     public Optional<DeviceCommunicator> deviceCommunicator() {
         return Optional.ofNullable(deviceComm);
+    }
+
+    /**
+     * The data plane's provider name ({@code cpu}, {@code cuda:nccl}, ...), also for a group of one
+     * member, which needs no communicator.
+     */
+    public String transportName() {
+        return transportName;
     }
 
     /** The broadcaster; present only in groups created with one (TP groups by default). */

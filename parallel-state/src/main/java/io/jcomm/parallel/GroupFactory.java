@@ -226,7 +226,7 @@ final class GroupFactory {
                 }
             }
             return new GroupCoordinator(spec.name(), spec.ranks(), config.rank(), cpu, hostComm, deviceComm, device,
-                    mq, ownedMedia, local, options.deviceAllocator(), timeout);
+                    mq, ownedMedia, local, options.deviceAllocator(), timeout, deviceProvider.name());
         } catch (RuntimeException e) {
             closeMedia(media);
             CloseHelper.quietCloseAll(mq, ownedMedia, local);
