@@ -87,6 +87,7 @@ public final class GroupCoordinator implements AutoCloseable {
     private final ObjectCodec codec;
     private final String transportName;
     private volatile boolean destroyed;
+    private boolean released; // guarded by this
 
     GroupCoordinator(String name, List<Integer> ranks, int rank, ProcessGroup cpu, DeviceCommunicator hostComm,
                      DeviceCommunicator deviceComm, Device device, MessageQueue mq, AeronMedia ownedMedia,
@@ -728,23 +729,41 @@ public final class GroupCoordinator implements AutoCloseable {
     // ------------------------------------------------------------------ lifecycle
 
     /**
-     * Releases the broadcaster, the node-local channel, the communicators and the CPU group, in that
-     * order. Idempotent; never hangs (each part's close is bounded).
+     * Releases everything: first what peers notice at once (the node-local channel's closed flag,
+     * the CPU group's goodbye), so that a peer waiting on this rank fails fast instead of at its
+     * deadline; then the communicators, the broadcaster and its media driver (whose close may wait,
+     * bounded, for the other clients of the driver to leave). Idempotent; never hangs.
      */
     public void destroy() {
+        closeTransports();
         synchronized (this) {
-            if (destroyed) {
+            if (released) {
                 return;
             }
-            destroyed = true;
+            released = true;
         }
-        CloseHelper.quietCloseAll(mq, ownedMedia, local);
         if (deviceComm != null && deviceComm != hostComm) {
             quietly(deviceComm::close);
         }
         if (hostComm != null) {
             quietly(hostComm::close);
         }
+        CloseHelper.quietCloseAll(mq, ownedMedia);
+    }
+
+    /**
+     * The fast first half of {@link #destroy()}: marks the group destroyed, closes the node-local
+     * channel and the CPU group. {@link ParallelState} calls it on every group before the slow half,
+     * so that a slow broadcaster teardown never delays what the peers are waiting for.
+     */
+    void closeTransports() {
+        synchronized (this) {
+            if (destroyed) {
+                return;
+            }
+            destroyed = true;
+        }
+        CloseHelper.quietClose(local);
         quietly(cpu::close);
     }
 

@@ -418,6 +418,11 @@ public final class ParallelState implements AutoCloseable {
         layout = null;
         for (GroupCoordinator g : order) {
             if (g != null) {
+                g.closeTransports(); // peers waiting on this rank learn it at once
+            }
+        }
+        for (GroupCoordinator g : order) {
+            if (g != null) {
                 g.destroy();
                 registry.remove(g.name());
                 options.listener().destroyed(g.name());
@@ -562,6 +567,9 @@ public final class ParallelState implements AutoCloseable {
     public synchronized void close() {
         if (closed) {
             return;
+        }
+        for (String name : registry.names()) {
+            registry.get(name).closeTransports(); // first what peers notice, in every group
         }
         destroyModelParallel();
         for (String name : registry.names()) {
