@@ -319,6 +319,7 @@ final class TcpBackend implements CpuBackend {
         for (long p0 = 0; p0 < count; p0 += pieceElems) {
             int pe = (int) Math.min(pieceElems, count - p0);
             long piece = e.nextPiece();
+            e.gateStaging(op, piece);
             slice(st.input(rank, piece), 0, (long) pe * es).put(slice(buf, p0 * es, (long) pe * es));
             st.publishInput(piece, op.seq, count, code, p0);
             e.awaitStaging(op, ShmStaging.INPUT_SEQ, piece, code, count, p0);
@@ -367,6 +368,7 @@ final class TcpBackend implements CpuBackend {
         long code = sharedCode(op, t, null);
         for (long p0 = 0; p0 < max; p0 += pieceElems) {
             long piece = e.nextPiece();
+            e.gateStaging(op, piece);
             long mine = Math.max(0, Math.min(pieceElems, counts[rank] - p0));
             if (mine > 0) {
                 slice(st.input(rank, piece), 0, mine * es).put(slice(in, p0 * es, mine * es));
@@ -382,7 +384,11 @@ final class TcpBackend implements CpuBackend {
         }
     }
 
-    /** Broadcast through the staging regions: the root copies each piece in once, everyone copies it out. */
+    /**
+     * Broadcast through the staging regions: the root copies each piece in once (after every rank
+     * finished the piece that used the same slot) and does not wait for the readers of this piece;
+     * every other rank waits for the root's piece only and copies it out.
+     */
     private void broadcastShared(Op op, ShmStaging st, Tensor tensor, int src) {
         DType t = tensor.dtype();
         int es = t.byteSize();
@@ -393,12 +399,15 @@ final class TcpBackend implements CpuBackend {
         for (long p0 = 0; p0 < count; p0 += pieceElems) {
             long n = Math.min(pieceElems, count - p0);
             long piece = e.nextPiece();
+            // publishing writes the slot's descriptor: every rank must be done with the piece before the
+            // previous one (same slot), whose descriptor a slow rank may still be checking
+            e.gateStaging(op, piece);
             if (rank == src) {
                 slice(st.input(rank, piece), 0, n * es).put(slice(buf, p0 * es, n * es));
-            }
-            st.publishInput(piece, op.seq, count, code, p0);
-            e.awaitStaging(op, ShmStaging.INPUT_SEQ, piece, code, count, p0);
-            if (rank != src) {
+                st.publishInput(piece, op.seq, count, code, p0);
+            } else {
+                st.publishInput(piece, op.seq, count, code, p0); // "done with the previous piece"
+                e.awaitStagingFrom(op, src, piece, code, count, p0);
                 slice(buf, p0 * es, n * es).put(slice(st.input(src, piece), 0, n * es));
             }
         }
@@ -419,6 +428,7 @@ final class TcpBackend implements CpuBackend {
         for (long p0 = 0; p0 < count; p0 += pieceElems) {
             int pe = (int) Math.min(pieceElems, count - p0);
             long piece = e.nextPiece();
+            e.gateStaging(op, piece);
             ByteBuffer mine = st.input(rank, piece);
             for (int c = 0; c < size; c++) {
                 slice(mine, (long) c * pe * es, (long) pe * es).put(slice(in, (c * count + p0) * es, (long) pe * es));

@@ -76,7 +76,7 @@ class TcpBackendTest {
             t.run(g -> {
                 java.util.Random same = new java.util.Random(42);      // the same sequence on every rank
                 java.util.Random jitter = new java.util.Random(g.rank()); // different delays per rank
-                for (int it = 0; it < 120; it++) {
+                for (int it = 0; it < 200; it++) {
                     int kind = same.nextInt(4);
                     int n = 1 + same.nextInt(40_000);
                     if (jitter.nextInt(4) == 0) {
