@@ -85,11 +85,13 @@ public final class GroupCoordinator implements AutoCloseable {
     private final TensorAllocator deviceAllocator;
     private final Duration timeout;
     private final ObjectCodec codec;
+    private final String transportName;
     private volatile boolean destroyed;
+    private boolean released; // guarded by this
 
     GroupCoordinator(String name, List<Integer> ranks, int rank, ProcessGroup cpu, DeviceCommunicator hostComm,
                      DeviceCommunicator deviceComm, Device device, MessageQueue mq, AeronMedia ownedMedia,
-                     NodeLocalChannel local, TensorAllocator deviceAllocator, Duration timeout) {
+                     NodeLocalChannel local, TensorAllocator deviceAllocator, Duration timeout, String transportName) {
         this.name = Objects.requireNonNull(name, "name");
         this.ranks = List.copyOf(ranks);
         this.rank = rank;
@@ -108,6 +110,7 @@ public final class GroupCoordinator implements AutoCloseable {
         this.deviceAllocator = deviceAllocator;
         this.timeout = Objects.requireNonNull(timeout, "timeout");
         this.codec = cpu.codec();
+        this.transportName = Objects.requireNonNull(transportName, "transportName");
         if (this.ranks.size() > 1 && (hostComm == null || deviceComm == null)) {
             throw new IllegalArgumentException("a group of " + this.ranks.size() + " ranks needs communicators");
         }
@@ -186,6 +189,14 @@ public final class GroupCoordinator implements AutoCloseable {
     /** The device communicator (data plane); empty when the group has one member. */
     public Optional<DeviceCommunicator> deviceCommunicator() {
         return Optional.ofNullable(deviceComm);
+    }
+
+    /**
+     * The data plane's provider name ({@code cpu}, {@code cuda:nccl}, ...), also for a group of one
+     * member, which needs no communicator.
+     */
+    public String transportName() {
+        return transportName;
     }
 
     /** The broadcaster; present only in groups created with one (TP groups by default). */
@@ -718,23 +729,41 @@ public final class GroupCoordinator implements AutoCloseable {
     // ------------------------------------------------------------------ lifecycle
 
     /**
-     * Releases the broadcaster, the node-local channel, the communicators and the CPU group, in that
-     * order. Idempotent; never hangs (each part's close is bounded).
+     * Releases everything: first what peers notice at once (the node-local channel's closed flag,
+     * the CPU group's goodbye), so that a peer waiting on this rank fails fast instead of at its
+     * deadline; then the communicators, the broadcaster and its media driver (whose close may wait,
+     * bounded, for the other clients of the driver to leave). Idempotent; never hangs.
      */
     public void destroy() {
+        closeTransports();
         synchronized (this) {
-            if (destroyed) {
+            if (released) {
                 return;
             }
-            destroyed = true;
+            released = true;
         }
-        CloseHelper.quietCloseAll(mq, ownedMedia, local);
         if (deviceComm != null && deviceComm != hostComm) {
             quietly(deviceComm::close);
         }
         if (hostComm != null) {
             quietly(hostComm::close);
         }
+        CloseHelper.quietCloseAll(mq, ownedMedia);
+    }
+
+    /**
+     * The fast first half of {@link #destroy()}: marks the group destroyed, closes the node-local
+     * channel and the CPU group. {@link ParallelState} calls it on every group before the slow half,
+     * so that a slow broadcaster teardown never delays what the peers are waiting for.
+     */
+    void closeTransports() {
+        synchronized (this) {
+            if (destroyed) {
+                return;
+            }
+            destroyed = true;
+        }
+        CloseHelper.quietClose(local);
         quietly(cpu::close);
     }
 

@@ -40,10 +40,15 @@ final class GroupFactory {
 
     /** CPU-group option of the tcp backend naming this host (same-host detection follows JCOMM_HOST_ID). */
     static final String TCP_HOST_ID_OPTION = "tcp.hostId";
+    /** CPU-group option of the tcp backend: bytes of each shared-memory ring. */
+    static final String TCP_RING_BYTES_OPTION = "tcp.shm.ringBytes";
+    /** Ring size for CPU groups that carry only control messages (the device moves the data). */
+    static final String CONTROL_RING_BYTES = "65536";
 
     final DistributedConfig config;
     final ParallelStateOptions options;
-    final Store store;
+    /** The job's store as given (without the job prefix). */
+    final Store rawStore;
     final ObjectCodec codec;
     final Duration timeout;
     final String cpuBackend;
@@ -55,7 +60,7 @@ final class GroupFactory {
                  DeviceCommunicators registry) {
         this.config = config;
         this.options = options;
-        this.store = store;
+        this.rawStore = store;
         this.codec = codec;
         this.timeout = options.timeout() != null ? options.timeout() : config.timeout();
         this.cpuBackend = options.cpuBackend() != null ? options.cpuBackend() : config.cpuBackend();
@@ -86,17 +91,22 @@ final class GroupFactory {
      * What one group is: its name, members (global ranks), whether it gets a broadcaster, and the
      * namespace of its store keys and files ({@code generation}, the same on every member: a group
      * name that is made again, perhaps with other members, must not meet the keys of its previous
-     * incarnation).
+     * incarnation); {@code checkCodec}: whether creation checks that every member registered the
+     * same classes (once per job is enough: the world group does it).
      */
-    record Spec(String name, List<Integer> ranks, boolean messageQueue, String generation) {
+    record Spec(String name, List<Integer> ranks, boolean messageQueue, String generation, boolean checkCodec) {
         Spec {
             ranks = List.copyOf(ranks);
         }
     }
 
-    /** Options of the CPU group of {@code spec} for this rank. */
-    CpuGroupOptions cpuOptions(Spec spec, boolean checkCodec) {
-        CpuGroupOptions.Builder b = CpuGroupOptions.builder().store(new PrefixStore(spec.generation(), store))
+    /**
+     * Options of the CPU group of {@code spec} for this rank, rendezvousing through {@code store}
+     * (the job's store or another client of it).
+     */
+    CpuGroupOptions cpuOptions(Spec spec, Store store, boolean checkCodec) {
+        Store scoped = new PrefixStore(spec.generation(), new PrefixStore(options.storePrefix(), store));
+        CpuGroupOptions.Builder b = CpuGroupOptions.builder().store(scoped)
                 .groupName(spec.name())
                 .rank(spec.ranks().indexOf(config.rank())).size(spec.ranks().size()).globalRanks(spec.ranks())
                 .backend(cpuBackend).timeout(timeout).codec(codec)
@@ -104,6 +114,9 @@ final class GroupFactory {
         if (!checkCodec) {
             // the world group already checked that every rank registered the same classes
             b.option(CpuGroups.CODEC_CHECK_OPTION, "false");
+        }
+        if (!device.isCpu()) {
+            b.option(TCP_RING_BYTES_OPTION, CONTROL_RING_BYTES);
         }
         options.cpuOptions().forEach(b::option);
         return b.build();
@@ -141,29 +154,62 @@ final class GroupFactory {
     }
 
     /**
-     * Creates the group (collective over its members): CPU group, communicators, node-local channel,
-     * broadcaster. {@code media} is this rank's launched driver when it owns the host's driver for
-     * the broadcaster (else {@code null}); on failure everything made here is released, including it.
+     * Creates the group (collective over its members): node-local channel, CPU group, communicators,
+     * broadcaster. {@code store} is the job's store, or another client of it when groups are made
+     * concurrently (a blocking wait on a shared network client would hold it for every thread).
+     * {@code media} is this rank's launched driver when it owns the host's driver for the
+     * broadcaster (else {@code null}); on failure everything made here is released, including it.
+     *
+     * <p>The node-local file is opened <em>before</em> the CPU group connects: once the CPU group
+     * is up, every member has been inside its creation, hence has opened the file, so the marks can
+     * be checked without a barrier of their own.
      */
-    GroupCoordinator create(Spec spec, HostTopology topology, long jobNonce,
+    GroupCoordinator create(Spec spec, Store store, HostTopology topology, long jobNonce,
                             CompletableFuture<AeronMedia> media) {
+        int n = spec.ranks().size();
+        long t0 = System.nanoTime();
+        NodeLocalChannel local = null;
+        boolean tryLocal = n > 1 && options.nodeLocalFastPath() && topology.allOnOneHost(spec.ranks());
+        if (tryLocal) {
+            int capacity = options.shmDataBytes();
+            local = NodeLocalChannel.open(options.shmDirectory(),
+                    NodeLocalChannel.fileName(jobNonce, spec.generation(), spec.name(), n, capacity), spec.name(),
+                    spec.ranks().indexOf(config.rank()), n, capacity, jobNonce);
+        }
         ProcessGroup cpu;
         try {
-            cpu = CpuGroups.create(cpuOptions(spec, false));
+            cpu = CpuGroups.create(cpuOptions(spec, store, spec.checkCodec()));
         } catch (RuntimeException e) {
             closeMedia(media);
+            CloseHelper.quietClose(local);
             throw e;
         }
-        return assemble(spec, cpu, topology, jobNonce, media);
+        long t1 = System.nanoTime();
+        if (local != null && local.attachedByAll()) {
+            local.unlink();
+        } else if (local != null || tryLocal) {
+            if (local != null) {
+                LOG.info("group {} rank {}: members share a host id but not {}; barrier and broadcast use sockets",
+                        spec.name(), cpu.rank(), options.shmDirectory());
+                local.close();
+            }
+            local = null;
+        }
+        GroupCoordinator g = assemble(spec, cpu, local, media);
+        if (LOG.isDebugEnabled()) {
+            LOG.debug("group {} rank {}: CPU group in {} ms, the rest in {} ms{}", spec.name(), cpu.rank(),
+                    String.format("%.2f", (t1 - t0) / 1e6), String.format("%.2f", (System.nanoTime() - t1) / 1e6),
+                    local != null ? " (node-local)" : "");
+        }
+        return g;
     }
 
-    /** Builds the rest of a group around its connected CPU group (which it owns from here on). */
-    GroupCoordinator assemble(Spec spec, ProcessGroup cpu, HostTopology topology, long jobNonce,
-                              CompletableFuture<AeronMedia> media) {
+    /** Builds the rest of a group around its connected CPU group and channel (which it owns from here on). */
+    private GroupCoordinator assemble(Spec spec, ProcessGroup cpu, NodeLocalChannel local,
+                                      CompletableFuture<AeronMedia> media) {
         int n = spec.ranks().size();
         DeviceCommunicator hostComm = null;
         DeviceCommunicator deviceComm = null;
-        NodeLocalChannel local = null;
         MessageQueue mq = null;
         AeronMedia ownedMedia = null;
         try {
@@ -171,9 +217,6 @@ final class GroupFactory {
                 hostComm = hostProvider.create(new DeviceCommunicatorContext(cpu, Device.CPU, timeout, Map.of()));
                 deviceComm = device.isCpu() ? hostComm
                         : deviceProvider.create(new DeviceCommunicatorContext(cpu, device, timeout, Map.of()));
-                if (options.nodeLocalFastPath() && topology.allOnOneHost(spec.ranks())) {
-                    local = openNodeLocal(spec, cpu, jobNonce);
-                }
                 if (spec.messageQueue()) {
                     ownedMedia = media == null ? null : await(media, spec);
                     media = null;
@@ -183,7 +226,7 @@ final class GroupFactory {
                 }
             }
             return new GroupCoordinator(spec.name(), spec.ranks(), config.rank(), cpu, hostComm, deviceComm, device,
-                    mq, ownedMedia, local, options.deviceAllocator(), timeout);
+                    mq, ownedMedia, local, options.deviceAllocator(), timeout, deviceProvider.name());
         } catch (RuntimeException e) {
             closeMedia(media);
             CloseHelper.quietCloseAll(mq, ownedMedia, local);
@@ -228,35 +271,5 @@ final class GroupFactory {
                 }
             });
         }
-    }
-
-    /**
-     * Maps the group's node-local file; one CPU barrier proves every member has opened it, then the
-     * verdict (all marks visible) is the same on every member. Returns {@code null} to use sockets.
-     */
-    private NodeLocalChannel openNodeLocal(Spec spec, ProcessGroup cpu, long jobNonce) {
-        int n = spec.ranks().size();
-        int capacity = options.shmDataBytes();
-        String file = NodeLocalChannel.fileName(jobNonce, spec.generation(), spec.name(), n, capacity);
-        NodeLocalChannel ch = NodeLocalChannel.open(options.shmDirectory(), file, spec.name(), cpu.rank(), n, capacity,
-                jobNonce);
-        try {
-            cpu.barrier(timeout);
-        } catch (RuntimeException e) {
-            if (ch != null) {
-                ch.close();
-            }
-            throw e;
-        }
-        if (ch != null && ch.attachedByAll()) {
-            ch.unlink();
-            return ch;
-        }
-        if (ch != null) {
-            LOG.info("group {} rank {}: members share a host id but not {}; barrier and broadcast use sockets",
-                    spec.name(), cpu.rank(), options.shmDirectory());
-            ch.close();
-        }
-        return null;
     }
 }

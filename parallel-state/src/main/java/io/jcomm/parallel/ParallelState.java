@@ -4,17 +4,15 @@ import io.jcomm.api.CommException;
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.ObjectCodec;
 import io.jcomm.api.OpContext;
-import io.jcomm.api.ProcessGroup;
-import io.jcomm.api.ProtocolException;
+import io.jcomm.api.store.InMemoryStore;
 import io.jcomm.api.store.PrefixStore;
 import io.jcomm.api.store.Store;
-import io.jcomm.cpu.CpuGroups;
-import io.jcomm.cpu.codec.ForyCodec;
 import io.jcomm.cpu.store.TcpRendezvous;
+import io.jcomm.cpu.store.TcpStore;
 import io.jcomm.device.DeviceCommunicators;
 import io.jcomm.mq.AeronMedia;
-import java.security.SecureRandom;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -23,6 +21,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.stream.Collectors;
 import java.util.stream.IntStream;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -95,6 +94,18 @@ public final class ParallelState implements AutoCloseable {
         options.listener().created(world);
     }
 
+    private void adoptModelParallel(RankLayout l, GroupCoordinator[] made) {
+        tp = made[0];
+        pp = made[1];
+        dp = made[2];
+        ep = made[3];
+        layout = l;
+        for (GroupCoordinator g : made) {
+            registry.register(g);
+            options.listener().created(g);
+        }
+    }
+
     /** {@link #initialize(DistributedConfig, ParallelStateOptions)} with default options. */
     public static ParallelState initialize(DistributedConfig config) {
         return initialize(config, ParallelStateOptions.defaults());
@@ -110,7 +121,7 @@ public final class ParallelState implements AutoCloseable {
         Objects.requireNonNull(options, "options");
         Store store = TcpRendezvous.connect(config, options.rendezvous());
         try {
-            return initialize(config, store, options, store);
+            return initialize(config, store, options, store, null);
         } catch (RuntimeException e) {
             store.close();
             throw e;
@@ -123,46 +134,62 @@ public final class ParallelState implements AutoCloseable {
      */
     public static ParallelState initialize(DistributedConfig config, Store store, ParallelStateOptions options) {
         Objects.requireNonNull(store, "store");
-        return initialize(config, store, options, null);
+        return initialize(config, store, options, null, null);
+    }
+
+    /**
+     * Initialises the environment and the model-parallel groups in one step, with every group (the
+     * world included) created at once: the fastest start. Equivalent to {@link #initialize} followed
+     * by {@link #initializeModelParallel(int, int, int)}; the store is made as in
+     * {@link #initialize(DistributedConfig, ParallelStateOptions)} and owned by the state.
+     */
+    public static ParallelState initialize(DistributedConfig config, ParallelStateOptions options, ParallelSizes sizes) {
+        Objects.requireNonNull(config, "config");
+        Objects.requireNonNull(options, "options");
+        Objects.requireNonNull(sizes, "sizes");
+        RankLayout.of(config.worldSize(), sizes.tp(), sizes.pp(), sizes.dp()); // fail before connecting
+        Store store = TcpRendezvous.connect(config, options.rendezvous());
+        try {
+            return initialize(config, store, options, store, sizes);
+        } catch (RuntimeException e) {
+            store.close();
+            throw e;
+        }
+    }
+
+    /** {@link #initialize(DistributedConfig, ParallelStateOptions, ParallelSizes)} on a store the caller owns. */
+    public static ParallelState initialize(DistributedConfig config, Store store, ParallelStateOptions options,
+                                           ParallelSizes sizes) {
+        Objects.requireNonNull(store, "store");
+        Objects.requireNonNull(sizes, "sizes");
+        return initialize(config, store, options, null, sizes);
     }
 
     private static ParallelState initialize(DistributedConfig config, Store store, ParallelStateOptions options,
-                                            Store owned) {
+                                            Store owned, ParallelSizes sizes) {
         Objects.requireNonNull(config, "config");
         Objects.requireNonNull(options, "options");
-        ObjectCodec codec = options.codec() != null ? options.codec() : ForyCodec.defaults();
+        RankLayout l = sizes == null ? null : RankLayout.of(config.worldSize(), sizes.tp(), sizes.pp(), sizes.dp());
+        ObjectCodec codec = options.codec() != null ? options.codec() : ParallelStateOptions.defaultCodec();
         DeviceCommunicators registry = options.deviceCommunicators() != null ? options.deviceCommunicators()
                 : DeviceCommunicators.load();
-        GroupFactory factory = new GroupFactory(config, options, new PrefixStore(options.storePrefix(), store), codec,
-                registry);
-        List<Integer> all = IntStream.range(0, config.worldSize()).boxed().collect(java.util.stream.Collectors.toList());
-        GroupFactory.Spec spec = new GroupFactory.Spec(WORLD, all, false, "w");
-        ProcessGroup cpu = CpuGroups.create(factory.cpuOptions(spec, true));
-        HostTopology topology;
-        long nonce;
-        try {
-            long mine = config.rank() == 0 ? new SecureRandom().nextLong() : 0L;
-            List<String> infos = cpu.allGatherObject(config.hostId() + "\n" + Long.toHexString(mine), String.class,
-                    factory.timeout);
-            List<String> hosts = new ArrayList<>(infos.size());
-            for (String info : infos) {
-                int nl = info.lastIndexOf('\n');
-                if (nl <= 0) {
-                    throw new ProtocolException(OpContext.of(WORLD, config.rank(), "initialize"), "malformed host info");
-                }
-                hosts.add(info.substring(0, nl));
-            }
-            topology = HostTopology.of(hosts);
-            String first = infos.get(0);
-            nonce = Long.parseUnsignedLong(first.substring(first.lastIndexOf('\n') + 1), 16);
-        } catch (RuntimeException e) {
-            cpu.close();
-            throw e;
+        GroupFactory factory = new GroupFactory(config, options, store, codec, registry);
+        HostExchange.Result hx = HostExchange.run(config, new PrefixStore(options.storePrefix(), store), factory.timeout);
+        List<Integer> all = IntStream.range(0, config.worldSize()).boxed().collect(Collectors.toList());
+        List<GroupFactory.Spec> specs = new ArrayList<>();
+        specs.add(new GroupFactory.Spec(WORLD, all, false, "w", true));
+        if (l != null) {
+            specs.addAll(modelParallelSpecs(l, config.rank(), options, "mp1"));
         }
-        GroupCoordinator world = factory.assemble(spec, cpu, topology, nonce, null);
+        GroupCoordinator[] made = createGroups(factory, hx.topology(), hx.nonce(), specs);
+        ParallelState ps = new ParallelState(config, options, owned, factory, made[0], hx.topology(), hx.nonce());
+        if (l != null) {
+            ps.epoch = 1;
+            ps.adoptModelParallel(l, Arrays.copyOfRange(made, 1, made.length));
+        }
         LOG.debug("rank {}: world of {} ready, {} node(s), device {}", config.rank(), config.worldSize(),
-                topology.nodeCount(), factory.device);
-        return new ParallelState(config, options, owned, factory, world, topology, nonce);
+                hx.topology().nodeCount(), factory.device);
+        return ps;
     }
 
     // ------------------------------------------------------------------ model parallel groups
@@ -188,36 +215,39 @@ public final class ParallelState implements AutoCloseable {
                     + "); call destroyModelParallel() first");
         }
         RankLayout l = RankLayout.of(config.worldSize(), tensorParallelSize, pipelineParallelSize, dataParallelSize);
-        int me = config.rank();
-        String gen = "mp" + (++epoch); // every rank counts its initializeModelParallel calls alike
-        List<GroupFactory.Spec> specs = List.of(
-                spec("tp", l.tpGroups(), me, options.tpMessageQueue(), gen),
-                spec("pp", l.ppGroups(), me, false, gen),
-                spec("dp", l.dpGroups(), me, false, gen),
-                spec("ep", l.epGroups(), me, false, gen));
+        // every rank counts its initializeModelParallel calls alike: a fresh namespace each time
+        List<GroupFactory.Spec> specs = modelParallelSpecs(l, config.rank(), options, "mp" + (epoch + 1));
         for (GroupFactory.Spec s : specs) {
             registry.requireFree(s.name());
         }
-        GroupCoordinator[] made = create(specs);
-        tp = made[0];
-        pp = made[1];
-        dp = made[2];
-        ep = made[3];
-        layout = l;
-        for (GroupCoordinator g : made) {
-            registry.register(g);
-            options.listener().created(g);
-        }
+        epoch++;
+        adoptModelParallel(l, createGroups(factory, topology, jobNonce, specs));
+    }
+
+    /** This rank's TP, PP, DP and EP groups of {@code l}. */
+    private static List<GroupFactory.Spec> modelParallelSpecs(RankLayout l, int rank, ParallelStateOptions options,
+                                                              String gen) {
+        return List.of(
+                spec("tp", l.tpGroups(), rank, options.tpMessageQueue(), gen),
+                spec("pp", l.ppGroups(), rank, false, gen),
+                spec("dp", l.dpGroups(), rank, false, gen),
+                spec("ep", l.epGroups(), rank, false, gen));
     }
 
     private static GroupFactory.Spec spec(String kind, List<List<Integer>> groups, int rank, boolean mq, String gen) {
         int i = RankLayout.indexOf(groups, rank);
         List<Integer> ranks = groups.get(i);
-        return new GroupFactory.Spec(kind + ":" + i, ranks, mq && ranks.size() > 1, gen);
+        return new GroupFactory.Spec(kind + ":" + i, ranks, mq && ranks.size() > 1, gen, false);
     }
 
-    /** Creates the groups (concurrently when allowed); all or nothing. */
-    private GroupCoordinator[] create(List<GroupFactory.Spec> specs) {
+    /**
+     * Creates the groups, concurrently when allowed (each creating thread with its own store
+     * client); all or nothing: on any failure every group made is destroyed and the first failure
+     * is thrown.
+     */
+    private static GroupCoordinator[] createGroups(GroupFactory factory, HostTopology topology, long jobNonce,
+                                                   List<GroupFactory.Spec> specs) {
+        ParallelStateOptions options = factory.options;
         int n = specs.size();
         List<CompletableFuture<AeronMedia>> media = new ArrayList<>(n);
         for (int i = 0; i < n; i++) {
@@ -225,11 +255,11 @@ public final class ParallelState implements AutoCloseable {
             media.add(owner ? factory.launchMediaAsync() : null);
         }
         GroupCoordinator[] made = new GroupCoordinator[n];
-        if (!options.concurrentGroupCreation()) {
+        if (!options.concurrentGroupCreation() || !concurrentStores(factory.rawStore)) {
             try {
                 for (int i = 0; i < n; i++) {
-                    CompletableFuture<AeronMedia> m = media.set(i, null);
-                    made[i] = factory.create(specs.get(i), topology, jobNonce, m);
+                    // create() releases the media itself when it fails
+                    made[i] = factory.create(specs.get(i), factory.rawStore, topology, jobNonce, media.set(i, null));
                 }
                 return made;
             } catch (RuntimeException ex) {
@@ -254,15 +284,31 @@ public final class ParallelState implements AutoCloseable {
                 continue;
             }
             int ii = i;
-            Thread t = new Thread(() -> createInto(futures.get(ii), specs.get(ii), media.get(ii)),
-                    "jcomm-ps-create-" + specs.get(i).name());
+            Thread t = new Thread(() -> {
+                // a client of its own: a blocking wait must not hold the store of the other threads
+                Store lane;
+                try {
+                    lane = openLane(factory.rawStore);
+                } catch (RuntimeException ex) {
+                    GroupFactory.closeMedia(media.get(ii));
+                    futures.get(ii).completeExceptionally(ex);
+                    return;
+                }
+                try {
+                    createInto(factory, topology, jobNonce, futures.get(ii), specs.get(ii), lane, media.get(ii));
+                } finally {
+                    if (lane != factory.rawStore) {
+                        lane.close();
+                    }
+                }
+            }, "jcomm-ps-create-" + specs.get(i).name());
             t.setDaemon(true);
             threads.add(t);
         }
         threads.forEach(Thread::start);
         for (int i = 0; i < n; i++) {
             if (!futures.get(i).isDone() && (i == inline || specs.get(i).ranks().size() == 1)) {
-                createInto(futures.get(i), specs.get(i), media.get(i));
+                createInto(factory, topology, jobNonce, futures.get(i), specs.get(i), factory.rawStore, media.get(i));
             }
         }
         RuntimeException first = null;
@@ -295,10 +341,27 @@ public final class ParallelState implements AutoCloseable {
         return made;
     }
 
-    private void createInto(CompletableFuture<GroupCoordinator> f, GroupFactory.Spec s,
-                            CompletableFuture<AeronMedia> media) {
+    /**
+     * Whether groups can be made concurrently: the store is a TCP store (each thread opens its own
+     * client) or the in-memory store (waits do not hold it).
+     */
+    private static boolean concurrentStores(Store store) {
+        return store instanceof TcpStore || store instanceof InMemoryStore;
+    }
+
+    /** A store client for one creating thread. */
+    private static Store openLane(Store store) {
+        if (store instanceof TcpStore) {
+            return TcpStore.connect(((TcpStore) store).config());
+        }
+        return store;
+    }
+
+    private static void createInto(GroupFactory factory, HostTopology topology, long jobNonce,
+                                   CompletableFuture<GroupCoordinator> f, GroupFactory.Spec s, Store store,
+                                   CompletableFuture<AeronMedia> media) {
         try {
-            f.complete(factory.create(s, topology, jobNonce, media));
+            f.complete(factory.create(s, store, topology, jobNonce, media));
         } catch (Throwable ex) {
             f.completeExceptionally(ex);
         }
@@ -355,6 +418,11 @@ public final class ParallelState implements AutoCloseable {
         layout = null;
         for (GroupCoordinator g : order) {
             if (g != null) {
+                g.closeTransports(); // peers waiting on this rank learn it at once
+            }
+        }
+        for (GroupCoordinator g : order) {
+            if (g != null) {
                 g.destroy();
                 registry.remove(g.name());
                 options.listener().destroyed(g.name());
@@ -386,10 +454,10 @@ public final class ParallelState implements AutoCloseable {
         String key = name + ranks;
         int incarnation = newGroupCounts.merge(key, 1, Integer::sum);
         String gen = "g" + incarnation + "-" + Integer.toHexString(key.hashCode());
-        GroupFactory.Spec s = new GroupFactory.Spec(name, ranks, messageQueue && ranks.size() > 1, gen);
+        GroupFactory.Spec s = new GroupFactory.Spec(name, ranks, messageQueue && ranks.size() > 1, gen, false);
         CompletableFuture<AeronMedia> media = s.messageQueue() && factory.ownsMedia(s, topology)
                 ? factory.launchMediaAsync() : null;
-        GroupCoordinator g = factory.create(s, topology, jobNonce, media);
+        GroupCoordinator g = factory.create(s, factory.rawStore, topology, jobNonce, media);
         registry.register(g);
         options.listener().created(g);
         return g;
@@ -499,6 +567,9 @@ public final class ParallelState implements AutoCloseable {
     public synchronized void close() {
         if (closed) {
             return;
+        }
+        for (String name : registry.names()) {
+            registry.get(name).closeTransports(); // first what peers notice, in every group
         }
         destroyModelParallel();
         for (String name : registry.names()) {

@@ -482,7 +482,7 @@ public abstract class CpuGroupConformanceKit {
                     CommTimeoutException e = assertThrows(CommTimeoutException.class,
                             () -> g.recv(Tensor.allocate(DType.F32, 4), 1, 0, Duration.ofMillis(300)));
                     long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - s);
-                    assertTrue(ms >= 250 && ms < 3000, "timed out after " + ms + " ms");
+                    assertTrue(ms >= 250 && ms < 10_000, "timed out after " + ms + " ms");
                     assertContext(e, g, "recv");
                     return e;
                 }

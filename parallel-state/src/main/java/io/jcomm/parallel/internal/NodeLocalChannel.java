@@ -37,13 +37,14 @@ import org.slf4j.LoggerFactory;
  * <h2>Layout (64-byte lines, native byte order)</h2>
  * <pre>
  *   line 0            published: [0] sequence of the last broadcast, [8] its source rank, [16] length (-1: too big)
- *   line 1 + r        rank r: [0] done (sequence of r's last completed operation), [8] kind of that operation,
+ *   line 1 + r        rank r: [0] done = (sequence of r's last completed operation) &lt;&lt; 24 | its kind and root,
  *                     [16] pid, [24] start time of the pid (clock ticks), [32] job nonce (attach mark), [40] closed
  *   then              data area of {@code capacity} bytes
  * </pre>
  * Every rank counts its operations; operation k of every rank is the same collective (the usual
- * rule). A rank publishes "I completed k" by a release store of {@code done}; waiters read with
- * acquire. A barrier completes when every rank's {@code done >= k}. A broadcast's source waits until
+ * rule). A rank publishes "I completed k" by a release store of {@code done}, one word that also
+ * says which collective k was (so a reader never pairs a sequence with another step's kind);
+ * waiters read with acquire. A barrier completes when every rank's {@code done >= k}. A broadcast's source waits until
  * every rank completed k-1 (so the data area is free), writes the payload, release-stores the
  * published sequence and its own {@code done}; readers wait for the published sequence, copy, and
  * store their {@code done}. A payload larger than the data area is published as length -1 and the
@@ -80,7 +81,6 @@ public final class NodeLocalChannel implements AutoCloseable {
     static final int PUB_SRC = 8;
     static final int PUB_LEN = 16;
     static final int DONE = 0;
-    static final int KIND = 8;
     static final int PID = 16;
     static final int START = 24;
     static final int MARK = 32;
@@ -89,6 +89,9 @@ public final class NodeLocalChannel implements AutoCloseable {
     static final long KIND_ATTACH = 1;
     static final long KIND_BARRIER = 2;
     static final long KIND_BROADCAST = 3;
+    /** Bits of the done word below the sequence: kind (8 bits) and root rank (16 bits). */
+    static final int TAG_BITS = 24;
+    static final long TAG_MASK = (1L << TAG_BITS) - 1;
 
     private static final FileAttribute<?> OWNER_ONLY =
             PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------"));
@@ -147,7 +150,7 @@ public final class NodeLocalChannel implements AutoCloseable {
      */
     public static NodeLocalChannel open(Path dir, String fileName, String group, int rank, int size, int capacity,
                                         long jobNonce) {
-        if (size < 2 || rank < 0 || rank >= size || capacity < 0) {
+        if (size < 2 || size > 0xFFFF || rank < 0 || rank >= size || capacity < 0) {
             throw new IllegalArgumentException("rank " + rank + " of " + size + ", capacity " + capacity);
         }
         Path path = dir.resolve(fileName);
@@ -173,7 +176,6 @@ public final class NodeLocalChannel implements AutoCloseable {
         int s = c.slot(rank);
         c.buf.putLong(s + PID, ProcessHandle.current().pid());
         c.buf.putLong(s + START, ProcStat.startTicks(ProcessHandle.current().pid()));
-        c.buf.putLong(s + KIND, KIND_ATTACH);
         c.buf.putLongRelease(s + MARK, jobNonce);
         return c;
     }
@@ -294,9 +296,7 @@ public final class NodeLocalChannel implements AutoCloseable {
     }
 
     private void complete(long k, long kind) {
-        int s = slot(rank);
-        buf.putLong(s + KIND, kind);
-        buf.putLongRelease(s + DONE, k);
+        buf.putLongRelease(slot(rank) + DONE, (k << TAG_BITS) | kind);
     }
 
     /** Waits until every rank's done >= k; checks that each ran {@code kind} as operation k (if kind >= 0). */
@@ -308,8 +308,8 @@ public final class NodeLocalChannel implements AutoCloseable {
         for (int r = 0; r < size; r++) {
             int s = slot(r);
             idle.reset();
-            long done;
-            while ((done = buf.getLongAcquire(s + DONE)) < k) {
+            long word;
+            while (((word = buf.getLongAcquire(s + DONE)) >>> TAG_BITS) < k) {
                 long now = System.nanoTime();
                 if (now - nextCheck >= 0) {
                     nextCheck = now + LIVENESS_CHECK_NANOS;
@@ -324,8 +324,8 @@ public final class NodeLocalChannel implements AutoCloseable {
                 }
                 idle.idle();
             }
-            if (kind >= 0 && done == k) {
-                long theirs = buf.getLong(s + KIND);
+            if (kind >= 0 && (word >>> TAG_BITS) == k) {
+                long theirs = word & TAG_MASK;
                 if (theirs != kind) {
                     throw fail(new CollectiveMismatchException(c, "rank " + r + " ran " + kindName(theirs)
                             + " as operation " + k + " while this rank ran " + kindName(kind)));
@@ -342,10 +342,10 @@ public final class NodeLocalChannel implements AutoCloseable {
             if (now - nextCheck >= 0) {
                 nextCheck = now + LIVENESS_CHECK_NANOS;
                 checkPeer(c, src);
-                int s = slot(src);
-                if (buf.getLongAcquire(s + DONE) >= k) {
-                    throw fail(new CollectiveMismatchException(c, "rank " + src + " ran " + kindName(buf.getLong(s + KIND))
-                            + " as operation " + k + " while this rank expects its broadcast"));
+                long word = buf.getLongAcquire(slot(src) + DONE);
+                if ((word >>> TAG_BITS) >= k && buf.getLongAcquire(PUB_SEQ) < k) {
+                    throw fail(new CollectiveMismatchException(c, "rank " + src + " ran " + kindName(word & TAG_MASK)
+                            + " as operation " + (word >>> TAG_BITS) + " while this rank expects its broadcast " + k));
                 }
                 if (deadline.isExpired()) {
                     throw fail(new CommTimeoutException(c, "rank " + src + " did not broadcast operation " + k
@@ -386,7 +386,7 @@ public final class NodeLocalChannel implements AutoCloseable {
     private List<Integer> missing(long k) {
         List<Integer> out = new ArrayList<>();
         for (int r = 0; r < size; r++) {
-            if (buf.getLongAcquire(slot(r) + DONE) < k) {
+            if ((buf.getLongAcquire(slot(r) + DONE) >>> TAG_BITS) < k) {
                 out.add(r);
             }
         }

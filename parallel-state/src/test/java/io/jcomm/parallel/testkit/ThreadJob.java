@@ -2,6 +2,7 @@ package io.jcomm.parallel.testkit;
 
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.store.InMemoryStore;
+import io.jcomm.parallel.ParallelSizes;
 import io.jcomm.parallel.ParallelState;
 import io.jcomm.parallel.ParallelStateOptions;
 import java.time.Duration;
@@ -54,11 +55,21 @@ public final class ThreadJob implements AutoCloseable {
     /** Starts {@code n} ranks with a config and options per rank. */
     public static ThreadJob start(int n, IntFunction<DistributedConfig> configs, IntFunction<ParallelStateOptions> options,
                                   Duration timeout) {
+        return start(n, configs, options, null, timeout);
+    }
+
+    /**
+     * Starts {@code n} ranks; with {@code sizes}, in one step
+     * ({@link ParallelState#initialize(DistributedConfig, io.jcomm.api.store.Store, ParallelStateOptions, ParallelSizes)}).
+     */
+    public static ThreadJob start(int n, IntFunction<DistributedConfig> configs, IntFunction<ParallelStateOptions> options,
+                                  ParallelSizes sizes, Duration timeout) {
         InMemoryStore store = new InMemoryStore(timeout);
         ThreadJob job = new ThreadJob(n, store);
         try {
-            List<ParallelState> ps = job.callRaw(r -> ParallelState.initialize(configs.apply(r), store, options.apply(r)),
-                    timeout.plusSeconds(10));
+            List<ParallelState> ps = job.callRaw(r -> sizes == null
+                    ? ParallelState.initialize(configs.apply(r), store, options.apply(r))
+                    : ParallelState.initialize(configs.apply(r), store, options.apply(r), sizes), timeout.plusSeconds(10));
             for (int r = 0; r < n; r++) {
                 job.states[r] = ps.get(r);
             }

@@ -430,12 +430,30 @@ final class Engine {
      * different collective sends socket messages this rank does not expect).
      */
     void awaitStaging(Op op, int which, long piece, long code, long count, long offset) {
+        awaitStaging(op, which, piece, -1, which == ShmStaging.INPUT_SEQ, code, count, offset);
+    }
+
+    /** Waits until rank {@code from} published input piece {@code piece} and checks its descriptor. */
+    void awaitStagingFrom(Op op, int from, long piece, long code, long count, long offset) {
+        awaitStaging(op, ShmStaging.INPUT_SEQ, piece, from, true, code, count, offset);
+    }
+
+    /**
+     * Before this rank writes piece {@code piece} into its slot: waits until every peer published piece
+     * {@code piece - 1}, i.e. finished reading piece {@code piece - 2}, which used the same slot.
+     */
+    void gateStaging(Op op, long piece) {
+        awaitStaging(op, ShmStaging.INPUT_SEQ, piece - 1, -1, false, 0, 0, 0);
+    }
+
+    private void awaitStaging(Op op, int which, long piece, int only, boolean checkDescriptor, long code, long count,
+                              long offset) {
         long spinEnd = 0;
         int next = 0;
         while (true) {
             check();
-            while (next < size && (next == rank || staging.flag(next, which) >= piece)) {
-                if (next != rank && which == ShmStaging.INPUT_SEQ) {
+            while (next < size && (next == rank || (only >= 0 && next != only) || staging.flag(next, which) >= piece)) {
+                if (checkDescriptor && next != rank && (only < 0 || next == only)) {
                     String diff = staging.descriptorDifference(next, piece, op.seq, count, code, offset);
                     if (diff != null) {
                         throw fail(new CollectiveMismatchException(ctx(), "rank " + next + " runs another collective than "

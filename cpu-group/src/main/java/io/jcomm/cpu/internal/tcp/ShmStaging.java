@@ -22,11 +22,13 @@ import org.slf4j.LoggerFactory;
  * from the regions (one copy in, no forwarding through intermediate ranks).
  *
  * <p>Region layout: {@code [0] magic, [8] piece bytes, [64] input piece number, [128] result piece
- * number, [192..231] descriptor of the current piece (piece number, collective number, count, op
- * code, offset), [4096..] input area (piece bytes), then result area (piece bytes)}. A rank writes its
- * descriptor and data, then the piece number with release semantics; peers read the piece number with
- * acquire semantics before they read anything else. Every rank finishes a piece (and so stops reading
- * its peers' regions) before it publishes the next one, so one region per rank is enough.
+ * number, [192] and [256] the descriptors of the two slots (piece number, collective number, count,
+ * op code, offset), [4096..] two slots, each an input area and a result area of piece bytes}. Piece k
+ * uses slot k mod 2. A rank writes its descriptor and data, then the piece number with release
+ * semantics; peers read the piece number with acquire semantics before they read anything else. A
+ * rank publishes piece k+1 only after it finished reading everyone's piece k, and it writes slot
+ * k mod 2 again (piece k+2) only after it saw everyone's piece k+1: so with two slots a collective
+ * needs one synchronisation per piece (all-reduce two: inputs, then results).
  */
 final class ShmStaging {
 
@@ -37,11 +39,17 @@ final class ShmStaging {
     static final long MAGIC = 0x4A434F4D4D535447L; // "JCOMMSTG"
     static final int INPUT_SEQ = 64;
     static final int RESULT_SEQ = 128;
-    private static final int D_PIECE = 192;
-    private static final int D_SEQ = 200;
-    private static final int D_COUNT = 208;
-    private static final int D_CODE = 216;
-    private static final int D_OFFSET = 224;
+    /** Descriptor of slot s at {@code 192 + 64 s}: piece, collective number, count, code, offset. */
+    private static final int D_BASE = 192;
+    private static final int D_PIECE = 0;
+    private static final int D_SEQ = 8;
+    private static final int D_COUNT = 16;
+    private static final int D_CODE = 24;
+    private static final int D_OFFSET = 32;
+
+    private static int desc(long piece) {
+        return D_BASE + 64 * (int) (piece & 1);
+    }
 
     private final Path path;
     private final int rank;
@@ -58,21 +66,21 @@ final class ShmStaging {
 
     /** Creates this rank's region, or returns null (with a log line) when shared memory cannot be used. */
     static ShmStaging create(TcpConfig cfg, String group, int rank, int size, long generation) {
-        int piece = cfg.shmStagingBytes / 2;
+        int piece = cfg.shmStagingBytes / 4;
         Path dir = Path.of(cfg.shmDir);
         String safe = group.replaceAll("[^A-Za-z0-9_.-]", "_");
         Path path = dir.resolve("jcomm-" + safe + "-g" + generation + "-r" + rank + "-" + ProcessHandle.current().pid()
                 + "-stage-" + Long.toHexString(new SecureRandom().nextLong()));
         ShmStaging s = new ShmStaging(path, rank, size, piece);
         try {
-            if (Files.getFileStore(dir).getUsableSpace() < (long) HEADER + 2L * piece + (16L << 20)) {
-                LOG.warn("group {} rank {}: shared staging disabled: {} is too small for {} MiB", group, rank, dir,
-                        (2L * piece) >> 20);
+            if (Files.getFileStore(dir).getUsableSpace() < (long) HEADER + 4L * piece + (16L << 20)) {
+                LOG.warn("group {} rank {}: shared staging disabled: {} is too small for {} MiB (lower "
+                        + "tcp.shm.stagingBytes or raise the size of /dev/shm)", group, rank, dir, (4L * piece) >> 20);
                 return null;
             }
             try (FileChannel fc = FileChannel.open(path, StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
                     StandardOpenOption.WRITE)) {
-                long len = HEADER + 2L * piece;
+                long len = HEADER + 4L * piece;
                 fc.truncate(len);
                 MappedByteBuffer m = fc.map(FileChannel.MapMode.READ_WRITE, 0, len);
                 for (int i = 0; i < len; i += 4096) {
@@ -103,7 +111,7 @@ final class ShmStaging {
     /** Maps a peer's region read-only; false if it cannot be mapped or does not match this rank's. */
     boolean map(int peer, String peerPath) {
         try (FileChannel fc = FileChannel.open(Path.of(peerPath), StandardOpenOption.READ)) {
-            long len = HEADER + 2L * pieceBytes;
+            long len = HEADER + 4L * pieceBytes;
             if (fc.size() != len) {
                 return false;
             }
@@ -120,25 +128,27 @@ final class ShmStaging {
         }
     }
 
-    /** The input area of {@code r}'s region ({@code pieceBytes}). */
-    ByteBuffer input(int r) {
-        return regions[r].duplicate().position(HEADER).limit(HEADER + pieceBytes).slice().order(ByteOrder.LITTLE_ENDIAN);
+    /** The input area of {@code r}'s region for piece {@code piece} ({@code pieceBytes}). */
+    ByteBuffer input(int r, long piece) {
+        int at = HEADER + (int) (piece & 1) * 2 * pieceBytes;
+        return regions[r].duplicate().position(at).limit(at + pieceBytes).slice().order(ByteOrder.LITTLE_ENDIAN);
     }
 
-    /** The result area of {@code r}'s region ({@code pieceBytes}). */
-    ByteBuffer result(int r) {
-        return regions[r].duplicate().position(HEADER + pieceBytes).limit(HEADER + 2 * pieceBytes).slice()
-                .order(ByteOrder.LITTLE_ENDIAN);
+    /** The result area of {@code r}'s region for piece {@code piece} ({@code pieceBytes}). */
+    ByteBuffer result(int r, long piece) {
+        int at = HEADER + (int) (piece & 1) * 2 * pieceBytes + pieceBytes;
+        return regions[r].duplicate().position(at).limit(at + pieceBytes).slice().order(ByteOrder.LITTLE_ENDIAN);
     }
 
     /** Writes this rank's descriptor of piece {@code piece} and publishes its input. */
     void publishInput(long piece, long seq, long count, long code, long offset) {
         MappedByteBuffer m = regions[rank];
-        m.putLong(D_PIECE, piece);
-        m.putLong(D_SEQ, seq);
-        m.putLong(D_COUNT, count);
-        m.putLong(D_CODE, code);
-        m.putLong(D_OFFSET, offset);
+        int d = desc(piece);
+        m.putLong(d + D_PIECE, piece);
+        m.putLong(d + D_SEQ, seq);
+        m.putLong(d + D_COUNT, count);
+        m.putLong(d + D_CODE, code);
+        m.putLong(d + D_OFFSET, offset);
         LONGS.setRelease(m, INPUT_SEQ, piece);
     }
 
@@ -156,19 +166,20 @@ final class ShmStaging {
      */
     String descriptorDifference(int r, long piece, long seq, long count, long code, long offset) {
         MappedByteBuffer m = regions[r];
+        int d = desc(piece);
         StringBuilder sb = new StringBuilder();
-        if (m.getLong(D_SEQ) != seq) {
-            sb.append(" collective #").append(m.getLong(D_SEQ)).append(" vs #").append(seq).append(';');
+        if (m.getLong(d + D_SEQ) != seq) {
+            sb.append(" collective #").append(m.getLong(d + D_SEQ)).append(" vs #").append(seq).append(';');
         }
-        if (m.getLong(D_CODE) != code) {
-            sb.append(" operation/dtype/reduce op code ").append(Long.toHexString(m.getLong(D_CODE))).append(" vs ")
+        if (m.getLong(d + D_CODE) != code) {
+            sb.append(" operation/dtype/reduce op/root code ").append(Long.toHexString(m.getLong(d + D_CODE))).append(" vs ")
                     .append(Long.toHexString(code)).append(';');
         }
-        if (m.getLong(D_COUNT) != count) {
-            sb.append(" count ").append(m.getLong(D_COUNT)).append(" vs ").append(count).append(';');
+        if (m.getLong(d + D_COUNT) != count) {
+            sb.append(" count ").append(m.getLong(d + D_COUNT)).append(" vs ").append(count).append(';');
         }
-        if (sb.length() == 0 && (m.getLong(D_PIECE) != piece || m.getLong(D_OFFSET) != offset)) {
-            sb.append(" piece ").append(m.getLong(D_PIECE)).append('@').append(m.getLong(D_OFFSET)).append(" vs ")
+        if (sb.length() == 0 && (m.getLong(d + D_PIECE) != piece || m.getLong(d + D_OFFSET) != offset)) {
+            sb.append(" piece ").append(m.getLong(d + D_PIECE)).append('@').append(m.getLong(d + D_OFFSET)).append(" vs ")
                     .append(piece).append('@').append(offset).append(';');
         }
         return sb.length() == 0 ? null : sb.toString();

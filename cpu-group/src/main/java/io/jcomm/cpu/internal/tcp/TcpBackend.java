@@ -140,6 +140,11 @@ final class TcpBackend implements CpuBackend {
         try {
             Op op = e.begin(Frame.DATA, Frame.OP_BROADCAST, deadline);
             long bytes = tensor.byteSize();
+            ShmStaging st = e.staging();
+            if (st != null && bytes >= cfg.shmCollectiveMinBytes) {
+                broadcastShared(op, st, tensor, src);
+                return;
+            }
             boolean direct = bytes <= cfg.smallBytes || size == 2;
             op.template.dtype(tensor.dtype()).count(tensor.numel()).root(src).algo(direct ? ALGO_DIRECT : ALGO_PIPELINE);
             ByteBuffer buf = tensor.buffer();
@@ -310,17 +315,12 @@ final class TcpBackend implements CpuBackend {
         long count = tensor.numel();
         ByteBuffer buf = tensor.buffer();
         long pieceElems = st.pieceBytes() / es;
-        long code = ((long) op.code << 24) | ((long) t.code() << 16) | ((long) rop.code() << 8) | ALGO_SHARED;
-        ByteBuffer mine = st.input(rank);
-        ByteBuffer myResult = st.result(rank);
-        ByteBuffer[] inputs = new ByteBuffer[size];
-        for (int r = 0; r < size; r++) {
-            inputs[r] = st.input(r);
-        }
+        long code = sharedCode(op, t, rop);
         for (long p0 = 0; p0 < count; p0 += pieceElems) {
             int pe = (int) Math.min(pieceElems, count - p0);
             long piece = e.nextPiece();
-            slice(mine, 0, (long) pe * es).put(slice(buf, p0 * es, (long) pe * es));
+            e.gateStaging(op, piece);
+            slice(st.input(rank, piece), 0, (long) pe * es).put(slice(buf, p0 * es, (long) pe * es));
             st.publishInput(piece, op.seq, count, code, p0);
             e.awaitStaging(op, ShmStaging.INPUT_SEQ, piece, code, count, p0);
             int c0 = (int) ((long) pe * rank / size);
@@ -328,13 +328,13 @@ final class TcpBackend implements CpuBackend {
             ByteBuffer out = slice(buf, (p0 + c0) * es, (long) (c1 - c0) * es);
             ByteBuffer[] ins = new ByteBuffer[size];
             for (int r = 0; r < size; r++) {
-                ins[r] = slice(inputs[r], (long) c0 * es, (long) (c1 - c0) * es);
+                ins[r] = slice(st.input(r, piece), (long) c0 * es, (long) (c1 - c0) * es);
             }
             Reductions.reduceMany(t, rop, out, ins, c1 - c0);
             if (rop == ReduceOp.AVG) {
                 Reductions.divide(t, out, c1 - c0, size);
             }
-            slice(myResult, (long) c0 * es, (long) (c1 - c0) * es).put(out.duplicate());
+            slice(st.result(rank, piece), (long) c0 * es, (long) (c1 - c0) * es).put(out.duplicate());
             st.publishResult(piece);
             e.awaitStaging(op, ShmStaging.RESULT_SEQ, piece, code, count, p0);
             for (int r = 0; r < size; r++) {
@@ -343,7 +343,106 @@ final class TcpBackend implements CpuBackend {
                 }
                 int q0 = (int) ((long) pe * r / size);
                 int q1 = (int) ((long) pe * (r + 1) / size);
-                slice(buf, (p0 + q0) * es, (long) (q1 - q0) * es).put(slice(st.result(r), (long) q0 * es, (long) (q1 - q0) * es));
+                slice(buf, (p0 + q0) * es, (long) (q1 - q0) * es)
+                        .put(slice(st.result(r, piece), (long) q0 * es, (long) (q1 - q0) * es));
+            }
+        }
+    }
+
+    private static long sharedCode(Op op, DType t, ReduceOp rop) {
+        return ((long) op.code << 24) | ((long) t.code() << 16) | ((long) (rop == null ? 0 : rop.code()) << 8) | ALGO_SHARED;
+    }
+
+    /**
+     * All-gather (equal or variable counts) through the staging regions: per piece every rank copies
+     * its next part in once and every other rank's part out once; one synchronisation per piece.
+     */
+    private void gatherAllShared(Op op, ShmStaging st, ByteBuffer out, ByteBuffer in, long[] counts, long[] off,
+                                 DType t, long countField) {
+        int es = t.byteSize();
+        long pieceElems = st.pieceBytes() / es;
+        long max = 0;
+        for (long c : counts) {
+            max = Math.max(max, c);
+        }
+        long code = sharedCode(op, t, null);
+        for (long p0 = 0; p0 < max; p0 += pieceElems) {
+            long piece = e.nextPiece();
+            e.gateStaging(op, piece);
+            long mine = Math.max(0, Math.min(pieceElems, counts[rank] - p0));
+            if (mine > 0) {
+                slice(st.input(rank, piece), 0, mine * es).put(slice(in, p0 * es, mine * es));
+            }
+            st.publishInput(piece, op.seq, countField, code, p0);
+            e.awaitStaging(op, ShmStaging.INPUT_SEQ, piece, code, countField, p0);
+            for (int r = 0; r < size; r++) {
+                long n = Math.max(0, Math.min(pieceElems, counts[r] - p0));
+                if (r != rank && n > 0) {
+                    slice(out, (off[r] + p0) * es, n * es).put(slice(st.input(r, piece), 0, n * es));
+                }
+            }
+        }
+    }
+
+    /**
+     * Broadcast through the staging regions: the root copies each piece in once (after every rank
+     * finished the piece that used the same slot) and does not wait for the readers of this piece;
+     * every other rank waits for the root's piece only and copies it out.
+     */
+    private void broadcastShared(Op op, ShmStaging st, Tensor tensor, int src) {
+        DType t = tensor.dtype();
+        int es = t.byteSize();
+        long count = tensor.numel();
+        ByteBuffer buf = tensor.buffer();
+        long pieceElems = st.pieceBytes() / es;
+        long code = sharedCode(op, t, null) | ((long) src << 32);
+        for (long p0 = 0; p0 < count; p0 += pieceElems) {
+            long n = Math.min(pieceElems, count - p0);
+            long piece = e.nextPiece();
+            // publishing writes the slot's descriptor: every rank must be done with the piece before the
+            // previous one (same slot), whose descriptor a slow rank may still be checking
+            e.gateStaging(op, piece);
+            if (rank == src) {
+                slice(st.input(rank, piece), 0, n * es).put(slice(buf, p0 * es, n * es));
+                st.publishInput(piece, op.seq, count, code, p0);
+            } else {
+                st.publishInput(piece, op.seq, count, code, p0); // "done with the previous piece"
+                e.awaitStagingFrom(op, src, piece, code, count, p0);
+                slice(buf, p0 * es, n * es).put(slice(st.input(src, piece), 0, n * es));
+            }
+        }
+    }
+
+    /**
+     * Reduce-scatter through the staging regions: per piece every rank copies the piece of all its
+     * chunks in, then reduces its own chunk's piece from all regions in rank order into the output.
+     */
+    private void reduceScatterShared(Op op, ShmStaging st, Tensor output, Tensor input, ReduceOp rop) {
+        DType t = output.dtype();
+        int es = t.byteSize();
+        long count = output.numel();
+        ByteBuffer in = input.buffer();
+        ByteBuffer out = output.buffer();
+        long pieceElems = Math.max(1, st.pieceBytes() / es / size);
+        long code = sharedCode(op, t, rop);
+        for (long p0 = 0; p0 < count; p0 += pieceElems) {
+            int pe = (int) Math.min(pieceElems, count - p0);
+            long piece = e.nextPiece();
+            e.gateStaging(op, piece);
+            ByteBuffer mine = st.input(rank, piece);
+            for (int c = 0; c < size; c++) {
+                slice(mine, (long) c * pe * es, (long) pe * es).put(slice(in, (c * count + p0) * es, (long) pe * es));
+            }
+            st.publishInput(piece, op.seq, count, code, p0);
+            e.awaitStaging(op, ShmStaging.INPUT_SEQ, piece, code, count, p0);
+            ByteBuffer[] ins = new ByteBuffer[size];
+            for (int r = 0; r < size; r++) {
+                ins[r] = slice(st.input(r, piece), (long) rank * pe * es, (long) pe * es);
+            }
+            ByteBuffer o = slice(out, p0 * es, (long) pe * es);
+            Reductions.reduceMany(t, rop, o, ins, pe);
+            if (rop == ReduceOp.AVG) {
+                Reductions.divide(t, o, pe, size);
             }
         }
     }
@@ -383,7 +482,10 @@ final class TcpBackend implements CpuBackend {
             }
             ByteBuffer mine = slice(out, off[rank] * es, counts[rank] * es);
             mine.duplicate().put(input.buffer());
-            if (direct) {
+            ShmStaging st = e.staging();
+            if (st != null && total >= cfg.shmCollectiveMinBytes) {
+                gatherAllShared(op, st, out, input.buffer(), counts, off, t, countField);
+            } else if (direct) {
                 for (int p = 0; p < size; p++) {
                     if (p != rank) {
                         e.post(Recv.into(op, p, op.frame(0), slice(out, off[p] * es, counts[p] * es), null));
@@ -492,7 +594,10 @@ final class TcpBackend implements CpuBackend {
             boolean direct = b * size <= cfg.smallBytes;
             Op op = e.begin(Frame.DATA, Frame.OP_REDUCESCATTER, deadline);
             op.template.dtype(output.dtype()).count(output.numel()).redop(rop).algo(direct ? ALGO_DIRECT : ALGO_PIPELINE);
-            if (direct) {
+            ShmStaging st = e.staging();
+            if (st != null && b * size >= cfg.shmCollectiveMinBytes && b > 0 && st.pieceBytes() / output.dtype().byteSize() >= size) {
+                reduceScatterShared(op, st, output, input, rop);
+            } else if (direct) {
                 reduceScatterDirect(op, output, input, rop);
             } else {
                 reduceScatterRing(op, output, input, rop);

@@ -22,9 +22,9 @@ import java.util.Locale;
  *   <tr><td>{@value #SHM_THRESHOLD_BYTES}</td><td>payloads from this size go through shared memory</td><td>64 KiB</td></tr>
  *   <tr><td>{@value #SHM_RING_BYTES}</td><td>ring capacity per directed pair (power of two)</td><td>4 MiB</td></tr>
  *   <tr><td>{@value #SHM_STAGING_BYTES}</td><td>shared staging region per rank for collectives of three or
- *       more ranks on one host (0: off; rings only)</td><td>8 MiB</td></tr>
- *   <tr><td>{@value #SHM_COLLECTIVE_MIN_BYTES}</td><td>from this size such groups run all-reduce through the
- *       staging regions</td><td>256 KiB</td></tr>
+ *       more ranks on one host, two slots of input and result areas (0: off; rings only)</td><td>16 MiB</td></tr>
+ *   <tr><td>{@value #SHM_COLLECTIVE_MIN_BYTES}</td><td>from this size such groups run all-reduce,
+ *       reduce-scatter, all-gather and broadcast through the staging regions</td><td>256 KiB</td></tr>
  *   <tr><td>{@value #SHM_DIR}</td><td>directory of the ring files</td><td>/dev/shm</td></tr>
  *   <tr><td>{@value #HOST_ID}</td><td>identity of this host (ranks with equal ids try shared memory)</td><td>boot id + host name</td></tr>
  * </table>
@@ -81,7 +81,7 @@ final class TcpConfig {
             throw new IllegalArgumentException(SHM_RING_BYTES + " must be a power of two, got " + shmRingBytes);
         }
         shmDir = ctx.option(SHM_DIR, "/dev/shm");
-        shmStagingBytes = intOption(ctx, SHM_STAGING_BYTES, 8 << 20, 0, 1 << 30) & ~4095;
+        shmStagingBytes = intOption(ctx, SHM_STAGING_BYTES, 16 << 20, 0, 1 << 30) & ~16383;
         shmCollectiveMinBytes = intOption(ctx, SHM_COLLECTIVE_MIN_BYTES, 256 << 10, 0, Integer.MAX_VALUE);
         hostId = ctx.option(HOST_ID, null);
     }

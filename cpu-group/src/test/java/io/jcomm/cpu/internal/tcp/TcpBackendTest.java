@@ -63,6 +63,72 @@ class TcpBackendTest {
         }
     }
 
+    /**
+     * Many small-piece collectives through the shared staging regions with random delays on every
+     * rank, so that ranks run pieces apart: every result must be exact (races on the slots or
+     * descriptors would corrupt data or raise false mismatches).
+     */
+    @Test
+    void sharedStagingSurvivesRanksRunningApart() {
+        try (ThreadRanks t = ThreadRanks.start(4, r -> opts(r).option("tcp.shm.stagingBytes", "65536")
+                .option("tcp.shm.collectiveMinBytes", "1024"), Duration.ofSeconds(20))) {
+            assertTrue(tcp(t.group(0)).sharedCollectives());
+            t.run(g -> {
+                java.util.Random same = new java.util.Random(42);      // the same sequence on every rank
+                java.util.Random jitter = new java.util.Random(g.rank()); // different delays per rank
+                for (int it = 0; it < 200; it++) {
+                    int kind = same.nextInt(4);
+                    int n = 1 + same.nextInt(40_000);
+                    if (jitter.nextInt(4) == 0) {
+                        Thread.sleep(jitter.nextInt(3));
+                    }
+                    switch (kind) {
+                        case 0: {
+                            Tensor x = Tensor.allocate(DType.I32, n);
+                            for (int i = 0; i < n; i++) {
+                                x.setLong(i, i % 7 + g.rank());
+                            }
+                            g.allReduce(x, ReduceOp.SUM);
+                            for (int i = 0; i < n; i += 97) {
+                                assertEquals(4L * (i % 7) + 6, x.getLong(i), "allReduce it " + it);
+                            }
+                            break;
+                        }
+                        case 1: {
+                            Tensor in = Tensor.allocate(DType.I32, n);
+                            in.fill(g.rank() + 1);
+                            Tensor out = Tensor.allocate(DType.I32, 4L * n);
+                            g.allGather(out, in);
+                            for (int r = 0; r < 4; r++) {
+                                assertEquals(r + 1, out.getLong((long) r * n + n / 2), "allGather it " + it);
+                            }
+                            break;
+                        }
+                        case 2: {
+                            int root = same.nextInt(4);
+                            Tensor x = Tensor.allocate(DType.I32, n);
+                            if (g.rank() == root) {
+                                x.fill(root + 10);
+                            }
+                            g.broadcast(x, root);
+                            assertEquals(root + 10, x.getLong(n - 1), "broadcast it " + it);
+                            break;
+                        }
+                        default: {
+                            Tensor in = Tensor.allocate(DType.I32, 4L * n);
+                            for (int c = 0; c < 4; c++) {
+                                in.flatSlice((long) c * n, n).fill(c * 100 + g.rank());
+                            }
+                            Tensor out = Tensor.allocate(DType.I32, n);
+                            g.reduceScatter(out, in, ReduceOp.SUM);
+                            assertEquals(400L * g.rank() + 6, out.getLong(n / 3), "reduceScatter it " + it);
+                        }
+                    }
+                }
+            }, Duration.ofSeconds(120));
+        }
+    }
+
     @Test
     void differentHostsUseSocketsOnly() {
         try (ThreadRanks t = ThreadRanks.start(2, r -> opts(r).option("tcp.hostId", "host-" + r), Duration.ofSeconds(20))) {

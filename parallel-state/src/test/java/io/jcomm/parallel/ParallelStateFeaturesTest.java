@@ -1,0 +1,179 @@
+package io.jcomm.parallel;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.jcomm.api.DistributedConfig;
+import io.jcomm.api.Tensor;
+import io.jcomm.mq.MessageQueueOptions;
+import io.jcomm.parallel.testkit.ThreadJob;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** Host topology, the TP broadcaster, one-step initialisation, custom groups and the facade, with ranks as threads. */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class ParallelStateFeaturesTest {
+
+    private static final Duration T = Duration.ofSeconds(30);
+
+    private static ParallelStateOptions.Builder quick() {
+        return ParallelStateOptions.builder().tpMessageQueue(false).cpuOption("tcp.shm.ringBytes", "65536");
+    }
+
+    @Test
+    void ranksToldTheyAreOnDifferentHostsAreTreatedSo() {
+        // ranks 0,1 on host a, ranks 2,3 on host b (one machine, told otherwise)
+        try (ThreadJob job = ThreadJob.start(4, r -> ThreadJob.config(r, 4, r < 2 ? "host-a" : "host-b", T),
+                r -> quick().build(), T)) {
+            job.run(ps -> {
+                ps.initializeModelParallel(2, 2);
+                HostTopology t = ps.topology();
+                assertEquals(2, t.nodeCount());
+                assertEquals(List.of("host-a", "host-b"), t.hosts());
+                assertEquals(ps.rank() < 2 ? List.of(0, 1) : List.of(2, 3), t.ranksOnHostOf(ps.rank()));
+                assertEquals(ps.rank() / 2, t.nodeRankOf(ps.rank()));
+                assertTrue(ps.tp().isNodeLocal());   // (0,1) and (2,3): one host each
+                assertFalse(ps.pp().isNodeLocal());  // (0,2) and (1,3): across hosts
+                assertFalse(ps.world().isNodeLocal());
+                ps.pp().barrier();
+                ps.world().barrier();
+                assertEquals("w", ps.pp().broadcastObject(ps.pp().isFirstRank() ? "w" : null, 0, String.class));
+                assertEquals(10, ps.world().allReduce(Tensor.ofInts(ps.rank() + 1)).getLong(0));
+            }, T);
+        }
+        try (ThreadJob job = ThreadJob.start(3, r -> ThreadJob.config(r, 3, "node-" + r, T), r -> quick().build(), T)) {
+            job.run(ps -> {
+                assertEquals(3, ps.topology().nodeCount());
+                assertFalse(ps.world().isNodeLocal());
+                ps.world().barrier();
+            }, T);
+        }
+    }
+
+    @Test
+    void tpGroupsGetABroadcaster() {
+        ParallelStateOptions o = ParallelStateOptions.builder().cpuOption("tcp.shm.ringBytes", "65536")
+                .messageQueueOptions(MessageQueueOptions.builder().ipcTermLength(64 << 10).ipcMtu(8192)
+                        .udpTermLength(64 << 10).build()).build();
+        try (ThreadJob job = ThreadJob.start(4, o, T)) {
+            job.run(ps -> {
+                ps.initializeModelParallel(2, 2);
+                GroupCoordinator tp = ps.tp();
+                assertTrue(tp.messageQueue().isPresent());
+                assertEquals(0, tp.messageQueue().get().writerRank());
+                assertTrue(ps.pp().messageQueue().isEmpty());
+                assertTrue(ps.world().messageQueue().isEmpty());
+                for (int i = 0; i < 50; i++) {
+                    String v = tp.broadcastObject(tp.rankInGroup() == 0 ? "m" + i + "@" + ps.rank() : null, 0, String.class);
+                    assertEquals("m" + i + "@" + tp.firstRank(), v);
+                }
+                // from the other rank: not the writer, so through shared memory
+                assertEquals(List.of(1, 2), tp.broadcastObject(tp.rankInGroup() == 1 ? List.of(1, 2) : null, 1, List.class));
+                Map<String, Object> d = tp.broadcastTensorDict(Map.of("x", Tensor.ofInts(ps.rank()), "n", 3), 0);
+                assertEquals(tp.firstRank(), ((Tensor) d.get("x")).getLong(0));
+                assertEquals(3, d.get("n"));
+            }, T);
+        }
+    }
+
+    @Test
+    void oneStepInitializeEqualsTwoSteps() {
+        List<List<List<Integer>>> twoStep;
+        try (ThreadJob job = ThreadJob.start(8, quick().build(), T)) {
+            twoStep = job.call(ps -> {
+                ps.initializeModelParallel(2, 2, 2);
+                return List.of(ps.tp().ranks(), ps.pp().ranks(), ps.dp().ranks(), ps.ep().ranks());
+            }, T);
+        }
+        try (ThreadJob job = ThreadJob.start(8, r -> ThreadJob.config(r, 8, "h", T), r -> quick().build(),
+                ParallelSizes.of(2, 2, 2), T)) {
+            List<List<List<Integer>>> oneStep = job.call(ps -> {
+                assertTrue(ps.isModelParallelInitialized());
+                assertEquals(List.of("world", ps.tp().name(), ps.pp().name(), ps.dp().name(), ps.ep().name()),
+                        ps.groups().names());
+                ps.ensureModelParallelInitialized(2, 2, 2);
+                assertEquals(4, ps.ep().allReduce(Tensor.ofLongs(1)).getLong(0));
+                assertEquals(8, ps.world().allReduce(Tensor.ofLongs(1)).getLong(0));
+                // re-initialising after destroy takes a fresh namespace
+                ps.destroyModelParallel();
+                ps.initializeModelParallel(4, 2);
+                assertEquals(4, ps.tp().allReduce(Tensor.ofLongs(1)).getLong(0));
+                ps.destroyModelParallel();
+                ps.initializeModelParallel(2, 2, 2);
+                return List.of(ps.tp().ranks(), ps.pp().ranks(), ps.dp().ranks(), ps.ep().ranks());
+            }, T);
+            assertEquals(twoStep, oneStep);
+        }
+    }
+
+    @Test
+    void customGroupsAreMadeByTheirMembersOnly() {
+        ParallelState ps0;
+        try (ThreadJob job = ThreadJob.start(4, quick().build(), T)) {
+            ps0 = job.state(0);
+            job.run(ps -> {
+                int r = ps.rank();
+                if (r == 0 || r == 3) {
+                    GroupCoordinator g = ps.newGroup("ends", List.of(0, 3), false);
+                    assertSame(g, ps.groups().get("ends"));
+                    assertEquals(3, g.allReduce(Tensor.ofInts(r)).getLong(0));
+                    assertThrows(IllegalStateException.class, () -> ps.newGroup("ends", List.of(0, 3), false));
+                    ps.destroyGroup("ends");
+                    assertTrue(g.isDestroyed());
+                    assertTrue(ps.groups().find("ends").isEmpty());
+                    // made again with the same name: a fresh namespace
+                    GroupCoordinator again = ps.newGroup("ends", List.of(0, 3), false);
+                    assertEquals(6, again.allReduce(Tensor.ofInts(r * 2)).getLong(0));
+                } else {
+                    assertThrows(IllegalArgumentException.class, () -> ps.newGroup("ends", List.of(0, 3), false));
+                }
+                assertThrows(IllegalArgumentException.class, () -> ps.destroyGroup("world"));
+                assertThrows(IllegalArgumentException.class, () -> ps.newGroup("bad/name", List.of(r), false));
+                assertThrows(IllegalArgumentException.class, () -> ps.newGroup("far", List.of(r, 9), false));
+                assertThrows(IllegalStateException.class, ps::tp);
+                assertThrows(IllegalStateException.class, ps::layout);
+                assertThrows(IllegalArgumentException.class, () -> ps.initializeModelParallel(3, 1));
+                ps.world().barrier();
+            }, T);
+        }
+        assertThrows(IllegalStateException.class, () -> ps0.initializeModelParallel(1, 1));
+        assertThrows(IllegalStateException.class, ps0::tp);
+        ps0.close(); // idempotent
+    }
+
+    @Test
+    void facadeOverOneDefaultInstance() throws Exception {
+        int port;
+        try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+            port = s.getLocalPort();
+        }
+        DistributedConfig c = DistributedConfig.builder().masterPort(port).timeout(T).build();
+        assertFalse(DefaultParallelState.isInitialized());
+        assertThrows(IllegalStateException.class, DefaultParallelState::get);
+        try {
+            ParallelState ps = DefaultParallelState.initDistributedEnvironment(c, quick().build());
+            assertSame(ps, DefaultParallelState.initDistributedEnvironment(c));
+            DefaultParallelState.ensureModelParallelInitialized(1, 1);
+            assertSame(ps.tp(), DefaultParallelState.tp());
+            assertSame(ps.world(), DefaultParallelState.world());
+            assertArrayEquals(new double[] {5}, DefaultParallelState.tp().allReduce(Tensor.ofFloats(5)).toDoubleArray());
+            assertThrows(IllegalStateException.class, () -> DefaultParallelState.initDistributedEnvironment(
+                    c.toBuilder().worldSize(2).build()));
+            DefaultParallelState.destroyModelParallel();
+            assertFalse(ps.isModelParallelInitialized());
+        } finally {
+            DefaultParallelState.destroyDistributedEnvironment();
+        }
+        assertFalse(DefaultParallelState.isInitialized());
+    }
+}
