@@ -43,6 +43,7 @@ class PipelineDemoIT {
         String all = String.join("\n", report);
         assertTrue(all.contains("jcomm pipeline demo: TP=2 x PP=2 (DP=1) on 4 ranks, 1 host"), all);
         assertTrue(all.contains("TP metadata via the shared-memory message queue"), all);
+        assertTrue(all.contains("actor ids mapped to PP ranks (ActorRankMapper, 2 per PP group) and checked"), all);
         Matcher m = Pattern.compile("verified (\\d+) values on 4 ranks: all exact").matcher(all);
         assertTrue(m.find(), all);
         // per step: stage 0 checks 6 metadata values and 256 reduced values per rank; stage 1 checks the

@@ -1,10 +1,14 @@
 package io.jcomm.tools.demo;
 
+import io.jcomm.actor.ActorRankMap;
+import io.jcomm.actor.ActorRankMapper;
 import io.jcomm.api.DType;
 import io.jcomm.api.Device;
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.Tensor;
+import io.jcomm.api.ray.ActorId;
 import io.jcomm.parallel.GroupCoordinator;
+import io.jcomm.parallel.ParallelSizes;
 import io.jcomm.parallel.ParallelState;
 import io.jcomm.parallel.ParallelStateOptions;
 import java.io.PrintStream;
@@ -24,8 +28,9 @@ import picocli.CommandLine.Option;
 /**
  * The pipeline demo ({@code bin/commrun --nproc-per-node 4 demo --tp 2 --pp 2}): a TP x PP job built
  * with the SDK's defaults (the launcher's store, the best available CPU backend, the shared-memory
- * queue for TP metadata, NCCL when GPUs exist else the CPU device communicator), then a few hundred
- * pipelined steps, each:
+ * queue for TP metadata, NCCL when GPUs exist else the CPU device communicator), maps every rank's
+ * actor id to its PP rank ({@link ActorRankMapper}, as vLLM's Ray adapter does), then runs a few
+ * hundred pipelined steps, each:
  *
  * <ol>
  *   <li>stage 0: TP rank 0 broadcasts the step's request metadata (a tensor dict: step, request id,
@@ -93,11 +98,10 @@ public final class PipelineDemo implements Callable<Integer> {
             System.err.println("demo: --steps must be >= 1, --warmup >= 0, --hidden >= 1 and a multiple of --tp");
             return 2;
         }
-        // groups one after the other: this parallel-state version shares one store client between the threads
-        // that create groups concurrently, which can deadlock (fixed upstream by per-thread store clients)
-        ParallelStateOptions options = options().toBuilder().concurrentGroupCreation(false).build();
-        try (ParallelState ps = ParallelState.initialize(cfg, options)) {
-            ps.initializeModelParallel(tp, pp);
+        ParallelSizes sizes = ParallelSizes.of(tp, pp, cfg.worldSize() / (tp * pp));
+        // every group of the job at once (the fastest start)
+        try (ParallelState ps = ParallelState.initialize(cfg, options(), sizes)) {
+            int actors = mapActors(ps, cfg);
             double readySeconds = secondsSinceJvmStart();
             Stage stage = new Stage(ps, hidden);
             for (int s = 0; s < warmup; s++) {
@@ -110,7 +114,7 @@ public final class PipelineDemo implements Callable<Integer> {
             }
             long elapsed = System.nanoTime() - t0;
             ps.world().barrier();
-            report(ps, stage, elapsed, readySeconds);
+            report(ps, stage, elapsed, readySeconds, actors);
         }
         return 0;
     }
@@ -124,6 +128,34 @@ public final class PipelineDemo implements Callable<Integer> {
             throw new CommandLine.ParameterException(new CommandLine(this), "--device must be auto or cpu, not " + device);
         }
         return ParallelStateOptions.defaults();
+    }
+
+    /** The actor id of global rank {@code rank} in this job (as a Ray actor would have one). */
+    static ActorId actorOf(DistributedConfig cfg, int rank) {
+        return new ActorId(0x6a636f6d6d000000L | cfg.masterPort(), 0x5eed000000000000L | rank);
+    }
+
+    /**
+     * Maps every rank's actor id to its PP rank the way vLLM's Ray adapter does (an all-gather of the
+     * ids over the PP group) and checks the map against the layout.
+     *
+     * @return the number of actors in this rank's map
+     */
+    static int mapActors(ParallelState ps, DistributedConfig cfg) {
+        GroupCoordinator pp = ps.pp();
+        ActorRankMap map = ActorRankMapper.map(pp, actorOf(cfg, ps.rank()));
+        if (map.size() != pp.worldSize() || map.rankOf(actorOf(cfg, ps.rank())) != pp.rankInGroup()) {
+            throw new IllegalStateException("demo: rank " + ps.rank() + ": actor map " + map + " does not place this rank at "
+                    + pp.rankInGroup());
+        }
+        for (int r = 0; r < pp.worldSize(); r++) {
+            ActorId expected = actorOf(cfg, pp.ranks().get(r));
+            if (!map.actorOf(r).equals(expected) || map.rankOf(expected) != r) {
+                throw new IllegalStateException("demo: rank " + ps.rank() + ": actor map " + map + " has " + map.actorOf(r)
+                        + " at PP rank " + r + ", expected " + expected);
+            }
+        }
+        return map.size();
     }
 
     private static double secondsSinceJvmStart() {
@@ -252,7 +284,7 @@ public final class PipelineDemo implements Callable<Integer> {
         return out.array();
     }
 
-    private void report(ParallelState ps, Stage st, long elapsedNanos, double readySeconds) {
+    private void report(ParallelState ps, Stage st, long elapsedNanos, double readySeconds, int actors) {
         List<byte[]> all = ps.world().allGatherObject(encode(st, elapsedNanos), byte[].class);
         if (ps.rank() != 0) {
             return;
@@ -289,6 +321,7 @@ public final class PipelineDemo implements Callable<Integer> {
                 ps.worldSize() / (st.tpSize * st.stages), plural(ps.worldSize(), "rank"), plural(ps.topology().nodeCount(), "host"));
         out.printf(Locale.ROOT, "  CPU backend %s, device communicator %s, TP metadata via %s, activations in host memory%n",
                 cpu, device, tp.messageQueue().isPresent() ? "the shared-memory message queue" : "the CPU group");
+        out.printf(Locale.ROOT, "  actor ids mapped to PP ranks (ActorRankMapper, %d per PP group) and checked%n", actors);
         out.printf(Locale.ROOT, "  groups ready %.1f s after JVM start; %d steps (+%d warm-up) of %d f32 in %.2f s: %.0f steps/s%n",
                 readySeconds, steps, warmup, hidden, seconds, steps / seconds);
         out.printf(Locale.ROOT, "  verified %d values on %s: all exact%n", checked, plural(ps.worldSize(), "rank"));
