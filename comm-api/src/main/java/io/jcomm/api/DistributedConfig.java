@@ -4,6 +4,7 @@ import java.net.InetAddress;
 import java.net.UnknownHostException;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
@@ -27,6 +28,8 @@ import java.util.Optional;
  *   <tr><td>{@code JCOMM_CPU_BACKEND}</td><td>{@code auto}, {@code tcp} or {@code gloo}</td><td>{@code auto}</td></tr>
  *   <tr><td>{@code JCOMM_DEVICE_COMM}</td><td>device communicator provider name or {@code auto}</td><td>{@code auto}</td></tr>
  *   <tr><td>{@code JCOMM_TOKEN_FILE}</td><td>file holding the job token for the store</td><td>none</td></tr>
+ *   <tr><td>{@code JCOMM_LAUNCHER_STORE}</td><td>{@code 1}: a launcher ({@code commrun}) already hosts the
+ *       store at {@code MASTER_ADDR:MASTER_PORT}, so no rank hosts one (torchrun's agent store)</td><td>{@code 0}</td></tr>
  * </table>
  */
 public final class DistributedConfig {
@@ -42,6 +45,7 @@ public final class DistributedConfig {
     public static final String CPU_BACKEND = "JCOMM_CPU_BACKEND";
     public static final String DEVICE_COMM = "JCOMM_DEVICE_COMM";
     public static final String TOKEN_FILE = "JCOMM_TOKEN_FILE";
+    public static final String LAUNCHER_STORE = "JCOMM_LAUNCHER_STORE";
 
     public static final String MASTER_ADDR_DEFAULT = "127.0.0.1";
     public static final int MASTER_PORT_DEFAULT = 29500;
@@ -58,6 +62,7 @@ public final class DistributedConfig {
     private final String cpuBackend;
     private final String deviceCommunicator;
     private final Path tokenFile;
+    private final boolean launcherStore;
 
     private DistributedConfig(Builder b) {
         this.masterAddr = Objects.requireNonNull(b.masterAddr, "masterAddr");
@@ -71,6 +76,7 @@ public final class DistributedConfig {
         this.cpuBackend = Objects.requireNonNull(b.cpuBackend, "cpuBackend");
         this.deviceCommunicator = Objects.requireNonNull(b.deviceCommunicator, "deviceCommunicator");
         this.tokenFile = b.tokenFile;
+        this.launcherStore = b.launcherStore;
         if (masterPort < 0 || masterPort > 65535) {
             throw new IllegalArgumentException(MASTER_PORT + " out of range: " + masterPort);
         }
@@ -149,6 +155,9 @@ public final class DistributedConfig {
         if ((v = env.get(TOKEN_FILE)) != null && !v.isBlank()) {
             b.tokenFile(Path.of(v.trim()));
         }
+        if ((v = env.get(LAUNCHER_STORE)) != null && !v.isBlank()) {
+            b.launcherStore(parseFlag(LAUNCHER_STORE, v));
+        }
         return b.build();
     }
 
@@ -157,6 +166,14 @@ public final class DistributedConfig {
             return Integer.parseInt(value.trim());
         } catch (NumberFormatException e) {
             throw new IllegalArgumentException(name + " is not an integer: '" + value + "'", e);
+        }
+    }
+
+    private static boolean parseFlag(String name, String value) {
+        switch (value.trim().toLowerCase(Locale.ROOT)) {
+            case "1": case "true": case "yes": return true;
+            case "0": case "false": case "no": return false;
+            default: throw new IllegalArgumentException(name + " is not 0/1/true/false: '" + value + "'");
         }
     }
 
@@ -205,11 +222,20 @@ public final class DistributedConfig {
         return Optional.ofNullable(tokenFile);
     }
 
+    /**
+     * Whether a launcher (e.g. {@code commrun}) hosts the store, so that no rank of the job hosts one
+     * ({@code JCOMM_LAUNCHER_STORE}).
+     */
+    public boolean launcherStore() {
+        return launcherStore;
+    }
+
     /** A builder initialised with this configuration's values. */
     public Builder toBuilder() {
         return builder().masterAddr(masterAddr).masterPort(masterPort).rank(rank).worldSize(worldSize)
                 .localRank(localRank).localWorldSize(localWorldSize).timeout(timeout).hostId(hostId)
-                .cpuBackend(cpuBackend).deviceCommunicator(deviceCommunicator).tokenFile(tokenFile);
+                .cpuBackend(cpuBackend).deviceCommunicator(deviceCommunicator).tokenFile(tokenFile)
+                .launcherStore(launcherStore);
     }
 
     @Override
@@ -217,7 +243,7 @@ public final class DistributedConfig {
         return "DistributedConfig{master=" + masterAddr + ":" + masterPort + ", rank=" + rank + "/" + worldSize
                 + ", local=" + localRank + "/" + localWorldSize + ", host=" + hostId + ", timeout=" + timeout
                 + ", cpu=" + cpuBackend + ", device=" + deviceCommunicator
-                + (tokenFile != null ? ", token=" + tokenFile : "") + "}";
+                + (tokenFile != null ? ", token=" + tokenFile : "") + (launcherStore ? ", launcher store" : "") + "}";
     }
 
     /** Mutable builder; {@link #build()} validates and returns an immutable config. */
@@ -233,6 +259,7 @@ public final class DistributedConfig {
         private String cpuBackend = "auto";
         private String deviceCommunicator = "auto";
         private Path tokenFile;
+        private boolean launcherStore;
 
         private Builder() {
         }
@@ -248,6 +275,8 @@ public final class DistributedConfig {
         public Builder cpuBackend(String v) { this.cpuBackend = v; return this; }
         public Builder deviceCommunicator(String v) { this.deviceCommunicator = v; return this; }
         public Builder tokenFile(Path v) { this.tokenFile = v; return this; }
+        /** A launcher hosts the store; no rank hosts one. */
+        public Builder launcherStore(boolean v) { this.launcherStore = v; return this; }
 
         public DistributedConfig build() {
             return new DistributedConfig(this);

@@ -1,6 +1,7 @@
 package io.jcomm.api;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -40,7 +41,11 @@ class DeviceAndConfigTest {
         assertEquals("tcp", c.cpuBackend());
         assertEquals("auto", c.deviceCommunicator());
         assertEquals(Path.of("/tmp/t"), c.tokenFile().orElseThrow());
+        assertFalse(c.launcherStore());
         assertEquals(c.toString(), c.toBuilder().build().toString());
+        DistributedConfig launched = DistributedConfig.fromEnvironment(Map.of("JCOMM_LAUNCHER_STORE", "1"));
+        assertTrue(launched.launcherStore());
+        assertTrue(launched.toBuilder().build().launcherStore());
     }
 
     @Test
@@ -57,6 +62,9 @@ class DeviceAndConfigTest {
         e = assertThrows(IllegalArgumentException.class,
                 () -> DistributedConfig.fromEnvironment(Map.of("MASTER_PORT", "http")));
         assertTrue(e.getMessage().contains("MASTER_PORT"));
+        e = assertThrows(IllegalArgumentException.class,
+                () -> DistributedConfig.fromEnvironment(Map.of("JCOMM_LAUNCHER_STORE", "maybe")));
+        assertTrue(e.getMessage().contains("JCOMM_LAUNCHER_STORE"));
     }
 
     @Test

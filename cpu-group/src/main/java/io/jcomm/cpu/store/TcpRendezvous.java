@@ -14,7 +14,8 @@ import java.util.concurrent.locks.LockSupport;
  * hosts a {@link TcpStoreServer} in-process on {@code MASTER_ADDR:MASTER_PORT}, and every process,
  * the host included, connects a {@link TcpStore} client to it. The job token, when
  * {@link DistributedConfig#tokenFile()} names one, is demanded by the server and presented by the
- * clients. Closing the host's store also stops its server.
+ * clients. Closing the host's store also stops its server. When a launcher hosts the store
+ * ({@link DistributedConfig#launcherStore()}, as under {@code commrun}) no rank hosts one.
  *
  * <p>The server binds the address {@code MASTER_ADDR} names (loopback by default), so that the
  * configuration explicitly decides which interface is exposed.
@@ -42,7 +43,7 @@ public final class TcpRendezvous {
     public static TcpStore connect(DistributedConfig config, Options options) {
         Objects.requireNonNull(config, "config");
         Objects.requireNonNull(options, "options");
-        boolean host = options.hostServer == null ? config.rank() == 0 : options.hostServer;
+        boolean host = options.hostServer == null ? config.rank() == 0 && !config.launcherStore() : options.hostServer;
         TcpStoreServer server = null;
         if (host) {
             TcpStoreServerConfig.Builder sb = options.serverConfig.toBuilder()
@@ -126,7 +127,7 @@ public final class TcpRendezvous {
             private Builder() {
             }
 
-            /** Host the server in this process ({@code null}: when rank is 0). */
+            /** Host the server in this process ({@code null}: when rank is 0 and no launcher hosts it). */
             public Builder hostServer(Boolean v) { this.hostServer = v; return this; }
             /** Count workers on {@code init/} like torch's {@code world_size} (the host waits for all). */
             public Builder waitForWorkers(boolean v) { this.waitForWorkers = v; return this; }

@@ -110,4 +110,18 @@ class TcpRendezvousTest {
                 .rank(0).worldSize(1).timeout(Duration.ofMillis(200)).build(),
                 TcpRendezvous.Options.builder().hostServer(false).build()));
     }
+
+    @Test
+    void noRankHostsWhenTheLauncherDoes() throws Exception {
+        try (TcpStoreServer launcher = TcpStoreServer.start(TcpStoreServerConfig.builder().host("127.0.0.1").port(0).build())) {
+            DistributedConfig r0 = DistributedConfig.builder().masterPort(launcher.port()).rank(0).worldSize(2)
+                    .timeout(Duration.ofSeconds(5)).launcherStore(true).build();
+            // rank 0 would fail to bind the launcher's port if it tried to host
+            try (TcpStore c = TcpRendezvous.connect(r0)) {
+                c.set("k", new byte[] {3});
+                assertArrayEquals(new byte[] {3}, c.get("k"));
+                assertTrue(launcher.stats().connectionsOpened() >= 1);
+            }
+        }
+    }
 }

@@ -4,6 +4,9 @@ import io.jcomm.api.DType;
 import io.jcomm.api.JvmFlags;
 import io.jcomm.cpu.store.TcpStoreServer;
 import io.jcomm.cpu.store.TcpStoreServerConfig;
+import io.jcomm.tools.bench.plot.BenchCharts;
+import io.jcomm.tools.bench.plot.BenchRun;
+import io.jcomm.tools.bench.progress.BenchProgress;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -32,7 +35,7 @@ final class CollectiveBenchCommand implements Callable<Integer> {
 
     private final BenchOp op;
 
-    @Option(names = "--backend", defaultValue = "tcp", description = "tcp, gloo or auto (default ${DEFAULT-VALUE})")
+    @Option(names = "--backend", defaultValue = "tcp", description = "tcp, gloo or auto, or several: tcp,gloo (default ${DEFAULT-VALUE})")
     String backend;
 
     @Option(names = {"--nproc", "-N"}, defaultValue = "2", description = "local ranks to start (default ${DEFAULT-VALUE})")
@@ -56,8 +59,14 @@ final class CollectiveBenchCommand implements Callable<Integer> {
     @Option(names = {"-d", "--dtype"}, defaultValue = "f32", description = "element type (default ${DEFAULT-VALUE})")
     String dtype;
 
-    @Option(names = "--json", description = "also write the results as JSON to this file")
+    @Option(names = "--json", description = "also write the results as JSON to this file (an array with several backends)")
     Path json;
+
+    @Option(names = "--plot", description = "also draw the results into this PNG (bus bandwidth or latency vs size, a line per backend)")
+    Path plot;
+
+    @Option(names = "--progress-interval", defaultValue = "5", description = "seconds between progress lines on stderr, 0: none (default ${DEFAULT-VALUE})")
+    long progressSeconds;
 
     @Option(names = {"-o", "--option"}, description = "backend option key=value (repeatable), e.g. tcp.shm=false")
     List<String> options = new ArrayList<>();
@@ -74,6 +83,26 @@ final class CollectiveBenchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
+        int exit = 0;
+        List<String> docs = new ArrayList<>();
+        for (String b : backend.split(",")) {
+            List<BenchResult> rows = new ArrayList<>();
+            exit = Math.max(exit, runBackend(b.trim(), rows));
+            docs.add(BenchResult.json("commbench", op.cliName(), b.trim(), nproc, String.join(",", options), rows));
+        }
+        if (json != null) {
+            Files.writeString(json, docs.size() == 1 ? docs.get(0) : BenchRun.jsonArray(docs), StandardCharsets.UTF_8);
+        }
+        if (plot != null) {
+            List<BenchRun> runs = new ArrayList<>();
+            docs.forEach(d -> runs.addAll(BenchRun.parse(d, "this run")));
+            BenchCharts.write(runs, plot);
+            System.err.println("commbench: chart written to " + plot);
+        }
+        return exit;
+    }
+
+    private int runBackend(String backend, List<BenchResult> results) throws Exception {
         if (nproc < 2 && op != BenchOp.BARRIER) {
             System.err.println("commbench: --nproc must be >= 2");
             return 2;
@@ -98,6 +127,8 @@ final class CollectiveBenchCommand implements Callable<Integer> {
         List<Process> procs = new ArrayList<>();
         List<Thread> pumps = new ArrayList<>();
         int exit = 0;
+        BenchProgress progress = BenchProgress.start(op.cliName(), backend, sizes, System.err,
+                TimeUnit.SECONDS.toMillis(progressSeconds));
         try {
             for (int r = 0; r < nproc; r++) {
                 List<String> cmd = new ArrayList<>();
@@ -121,7 +152,7 @@ final class CollectiveBenchCommand implements Callable<Integer> {
                 Process p = pb.start();
                 procs.add(p);
                 int rank = r;
-                Thread pump = new Thread(() -> pump(p, rank, rows, out), "bench-out-" + r);
+                Thread pump = new Thread(() -> pump(p, rank, rows, out, progress), "bench-out-" + r);
                 pump.setDaemon(true);
                 pump.start();
                 pumps.add(pump);
@@ -139,6 +170,7 @@ final class CollectiveBenchCommand implements Callable<Integer> {
                 }
             }
         } finally {
+            progress.close();
             for (Process p : procs) {
                 p.descendants().forEach(ProcessHandle::destroyForcibly);
                 p.destroyForcibly();
@@ -148,29 +180,27 @@ final class CollectiveBenchCommand implements Callable<Integer> {
             }
             server.close();
         }
-        if (json != null) {
-            Map<Long, BenchResult> bySize = new LinkedHashMap<>();
-            synchronized (rows) {
-                for (BenchResult r : rows) {
-                    bySize.put(r.bytes(), r);
-                }
+        Map<Long, BenchResult> bySize = new LinkedHashMap<>();
+        synchronized (rows) {
+            for (BenchResult r : rows) {
+                bySize.put(r.bytes(), r);
             }
-            Files.writeString(json, BenchResult.json("commbench", op.cliName(), backend, nproc, String.join(",", options),
-                    new ArrayList<>(bySize.values())), StandardCharsets.UTF_8);
         }
+        results.addAll(bySize.values());
         if (exit != 0) {
             System.err.println("commbench: a worker failed (see its output above)");
         }
         return exit;
     }
 
-    private void pump(Process p, int rank, List<BenchResult> rows, PrintStream out) {
+    private void pump(Process p, int rank, List<BenchResult> rows, PrintStream out, BenchProgress progress) {
         try (BufferedReader in = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
             String line;
             while ((line = in.readLine()) != null) {
                 if (rank == 0 && line.startsWith(BenchResult.PREFIX)) {
                     BenchResult r = BenchResult.parse(line);
                     rows.add(r);
+                    progress.sizeDone(r.bytes());
                     synchronized (out) {
                         out.println(r.row(op.latency()));
                     }

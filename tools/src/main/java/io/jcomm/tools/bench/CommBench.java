@@ -1,5 +1,7 @@
 package io.jcomm.tools.bench;
 
+import io.jcomm.tools.bench.compare.CompareCommand;
+import io.jcomm.tools.bench.plot.PlotCommand;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -25,11 +27,20 @@ public final class CommBench implements Callable<Integer> {
         for (BenchOp op : BenchOp.values()) {
             cl.addSubcommand(op.cliName(), new CollectiveBenchCommand(op));
         }
+        cl.addSubcommand("plot", new PlotCommand());
+        cl.addSubcommand("compare", new CompareCommand());
         return cl;
     }
 
+    @CommandLine.Option(names = "--compare", arity = "2", paramLabel = "JSON",
+            description = "compare two --json result files (same as the compare subcommand)")
+    java.util.List<java.nio.file.Path> compare;
+
     @Override
-    public Integer call() {
+    public Integer call() throws Exception {
+        if (compare != null) {
+            return new CompareCommand(compare.get(0), compare.get(1)).call();
+        }
         spec.commandLine().usage(System.out);
         return 2;
     }

@@ -1,0 +1,353 @@
+package io.jcomm.tools.demo;
+
+import io.jcomm.actor.ActorRankMap;
+import io.jcomm.actor.ActorRankMapper;
+import io.jcomm.api.DType;
+import io.jcomm.api.Device;
+import io.jcomm.api.DistributedConfig;
+import io.jcomm.api.Tensor;
+import io.jcomm.api.ray.ActorId;
+import io.jcomm.parallel.GroupCoordinator;
+import io.jcomm.parallel.ParallelSizes;
+import io.jcomm.parallel.ParallelState;
+import io.jcomm.parallel.ParallelStateOptions;
+import java.io.PrintStream;
+import java.lang.management.ManagementFactory;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import org.HdrHistogram.Histogram;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/**
+ * The pipeline demo ({@code bin/commrun --nproc-per-node 4 demo --tp 2 --pp 2}): a TP x PP job built
+ * with the SDK's defaults (the launcher's store, the best available CPU backend, the shared-memory
+ * queue for TP metadata, NCCL when GPUs exist else the CPU device communicator), maps every rank's
+ * actor id to its PP rank ({@link ActorRankMapper}, as vLLM's Ray adapter does), then runs a few
+ * hundred pipelined steps, each:
+ *
+ * <ol>
+ *   <li>stage 0: TP rank 0 broadcasts the step's request metadata (a tensor dict: step, request id,
+ *       positions) to its TP group;</li>
+ *   <li>every stage: a TP all-reduce of its activation shard;</li>
+ *   <li>stage k sends its activation to stage k+1 as a tensor dict (each TP rank sends its 1/TP slice,
+ *       the next stage all-gathers it in its TP group, as vLLM does).</li>
+ * </ol>
+ * Activations are host tensors (on a GPU host the groups still get NCCL communicators, but the
+ * demo's data moves through the CPU side). Every received value is checked exactly (they are small integers in floats); a wrong value fails
+ * the rank (exit 1), which makes commrun stop the job. Rank 0 prints the report: per-operation
+ * p50/p99 over all ranks (HdrHistogram) and steps per second.
+ */
+@Command(name = "demo", mixinStandardHelpOptions = true,
+        description = "TP x PP pipeline over real processes, with every value verified; prints latencies and steps/s.")
+public final class PipelineDemo implements Callable<Integer> {
+
+    @Option(names = "--tp", defaultValue = "2", description = "tensor-parallel size (default ${DEFAULT-VALUE})")
+    int tp;
+
+    @Option(names = "--pp", defaultValue = "2", description = "pipeline stages (default ${DEFAULT-VALUE})")
+    int pp;
+
+    @Option(names = "--steps", defaultValue = "300", description = "measured steps (default ${DEFAULT-VALUE})")
+    int steps;
+
+    @Option(names = "--warmup", defaultValue = "50", description = "unmeasured steps first (default ${DEFAULT-VALUE})")
+    int warmup;
+
+    @Option(names = "--hidden", defaultValue = "1024", description = "activation elements (f32) per step (default ${DEFAULT-VALUE})")
+    int hidden;
+
+    @Option(names = "--device", defaultValue = "auto",
+            description = "auto: NCCL and cuda:LOCAL_RANK when GPUs are usable, else the CPU communicator; "
+                    + "cpu: the CPU communicator everywhere (e.g. more ranks than GPUs) (default ${DEFAULT-VALUE})")
+    String device;
+
+    private final PrintStream out;
+
+    public PipelineDemo() {
+        this(System.out);
+    }
+
+    PipelineDemo(PrintStream out) {
+        this.out = out;
+    }
+
+    /** Operations the report lists, in order. */
+    static final String OP_META = "tp broadcast metadata";
+    static final String OP_ALLREDUCE = "tp all-reduce";
+    static final String OP_SEND = "pp send tensor dict";
+    static final String OP_RECV = "pp recv tensor dict";
+    static final String OP_STEP = "whole step";
+
+    @Override
+    public Integer call() {
+        DistributedConfig cfg = DistributedConfig.fromEnvironment();
+        if (tp < 1 || pp < 1 || cfg.worldSize() % (tp * pp) != 0) {
+            System.err.println("demo: world size " + cfg.worldSize() + " is not a multiple of tp x pp = " + tp * pp
+                    + " (run it with: bin/commrun --nproc-per-node " + Math.max(1, tp * pp) + " demo --tp " + tp
+                    + " --pp " + pp + ")");
+            return 2;
+        }
+        if (steps < 1 || warmup < 0 || hidden < 1 || hidden % tp != 0) {
+            System.err.println("demo: --steps must be >= 1, --warmup >= 0, --hidden >= 1 and a multiple of --tp");
+            return 2;
+        }
+        ParallelSizes sizes = ParallelSizes.of(tp, pp, cfg.worldSize() / (tp * pp));
+        // every group of the job at once (the fastest start)
+        try (ParallelState ps = ParallelState.initialize(cfg, options(), sizes)) {
+            int actors = mapActors(ps, cfg);
+            double readySeconds = secondsSinceJvmStart();
+            Stage stage = new Stage(ps, hidden);
+            for (int s = 0; s < warmup; s++) {
+                stage.step(s, false);
+            }
+            ps.world().barrier();
+            long t0 = System.nanoTime();
+            for (int s = warmup; s < warmup + steps; s++) {
+                stage.step(s, true);
+            }
+            long elapsed = System.nanoTime() - t0;
+            ps.world().barrier();
+            report(ps, stage, elapsed, readySeconds, actors);
+        }
+        return 0;
+    }
+
+    /** The SDK's defaults, or the CPU device communicator everywhere with {@code --device cpu}. */
+    ParallelStateOptions options() {
+        if (device.equalsIgnoreCase("cpu")) {
+            return ParallelStateOptions.builder().device(Device.CPU).deviceCommunicator("cpu").build();
+        }
+        if (!device.equalsIgnoreCase("auto")) {
+            throw new CommandLine.ParameterException(new CommandLine(this), "--device must be auto or cpu, not " + device);
+        }
+        return ParallelStateOptions.defaults();
+    }
+
+    /** The actor id of global rank {@code rank} in this job (as a Ray actor would have one). */
+    static ActorId actorOf(DistributedConfig cfg, int rank) {
+        return new ActorId(0x6a636f6d6d000000L | cfg.masterPort(), 0x5eed000000000000L | rank);
+    }
+
+    /**
+     * Maps every rank's actor id to its PP rank the way vLLM's Ray adapter does (an all-gather of the
+     * ids over the PP group) and checks the map against the layout.
+     *
+     * @return the number of actors in this rank's map
+     */
+    static int mapActors(ParallelState ps, DistributedConfig cfg) {
+        GroupCoordinator pp = ps.pp();
+        ActorRankMap map = ActorRankMapper.map(pp, actorOf(cfg, ps.rank()));
+        if (map.size() != pp.worldSize() || map.rankOf(actorOf(cfg, ps.rank())) != pp.rankInGroup()) {
+            throw new IllegalStateException("demo: rank " + ps.rank() + ": actor map " + map + " does not place this rank at "
+                    + pp.rankInGroup());
+        }
+        for (int r = 0; r < pp.worldSize(); r++) {
+            ActorId expected = actorOf(cfg, pp.ranks().get(r));
+            if (!map.actorOf(r).equals(expected) || map.rankOf(expected) != r) {
+                throw new IllegalStateException("demo: rank " + ps.rank() + ": actor map " + map + " has " + map.actorOf(r)
+                        + " at PP rank " + r + ", expected " + expected);
+            }
+        }
+        return map.size();
+    }
+
+    private static double secondsSinceJvmStart() {
+        return (System.currentTimeMillis() - ManagementFactory.getRuntimeMXBean().getStartTime()) / 1000.0;
+    }
+
+    /** What one rank does each step, and what it measured. */
+    static final class Stage {
+        final ParallelState ps;
+        final GroupCoordinator tp;
+        final GroupCoordinator pp;
+        final int stage;
+        final int stages;
+        final int tpRank;
+        final int tpSize;
+        final int hidden;
+        final long triangle; // 1 + 2 + ... + tpSize: the all-reduce of (tpRank + 1) * v
+        final Tensor shard;
+        final Map<String, Histogram> histograms = new LinkedHashMap<>();
+        long checkedValues;
+
+        Stage(ParallelState ps, int hidden) {
+            this.ps = ps;
+            this.tp = ps.tp();
+            this.pp = ps.pp();
+            this.stage = pp.rankInGroup();
+            this.stages = pp.worldSize();
+            this.tpRank = tp.rankInGroup();
+            this.tpSize = tp.worldSize();
+            this.hidden = hidden;
+            this.triangle = (long) tpSize * (tpSize + 1) / 2;
+            this.shard = Tensor.allocate(DType.F32, hidden);
+            for (String op : List.of(OP_META, OP_ALLREDUCE, OP_SEND, OP_RECV, OP_STEP)) {
+                histograms.put(op, new Histogram(3));
+            }
+        }
+
+        /** Stage 0's base value of element i at step s; stage k adds k (always a small integer). */
+        static long base(int s, int i) {
+            return (s % 97) + (i % 13);
+        }
+
+        void step(int s, boolean measure) {
+            long stepStart = System.nanoTime();
+            long t;
+            long[] expectIn = null;
+            if (stage == 0) {
+                t = System.nanoTime();
+                Map<String, Object> meta = tp.broadcastTensorDict(tpRank == 0 ? Map.of("step", (long) s,
+                        "request", "req-" + s, "positions", Tensor.ofInts(s, s + 1, s + 2, s + 3)) : null, 0);
+                record(measure, OP_META, t);
+                check(s, "metadata step", ((Number) meta.get("step")).longValue(), s);
+                check(s, "metadata request", meta.get("request").equals("req-" + s) ? 1 : 0, 1);
+                long[] pos = ((Tensor) meta.get("positions")).toLongArray();
+                for (int j = 0; j < 4; j++) {
+                    check(s, "metadata positions[" + j + "]", pos[j], s + j);
+                }
+            } else {
+                t = System.nanoTime();
+                Map<String, Object> in = pp.recvTensorDict(stage - 1, tp);
+                record(measure, OP_RECV, t);
+                check(s, "received step", ((Number) in.get("step")).longValue(), s);
+                Tensor h = (Tensor) in.get("hidden");
+                check(s, "received numel", h.numel(), hidden);
+                expectIn = new long[hidden];
+                for (int i = 0; i < hidden; i++) {
+                    expectIn[i] = triangle * (base(s, i) + stage - 1);
+                    check(s, "received hidden[" + i + "]", (long) h.getDouble(i), expectIn[i]);
+                    check(s, "received hidden[" + i + "] is integral", h.getDouble(i) == Math.rint(h.getDouble(i)) ? 1 : 0, 1);
+                }
+            }
+            // this stage's shard: (tpRank + 1) * (value of this stage), derived from the input on later stages
+            for (int i = 0; i < hidden; i++) {
+                long v = stage == 0 ? base(s, i) : expectIn[i] / triangle + 1;
+                shard.setDouble(i, (double) (tpRank + 1) * v);
+            }
+            t = System.nanoTime();
+            Tensor reduced = tp.allReduce(shard);
+            record(measure, OP_ALLREDUCE, t);
+            for (int i = 0; i < hidden; i++) {
+                check(s, "all-reduced[" + i + "]", (long) reduced.getDouble(i), triangle * (base(s, i) + stage));
+            }
+            if (stage < stages - 1) {
+                Map<String, Object> dict = new LinkedHashMap<>();
+                dict.put("step", (long) s);
+                dict.put("hidden", reduced);
+                t = System.nanoTime();
+                pp.sendTensorDict(dict, stage + 1, tp);
+                record(measure, OP_SEND, t);
+            }
+            record(measure, OP_STEP, stepStart);
+        }
+
+        private void record(boolean measure, String op, long startNanos) {
+            if (measure) {
+                histograms.get(op).recordValue(Math.max(1, System.nanoTime() - startNanos));
+            }
+        }
+
+        private void check(int step, String what, long got, long expected) {
+            checkedValues++;
+            if (got != expected) {
+                throw new IllegalStateException("demo: rank " + ps.rank() + " (stage " + stage + ", tp rank " + tpRank
+                        + ") step " + step + ": " + what + " = " + got + ", expected " + expected);
+            }
+        }
+    }
+
+    /** A rank's measurements, sent to rank 0 (plain bytes and numbers: no serialization of classes). */
+    private static byte[] encode(Stage st, long elapsedNanos) {
+        List<byte[]> parts = new ArrayList<>();
+        for (Histogram h : st.histograms.values()) {
+            ByteBuffer b = ByteBuffer.allocate(h.getNeededByteBufferCapacity());
+            int n = h.encodeIntoCompressedByteBuffer(b);
+            parts.add(java.util.Arrays.copyOf(b.array(), n));
+        }
+        int size = 8 + 8 + 4;
+        for (byte[] p : parts) {
+            size += 4 + p.length;
+        }
+        ByteBuffer out = ByteBuffer.allocate(size);
+        out.putLong(elapsedNanos).putLong(st.checkedValues).putInt(parts.size());
+        for (byte[] p : parts) {
+            out.putInt(p.length).put(p);
+        }
+        return out.array();
+    }
+
+    private void report(ParallelState ps, Stage st, long elapsedNanos, double readySeconds, int actors) {
+        List<byte[]> all = ps.world().allGatherObject(encode(st, elapsedNanos), byte[].class);
+        if (ps.rank() != 0) {
+            return;
+        }
+        List<String> ops = new ArrayList<>(st.histograms.keySet());
+        Map<String, Histogram> merged = new LinkedHashMap<>();
+        ops.forEach(op -> merged.put(op, new Histogram(3)));
+        long maxElapsed = 0;
+        long checked = 0;
+        try {
+            for (byte[] b : all) {
+                ByteBuffer in = ByteBuffer.wrap(b);
+                maxElapsed = Math.max(maxElapsed, in.getLong());
+                checked += in.getLong();
+                int n = in.getInt();
+                for (int k = 0; k < n && k < ops.size(); k++) {
+                    int len = in.getInt();
+                    if (len < 0 || len > in.remaining()) {
+                        throw new IllegalStateException("demo: a rank's measurements are truncated");
+                    }
+                    byte[] part = new byte[len]; // its own array: HdrHistogram ignores a buffer's array offset
+                    in.get(part);
+                    merged.get(ops.get(k)).add(Histogram.decodeFromCompressedByteBuffer(ByteBuffer.wrap(part), 0));
+                }
+            }
+        } catch (java.util.zip.DataFormatException e) {
+            throw new IllegalStateException("demo: a rank's measurements did not decode", e);
+        }
+        GroupCoordinator tp = ps.tp();
+        String cpu = tp.cpuGroup().backendName();
+        String device = tp.deviceCommunicator().map(d -> d.name()).orElse("none") + ", device " + tp.device();
+        double seconds = maxElapsed / 1e9;
+        out.printf(Locale.ROOT, "jcomm pipeline demo: TP=%d x PP=%d (DP=%d) on %s, %s%n", st.tpSize, st.stages,
+                ps.worldSize() / (st.tpSize * st.stages), plural(ps.worldSize(), "rank"), plural(ps.topology().nodeCount(), "host"));
+        out.printf(Locale.ROOT, "  CPU backend %s, device communicator %s, TP metadata via %s, activations in host memory%n",
+                cpu, device, tp.messageQueue().isPresent() ? "the shared-memory message queue" : "the CPU group");
+        out.printf(Locale.ROOT, "  actor ids mapped to PP ranks (ActorRankMapper, %d per PP group) and checked%n", actors);
+        out.printf(Locale.ROOT, "  groups ready %.1f s after JVM start; %d steps (+%d warm-up) of %d f32 in %.2f s: %.0f steps/s%n",
+                readySeconds, steps, warmup, hidden, seconds, steps / seconds);
+        out.printf(Locale.ROOT, "  verified %d values on %s: all exact%n", checked, plural(ps.worldSize(), "rank"));
+        out.printf(Locale.ROOT, "  %-24s %9s %10s %10s%n", "operation", "count", "p50(us)", "p99(us)");
+        for (Map.Entry<String, Histogram> e : merged.entrySet()) {
+            Histogram h = e.getValue();
+            if (h.getTotalCount() == 0) {
+                continue;
+            }
+            out.printf(Locale.ROOT, "  %-24s %9d %10.1f %10.1f%n", e.getKey(), h.getTotalCount(),
+                    h.getValueAtPercentile(50) / 1000.0, h.getValueAtPercentile(99) / 1000.0);
+        }
+        out.flush();
+    }
+
+    private static String plural(int n, String what) {
+        return n + " " + what + (n == 1 ? "" : "s");
+    }
+
+    public static void main(String[] args) {
+        if (System.getProperty("org.slf4j.simpleLogger.defaultLogLevel") == null) {
+            System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
+        }
+        int code = new CommandLine(new PipelineDemo()).execute(args);
+        if (code != 0) {
+            System.exit(code);
+        }
+    }
+}

@@ -1,0 +1,312 @@
+package io.jcomm.tools.run;
+
+import io.jcomm.api.DistributedConfig;
+import io.jcomm.cpu.store.JobToken;
+import io.jcomm.cpu.store.TcpStoreServer;
+import io.jcomm.cpu.store.TcpStoreServerConfig;
+import java.io.File;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.io.UncheckedIOException;
+import java.net.InetAddress;
+import java.net.UnknownHostException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+
+/**
+ * {@code bin/commrun}: starts the worker JVMs of a job on this node, the way {@code torchrun} does.
+ *
+ * <pre>
+ * bin/commrun --nproc-per-node 4 demo --tp 2 --pp 2
+ * bin/commrun --nproc-per-node 2 -cp my.jar com.example.Train --epochs 3
+ * bin/commrun --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 --master-port 29500 --token-file job.token app.jar
+ * </pre>
+ *
+ * <p>Every worker gets the project's JVM flags and torchrun's environment ({@code RANK},
+ * {@code WORLD_SIZE}, {@code LOCAL_RANK}, {@code LOCAL_WORLD_SIZE}, {@code MASTER_ADDR},
+ * {@code MASTER_PORT}, plus {@code JCOMM_LAUNCHER_STORE=1}, {@code JCOMM_TOKEN_FILE} with a token, and
+ * whatever {@code JCOMM_*} the launcher's environment carries). Node rank 0's launcher hosts the
+ * rendezvous store in-process for the job's whole life, so a worker that dies does not take the store
+ * with it. Output lines get a {@code [rank N]} prefix. When a worker fails the others are stopped and
+ * the launcher exits with the failed worker's code; SIGINT/SIGTERM to the launcher is forwarded
+ * (SIGTERM, SIGKILL after {@code --grace}); workers exit by themselves if the launcher dies. After the
+ * job, leftover processes of the job are killed and its leftover {@code /dev/shm} entries removed,
+ * and the launcher says so.
+ */
+@Command(name = "commrun", mixinStandardHelpOptions = true, sortOptions = false,
+        description = {"Starts N worker JVMs per node as the ranks of a jcomm job (like torchrun).",
+                "TARGET is a main class (on -cp or the tools class path), a jar (its Main-Class), a single .java "
+                        + "file (compiled first) or 'demo'."})
+public final class CommRun implements Callable<Integer> {
+
+    @Option(names = {"--nproc-per-node", "--nproc_per_node"}, defaultValue = "1",
+            description = "workers on this node (default ${DEFAULT-VALUE})")
+    int nprocPerNode;
+
+    @Option(names = "--nnodes", defaultValue = "1", description = "nodes of the job (default ${DEFAULT-VALUE})")
+    int nnodes;
+
+    @Option(names = {"--node-rank", "--node_rank"}, defaultValue = "0", description = "this node's rank (default ${DEFAULT-VALUE})")
+    int nodeRank;
+
+    @Option(names = {"--master-addr", "--master_addr"}, defaultValue = DistributedConfig.MASTER_ADDR_DEFAULT,
+            description = "address of node 0, where the store listens (default ${DEFAULT-VALUE})")
+    String masterAddr;
+
+    @Option(names = {"--master-port", "--master_port"},
+            description = "store port (default: a free port for one node, 29500 for several)")
+    Integer masterPort;
+
+    @Option(names = "--token-file", description = "job token file: the store demands it and the workers present it "
+            + "(default: $JCOMM_TOKEN_FILE if set)")
+    Path tokenFile;
+
+    @Option(names = {"-cp", "--classpath"}, description = "class path of the program, in front of the tools' own")
+    String classPath;
+
+    @Option(names = "--jvm-arg", description = "extra JVM argument for every worker (repeatable), e.g. --jvm-arg=-Xmx2g")
+    List<String> jvmArgs = new ArrayList<>();
+
+    @Option(names = "--grace", defaultValue = "10", description = "seconds between SIGTERM and SIGKILL when stopping workers (default ${DEFAULT-VALUE})")
+    long graceSeconds;
+
+    @Option(names = "--timeout", description = "stop the job after this many seconds (exit code 124); default: no limit")
+    Long timeoutSeconds;
+
+    @Option(names = "--no-prefix", description = "do not prefix output lines with [rank N]")
+    boolean noPrefix;
+
+    @Option(names = "--shm-dir", defaultValue = "/dev/shm", hidden = true)
+    Path shmDir;
+
+    @Parameters(index = "0", paramLabel = "TARGET", description = "main class, jar, .java file, or 'demo'")
+    String target;
+
+    @Parameters(index = "1..*", paramLabel = "ARGS", description = "arguments of the program")
+    List<String> programArgs = new ArrayList<>();
+
+    private final Map<String, String> parentEnv;
+    /** Classes compiled from a .java TARGET, removed after the job. */
+    private Path compiled;
+    private final PrintStream out;
+    private final PrintStream err;
+
+    public CommRun() {
+        this(System.getenv(), System.out, System.err);
+    }
+
+    /**
+     * A launcher embedded in another program (tests, other tools): workers get {@code parentEnv} as the
+     * base of their environment, and their prefixed output goes to {@code out} / {@code err}.
+     */
+    public CommRun(Map<String, String> parentEnv, PrintStream out, PrintStream err) {
+        this.parentEnv = parentEnv;
+        this.out = out;
+        this.err = err;
+    }
+
+    /** The command line; options end at TARGET (everything after it goes to the program). */
+    public static CommandLine commandLine(CommRun cmd) {
+        CommandLine cl = new CommandLine(cmd);
+        cl.setStopAtPositional(true);
+        cl.setUnmatchedOptionsArePositionalParams(false);
+        return cl;
+    }
+
+    /** The plan of this node from the parsed options (with port 0 meaning "pick one when binding"). */
+    RunPlan plan() {
+        String cp = System.getProperty("java.class.path");
+        String[] resolved;
+        if (target.endsWith(".java")) {
+            Path src = Path.of(target);
+            if (!Files.isRegularFile(src)) {
+                throw new IllegalArgumentException("no such source file: " + target);
+            }
+            try {
+                compiled = Files.createTempDirectory("commrun-classes-");
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+            resolved = new String[] {SourceCompiler.compile(src, joinPath(classPath, cp), compiled), compiled.toString()};
+        } else {
+            resolved = RunPlan.resolveTarget(target);
+        }
+        String prefix = joinPath(classPath, resolved[1]);
+        Path token = tokenFile;
+        if (token == null) {
+            String env = parentEnv.get(DistributedConfig.TOKEN_FILE);
+            token = env == null || env.isBlank() ? null : Path.of(env.trim());
+        }
+        int port = masterPort != null ? masterPort : nnodes > 1 ? RunPlan.MULTI_NODE_PORT_DEFAULT : 0;
+        return RunPlan.builder().nprocPerNode(nprocPerNode).nnodes(nnodes).nodeRank(nodeRank).masterAddr(masterAddr)
+                .masterPort(port).tokenFile(token).mainClass(resolved[0]).programArgs(programArgs)
+                .classPath(prefix.isEmpty() ? cp : prefix + File.pathSeparator + cp).jvmArgs(jvmArgs)
+                .grace(Duration.ofSeconds(graceSeconds)).build();
+    }
+
+    private static String joinPath(String a, String b) {
+        if (a == null || a.isEmpty()) {
+            return b;
+        }
+        return b.isEmpty() ? a : a + File.pathSeparator + b;
+    }
+
+    @Override
+    public Integer call() throws Exception {
+        try {
+            return runJob();
+        } finally {
+            SourceCompiler.deleteQuietly(compiled);
+        }
+    }
+
+    private int runJob() throws Exception {
+        RunPlan plan;
+        try {
+            plan = plan();
+        } catch (IllegalArgumentException | UncheckedIOException e) {
+            err.println("commrun: " + e.getMessage());
+            return 2;
+        }
+        TcpStoreServer server = null;
+        if (plan.hostsStore()) {
+            TcpStoreServerConfig.Builder sb = TcpStoreServerConfig.builder().host(plan.masterAddr())
+                    .port(plan.masterPort()).logConnections(false).name("commrun");
+            if (plan.tokenFile() != null) {
+                try {
+                    sb.token(JobToken.read(plan.tokenFile()));
+                } catch (RuntimeException e) {
+                    err.println("commrun: " + e.getMessage());
+                    return 2;
+                }
+            } else if (!isLoopback(plan.masterAddr())) {
+                err.println("commrun: warning: the store on " + plan.masterAddr() + " accepts any client; "
+                        + "pass --token-file (e.g. made with: openssl rand -hex 32 > job.token)");
+            }
+            try {
+                server = TcpStoreServer.start(sb.build());
+            } catch (RuntimeException e) {
+                err.println("commrun: cannot start the store on " + plan.masterAddr() + ":" + plan.masterPort() + ": "
+                        + e.getMessage());
+                return 2;
+            }
+            plan = plan.withMasterPort(server.port());
+        }
+        long t0 = System.nanoTime();
+        LocalJob job;
+        try {
+            job = LocalJob.start(plan, parentEnv, out, err, !noPrefix, shmDir);
+        } catch (IOException e) {
+            err.println("commrun: cannot start workers: " + e.getMessage());
+            if (server != null) {
+                server.close();
+            }
+            return 2;
+        }
+        CountDownLatch finished = new CountDownLatch(1);
+        Duration grace = plan.grace();
+        Thread hook = new Thread(() -> {
+            if (finished.getCount() == 0) {
+                return;
+            }
+            job.requestStop();
+            job.stop(grace);
+            try {
+                finished.await(grace.toMillis() + 10_000, TimeUnit.MILLISECONDS);
+            } catch (InterruptedException ignored) {
+                // exiting anyway
+            }
+        }, "commrun-signal");
+        Runtime.getRuntime().addShutdownHook(hook);
+        int code;
+        try {
+            LocalJob.Result r = job.await(timeoutSeconds == null ? null : Duration.ofSeconds(timeoutSeconds));
+            LocalJob.CleanupReport c = job.cleanUp();
+            code = r.exitCode();
+            summarize(plan, r, c, (System.nanoTime() - t0) / 1e9);
+        } finally {
+            if (server != null) {
+                server.close();
+            }
+            finished.countDown();
+        }
+        try {
+            Runtime.getRuntime().removeShutdownHook(hook);
+        } catch (IllegalStateException ignored) {
+            // shutting down (signal): the hook is running and returns now that we are finished
+        }
+        return code;
+    }
+
+    private void summarize(RunPlan plan, LocalJob.Result r, LocalJob.CleanupReport c, double seconds) {
+        StringBuilder sb = new StringBuilder("commrun: ");
+        int n = plan.nprocPerNode();
+        switch (r.outcome()) {
+            case SUCCEEDED:
+                sb.append(n).append(n == 1 ? " rank" : " ranks").append(" exited 0");
+                break;
+            case FAILED:
+                sb.append("rank ").append(r.firstFailedRank()).append(" failed first (exit ").append(r.exitCode())
+                        .append(LocalJob.describe(r.exitCode())).append(')');
+                break;
+            case STOPPED:
+                sb.append("stopped on request");
+                break;
+            default:
+                sb.append("timed out");
+        }
+        if (r.outcome() != LocalJob.Outcome.SUCCEEDED) {
+            sb.append("; exit codes");
+            for (int i = 0; i < r.exitCodes().length; i++) {
+                sb.append(i == 0 ? " " : ", ").append("rank ").append(plan.globalRank(i)).append('=')
+                        .append(r.exitCodes()[i]);
+            }
+        }
+        sb.append(String.format(Locale.ROOT, " in %.1f s; ", seconds));
+        if (c.clean()) {
+            sb.append("no processes or ").append(shmDir).append(" files left behind");
+        } else {
+            List<String> parts = new ArrayList<>();
+            if (c.processesKilled() > 0) {
+                parts.add("killed " + c.processesKilled() + " leftover process(es) of the job");
+            }
+            if (!c.shmDeleted().isEmpty()) {
+                parts.add("removed leftover " + shmDir + " entries " + c.shmDeleted());
+            }
+            if (!c.shmKept().isEmpty()) {
+                parts.add("left " + shmDir + " entries not named jcomm* " + c.shmKept());
+            }
+            sb.append(String.join("; ", parts));
+        }
+        err.println(sb);
+        err.flush();
+    }
+
+    private static boolean isLoopback(String host) {
+        try {
+            return InetAddress.getByName(host).isLoopbackAddress();
+        } catch (UnknownHostException e) {
+            return false;
+        }
+    }
+
+    public static void main(String[] args) {
+        if (System.getProperty("org.slf4j.simpleLogger.defaultLogLevel") == null) {
+            System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
+        }
+        int code = commandLine(new CommRun()).execute(args);
+        System.exit(code);
+    }
+}

@@ -1,0 +1,216 @@
+package io.jcomm.tools.run;
+
+import java.io.IOException;
+import java.nio.file.DirectoryStream;
+import java.nio.file.FileVisitResult;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.SimpleFileVisitor;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.stream.Stream;
+
+/**
+ * Knows which processes and which shared-memory files belong to one {@code commrun} job on this node,
+ * so that after the job nothing of it is left behind, and nothing of anyone else's is touched.
+ *
+ * <p>While the job runs, {@link #sample} (called periodically) records every descendant process of
+ * the workers and every entry of the shared-memory directory ({@code /dev/shm}) that a job process
+ * has mapped or open (read from {@code /proc/<pid>/maps} and {@code /proc/<pid>/fd}). After the job:
+ * {@link #leftoverProcesses()} are the recorded processes still alive; {@link #leftoverShm()} are the
+ * recorded entries still there, plus entries whose name carries a job pid as a {@code -}-separated
+ * token (this SDK names its files {@code jcomm-...-<pid>-...}). Only entries whose name starts with
+ * {@value #OWN_PREFIX} are ever deleted; others (e.g. a user library's) are reported.
+ */
+final class JobJanitor {
+
+    /** Name prefix of every shared-memory entry this SDK creates. */
+    static final String OWN_PREFIX = "jcomm";
+
+    private final Path shmDir;
+    private final Map<Long, ProcessHandle> processes = new ConcurrentHashMap<>();
+    private final Set<String> shmEntries = ConcurrentHashMap.newKeySet();
+
+    JobJanitor(Path shmDir) {
+        this.shmDir = shmDir;
+    }
+
+    /** Starts tracking a worker. */
+    void add(ProcessHandle worker) {
+        processes.put(worker.pid(), worker);
+    }
+
+    /** Records the live job processes' descendants and their shared-memory entries. */
+    void sample() {
+        for (ProcessHandle p : List.copyOf(processes.values())) {
+            if (!p.isAlive()) {
+                continue;
+            }
+            try (Stream<ProcessHandle> d = p.descendants()) {
+                d.forEach(c -> processes.putIfAbsent(c.pid(), c));
+            }
+        }
+        for (ProcessHandle p : List.copyOf(processes.values())) {
+            if (p.isAlive()) {
+                recordShm(p.pid());
+            }
+        }
+    }
+
+    private void recordShm(long pid) {
+        String prefix = shmDir.toString() + "/";
+        Path proc = Path.of("/proc", Long.toString(pid));
+        try (Stream<String> lines = Files.lines(proc.resolve("maps"))) {
+            lines.forEach(line -> {
+                int i = line.indexOf(prefix);
+                if (i >= 0 && !line.endsWith("(deleted)")) {
+                    addEntry(line.substring(i + prefix.length()));
+                }
+            });
+        } catch (IOException | RuntimeException ignored) {
+            // the process exited meanwhile, or /proc is not readable: nothing to record
+        }
+        try (DirectoryStream<Path> fds = Files.newDirectoryStream(proc.resolve("fd"))) {
+            for (Path fd : fds) {
+                try {
+                    String target = Files.readSymbolicLink(fd).toString();
+                    if (target.startsWith(prefix) && !target.endsWith("(deleted)")) {
+                        addEntry(target.substring(prefix.length()));
+                    }
+                } catch (IOException | RuntimeException ignored) {
+                    // closed meanwhile
+                }
+            }
+        } catch (IOException | RuntimeException ignored) {
+            // exited
+        }
+    }
+
+    private void addEntry(String relative) {
+        int slash = relative.indexOf('/');
+        String top = slash < 0 ? relative : relative.substring(0, slash);
+        if (!top.isEmpty()) {
+            shmEntries.add(top);
+        }
+    }
+
+    /** Pids of every process recorded so far (the workers and their descendants). */
+    Set<Long> pids() {
+        return Set.copyOf(processes.keySet());
+    }
+
+    /** Recorded job processes that are still alive. */
+    List<ProcessHandle> leftoverProcesses() {
+        List<ProcessHandle> out = new ArrayList<>();
+        for (ProcessHandle p : processes.values()) {
+            if (p.isAlive()) {
+                out.add(p);
+            }
+        }
+        return out;
+    }
+
+    /** Kills the leftover processes (SIGKILL) and waits for them, bounded. */
+    List<ProcessHandle> killLeftovers(Duration wait) {
+        List<ProcessHandle> left = leftoverProcesses();
+        left.forEach(ProcessHandle::destroyForcibly);
+        long end = System.nanoTime() + wait.toNanos();
+        for (ProcessHandle p : left) {
+            while (p.isAlive() && System.nanoTime() < end) {
+                try {
+                    Thread.sleep(5);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return left;
+                }
+            }
+        }
+        return left;
+    }
+
+    /** Entries of the shared-memory directory that belong to this job and still exist. */
+    Set<String> leftoverShm() {
+        Set<String> out = new TreeSet<>();
+        for (String e : shmEntries) {
+            if (Files.exists(shmDir.resolve(e))) {
+                out.add(e);
+            }
+        }
+        Set<String> pidTokens = new TreeSet<>();
+        for (Long pid : processes.keySet()) {
+            pidTokens.add(Long.toString(pid));
+        }
+        try (DirectoryStream<Path> ds = Files.newDirectoryStream(shmDir, OWN_PREFIX + "*")) {
+            for (Path p : ds) {
+                String name = p.getFileName().toString();
+                if (namesPid(name, pidTokens)) {
+                    out.add(name);
+                }
+            }
+        } catch (IOException ignored) {
+            // no shared-memory directory: nothing can be left there
+        }
+        return out;
+    }
+
+    static boolean namesPid(String name, Collection<String> pids) {
+        for (String token : name.split("-")) {
+            if (pids.contains(token)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * Deletes the leftover entries named with {@value #OWN_PREFIX} (recursively) once no job process is
+     * alive, and returns what was left: {deleted, kept (not ours to delete)}.
+     */
+    List<Set<String>> cleanShm() {
+        Set<String> deleted = new TreeSet<>();
+        Set<String> kept = new TreeSet<>();
+        if (!leftoverProcesses().isEmpty()) {
+            kept.addAll(leftoverShm()); // never pull files from under a live process
+            return List.of(deleted, kept);
+        }
+        for (String e : leftoverShm()) {
+            if (e.startsWith(OWN_PREFIX) && !e.contains("/") && !e.equals("..")) {
+                deleteRecursively(shmDir.resolve(e));
+                deleted.add(e);
+            } else {
+                kept.add(e);
+            }
+        }
+        return List.of(deleted, kept);
+    }
+
+    private static void deleteRecursively(Path p) {
+        try {
+            Files.walkFileTree(p, new SimpleFileVisitor<>() {
+                @Override
+                public FileVisitResult visitFile(Path file, BasicFileAttributes attrs) throws IOException {
+                    Files.deleteIfExists(file);
+                    return FileVisitResult.CONTINUE;
+                }
+
+                @Override
+                public FileVisitResult postVisitDirectory(Path dir, IOException exc) throws IOException {
+                    Files.deleteIfExists(dir);
+                    return FileVisitResult.CONTINUE;
+                }
+            });
+        } catch (NoSuchFileException ignored) {
+            // already gone
+        } catch (IOException e) {
+            System.err.println("commrun: could not remove " + p + ": " + e.getMessage());
+        }
+    }
+}

@@ -1,0 +1,267 @@
+package io.jcomm.tools.run;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * The worker JVMs of one node of a {@code commrun} job: starts them, streams their output with a
+ * {@code [rank N]} prefix, and stops them all when one fails, when the deadline passes, or when the
+ * launcher is asked to stop ({@link #stop}): SIGTERM first, SIGKILL after the grace period. Each
+ * worker's standard input is a pipe the launcher keeps open, so that workers exit by themselves when
+ * the launcher dies ({@link RunWorker}).
+ */
+final class LocalJob {
+
+    /** Why the job ended. */
+    enum Outcome { SUCCEEDED, FAILED, STOPPED, TIMED_OUT }
+
+    /** Result of {@link #await}. */
+    record Result(Outcome outcome, int exitCode, int firstFailedRank, int[] exitCodes) {
+    }
+
+    private final RunPlan plan;
+    private final PrintStream out;
+    private final PrintStream err;
+    private final boolean prefix;
+    private final Process[] processes;
+    private final List<Thread> pumps = new ArrayList<>();
+    private final BlockingQueue<Integer> exits = new LinkedBlockingQueue<>();
+    private final AtomicBoolean stopping = new AtomicBoolean();
+    private final JobJanitor janitor;
+    private final Thread sampler;
+    private volatile boolean stopRequested;
+
+    private LocalJob(RunPlan plan, PrintStream out, PrintStream err, boolean prefix, Path shmDir) {
+        this.plan = plan;
+        this.out = out;
+        this.err = err;
+        this.prefix = prefix;
+        this.processes = new Process[plan.nprocPerNode()];
+        this.janitor = new JobJanitor(shmDir);
+        this.sampler = new Thread(this::sampleLoop, "commrun-janitor");
+        this.sampler.setDaemon(true);
+    }
+
+    /** Starts every worker of this node. */
+    static LocalJob start(RunPlan plan, Map<String, String> parentEnv, PrintStream out, PrintStream err,
+                          boolean prefix, Path shmDir) throws IOException {
+        LocalJob job = new LocalJob(plan, out, err, prefix, shmDir);
+        try {
+            for (int local = 0; local < plan.nprocPerNode(); local++) {
+                ProcessBuilder pb = new ProcessBuilder(plan.workerCommand(local));
+                Map<String, String> env = pb.environment();
+                env.clear();
+                env.putAll(plan.workerEnv(parentEnv, local));
+                Process p = pb.start();
+                job.processes[local] = p;
+                job.janitor.add(p.toHandle());
+                int rank = plan.globalRank(local);
+                int idx = local;
+                job.pump(p.getInputStream(), out, rank, "out");
+                job.pump(p.getErrorStream(), err, rank, "err");
+                p.onExit().thenRun(() -> job.exits.add(idx));
+            }
+        } catch (IOException | RuntimeException e) {
+            job.stop(Duration.ZERO);
+            throw e;
+        }
+        job.sampler.start();
+        return job;
+    }
+
+    private void pump(InputStream in, PrintStream sink, int rank, String kind) {
+        String tag = prefix ? "[rank " + rank + "] " : "";
+        Thread t = new Thread(() -> {
+            try (BufferedReader r = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8))) {
+                String line;
+                while ((line = r.readLine()) != null) {
+                    synchronized (sink) {
+                        sink.println(tag + line);
+                    }
+                }
+            } catch (IOException ignored) {
+                // the worker went away
+            }
+            sink.flush();
+        }, "commrun-" + kind + "-" + rank);
+        t.setDaemon(true);
+        t.start();
+        pumps.add(t);
+    }
+
+    private void sampleLoop() {
+        while (true) {
+            janitor.sample();
+            boolean any = false;
+            for (Process p : processes) {
+                any |= p != null && p.isAlive();
+            }
+            if (!any) {
+                return;
+            }
+            try {
+                Thread.sleep(150);
+            } catch (InterruptedException e) {
+                return;
+            }
+        }
+    }
+
+    Process process(int localRank) {
+        return processes[localRank];
+    }
+
+    JobJanitor janitor() {
+        return janitor;
+    }
+
+    /**
+     * Waits until every worker has exited. The first worker to exit non-zero makes the others stop
+     * (SIGTERM, then SIGKILL after the grace period) and gives the job its exit code.
+     *
+     * @param deadline the longest the job may run ({@code null}: no limit)
+     */
+    Result await(Duration deadline) throws InterruptedException {
+        int n = processes.length;
+        int[] codes = new int[n];
+        java.util.Arrays.fill(codes, -1);
+        int remaining = n;
+        int firstFailed = -1;
+        int firstCode = 0;
+        boolean timedOut = false;
+        long end = deadline == null ? Long.MAX_VALUE : System.nanoTime() + deadline.toNanos();
+        while (remaining > 0) {
+            long left = end - System.nanoTime();
+            Integer idx = exits.poll(Math.max(1, Math.min(left, TimeUnit.SECONDS.toNanos(1))), TimeUnit.NANOSECONDS);
+            if (idx == null) {
+                if (deadline != null && System.nanoTime() - end >= 0 && !timedOut) {
+                    timedOut = true;
+                    err.println("commrun: the job ran longer than " + deadline.toSeconds() + " s; stopping it");
+                    stopAsync();
+                }
+                continue;
+            }
+            remaining--;
+            int code = processes[idx].exitValue();
+            codes[idx] = code;
+            if (code != 0 && firstFailed < 0 && !stopRequested && !timedOut) {
+                firstFailed = plan.globalRank(idx);
+                firstCode = code;
+                if (remaining > 0) {
+                    err.println("commrun: rank " + firstFailed + " exited with " + code + describe(code)
+                            + "; stopping the other ranks");
+                    stopAsync();
+                }
+            }
+        }
+        joinPumps();
+        Outcome o = timedOut ? Outcome.TIMED_OUT : firstFailed >= 0 ? Outcome.FAILED : stopRequested ? Outcome.STOPPED
+                : Outcome.SUCCEEDED;
+        int code = o == Outcome.TIMED_OUT ? 124 : o == Outcome.FAILED ? firstCode : o == Outcome.STOPPED ? 143 : 0;
+        return new Result(o, code, firstFailed, codes);
+    }
+
+    static String describe(int code) {
+        if (code == RunWorker.LAUNCHER_GONE_STATUS) {
+            return " (its launcher went away)";
+        }
+        if (code > 128 && code < 160) {
+            int sig = code - 128;
+            String name = sig == 9 ? "SIGKILL" : sig == 15 ? "SIGTERM" : sig == 2 ? "SIGINT" : sig == 6 ? "SIGABRT"
+                    : sig == 11 ? "SIGSEGV" : "signal " + sig;
+            return " (" + name + ")";
+        }
+        return "";
+    }
+
+    private void stopAsync() {
+        Thread t = new Thread(() -> stop(plan.grace()), "commrun-stop");
+        t.setDaemon(true);
+        t.start();
+    }
+
+    /** Asks the job to stop (e.g. on SIGTERM of the launcher); the outcome becomes {@code STOPPED}. */
+    void requestStop() {
+        stopRequested = true;
+    }
+
+    /**
+     * Stops every worker still running: SIGTERM, then SIGKILL (the worker and its descendants) after
+     * {@code grace}. Blocks until they are gone (bounded). Safe to call more than once.
+     */
+    void stop(Duration grace) {
+        if (!stopping.compareAndSet(false, true)) {
+            waitGone(grace.plusSeconds(5));
+            return;
+        }
+        // ProcessHandle.destroy only signals; Process.destroy would also close the worker's pipes, which
+        // loses its last output and makes it see end-of-file on stdin (as if the launcher had died)
+        for (Process p : processes) {
+            if (p != null && p.isAlive()) {
+                p.toHandle().destroy();
+            }
+        }
+        if (!waitGone(grace)) {
+            for (Process p : processes) {
+                if (p != null && p.isAlive()) {
+                    p.descendants().forEach(ProcessHandle::destroyForcibly);
+                    p.toHandle().destroyForcibly();
+                }
+            }
+            waitGone(Duration.ofSeconds(5));
+        }
+    }
+
+    private boolean waitGone(Duration d) {
+        long end = System.nanoTime() + d.toNanos();
+        for (Process p : processes) {
+            if (p == null) {
+                continue;
+            }
+            long left = end - System.nanoTime();
+            try {
+                if (left <= 0 ? p.isAlive() : !p.waitFor(left, TimeUnit.NANOSECONDS)) {
+                    return false;
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private void joinPumps() throws InterruptedException {
+        for (Thread t : pumps) {
+            t.join(2000);
+        }
+    }
+
+    /** Kills leftover job processes and removes the job's leftover shared-memory entries; says what it did. */
+    CleanupReport cleanUp() {
+        List<ProcessHandle> killed = janitor.killLeftovers(Duration.ofSeconds(5));
+        List<Set<String>> shm = janitor.cleanShm();
+        return new CleanupReport(killed.size(), shm.get(0), shm.get(1));
+    }
+
+    /** What {@link #cleanUp} found. */
+    record CleanupReport(int processesKilled, Set<String> shmDeleted, Set<String> shmKept) {
+        boolean clean() {
+            return processesKilled == 0 && shmDeleted.isEmpty() && shmKept.isEmpty();
+        }
+    }
+}

@@ -1,0 +1,281 @@
+package io.jcomm.tools.run;
+
+import io.jcomm.api.DistributedConfig;
+import io.jcomm.api.JvmFlags;
+import java.io.File;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.jar.Attributes;
+import java.util.jar.JarFile;
+import java.util.jar.Manifest;
+
+/**
+ * What {@code commrun} starts on this node: the immutable, fully resolved description of the
+ * worker JVMs (their command lines and torchrun-style environments). Built from the command line by
+ * {@link CommRun}; pure (no processes, no sockets), so that every rank's environment can be checked in
+ * a unit test.
+ *
+ * <p>Rank numbering follows torchrun: {@code RANK = nodeRank * nprocPerNode + LOCAL_RANK},
+ * {@code WORLD_SIZE = nnodes * nprocPerNode}.
+ */
+public final class RunPlan {
+
+    /** Alias of the built-in pipeline demo's main class. */
+    public static final String DEMO_ALIAS = "demo";
+    /** The class {@value #DEMO_ALIAS} stands for. */
+    public static final String DEMO_MAIN = "io.jcomm.tools.demo.PipelineDemo";
+    /** Default port of a multi-node job's store (torchrun's). */
+    public static final int MULTI_NODE_PORT_DEFAULT = DistributedConfig.MASTER_PORT_DEFAULT;
+
+    private final int nprocPerNode;
+    private final int nnodes;
+    private final int nodeRank;
+    private final String masterAddr;
+    private final int masterPort;
+    private final Path tokenFile;
+    private final String mainClass;
+    private final List<String> programArgs;
+    private final String classPath;
+    private final List<String> jvmArgs;
+    private final Path javaBinary;
+    private final Duration grace;
+
+    private RunPlan(Builder b) {
+        this.nprocPerNode = b.nprocPerNode;
+        this.nnodes = b.nnodes;
+        this.nodeRank = b.nodeRank;
+        this.masterAddr = Objects.requireNonNull(b.masterAddr, "masterAddr");
+        this.masterPort = b.masterPort;
+        this.tokenFile = b.tokenFile;
+        this.mainClass = Objects.requireNonNull(b.mainClass, "mainClass");
+        this.programArgs = List.copyOf(b.programArgs);
+        this.classPath = Objects.requireNonNull(b.classPath, "classPath");
+        this.jvmArgs = List.copyOf(b.jvmArgs);
+        this.javaBinary = Objects.requireNonNull(b.javaBinary, "javaBinary");
+        this.grace = Objects.requireNonNull(b.grace, "grace");
+        if (nprocPerNode < 1) {
+            throw new IllegalArgumentException("--nproc-per-node must be >= 1, got " + nprocPerNode);
+        }
+        if (nnodes < 1) {
+            throw new IllegalArgumentException("--nnodes must be >= 1, got " + nnodes);
+        }
+        if (nodeRank < 0 || nodeRank >= nnodes) {
+            throw new IllegalArgumentException("--node-rank " + nodeRank + " not in [0, " + nnodes + ")");
+        }
+        if (masterPort < 0 || masterPort > 65535) {
+            throw new IllegalArgumentException("--master-port out of range: " + masterPort);
+        }
+        if (masterPort == 0 && nnodes > 1) {
+            throw new IllegalArgumentException("a multi-node job needs a fixed --master-port");
+        }
+        if (grace.isNegative()) {
+            throw new IllegalArgumentException("grace period must not be negative");
+        }
+    }
+
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    public int nprocPerNode() {
+        return nprocPerNode;
+    }
+
+    public int nnodes() {
+        return nnodes;
+    }
+
+    public int nodeRank() {
+        return nodeRank;
+    }
+
+    public int worldSize() {
+        return nnodes * nprocPerNode;
+    }
+
+    /** Whether this node's launcher hosts the store (node rank 0). */
+    public boolean hostsStore() {
+        return nodeRank == 0;
+    }
+
+    public String masterAddr() {
+        return masterAddr;
+    }
+
+    /** The store port; 0 until the launcher has bound an ephemeral one (see {@link #withMasterPort}). */
+    public int masterPort() {
+        return masterPort;
+    }
+
+    public Path tokenFile() {
+        return tokenFile;
+    }
+
+    public String mainClass() {
+        return mainClass;
+    }
+
+    public List<String> programArgs() {
+        return programArgs;
+    }
+
+    public String classPath() {
+        return classPath;
+    }
+
+    public List<String> jvmArgs() {
+        return jvmArgs;
+    }
+
+    /** How long stopped workers get between SIGTERM and SIGKILL. */
+    public Duration grace() {
+        return grace;
+    }
+
+    /** This plan with the port the store actually listens on. */
+    public RunPlan withMasterPort(int port) {
+        return toBuilder().masterPort(port).build();
+    }
+
+    /** Global rank of this node's {@code localRank}. */
+    public int globalRank(int localRank) {
+        return nodeRank * nprocPerNode + localRank;
+    }
+
+    /**
+     * The environment of worker {@code localRank}: {@code parentEnv} (the launcher's, which carries the
+     * user's {@code JCOMM_*} settings) with torchrun's variables set, the store marked as hosted by the
+     * launcher, and the token file when there is one.
+     */
+    public Map<String, String> workerEnv(Map<String, String> parentEnv, int localRank) {
+        if (localRank < 0 || localRank >= nprocPerNode) {
+            throw new IllegalArgumentException("local rank " + localRank + " not in [0, " + nprocPerNode + ")");
+        }
+        Map<String, String> env = new LinkedHashMap<>(parentEnv);
+        env.put(DistributedConfig.MASTER_ADDR, masterAddr);
+        env.put(DistributedConfig.MASTER_PORT, Integer.toString(masterPort));
+        env.put(DistributedConfig.RANK, Integer.toString(globalRank(localRank)));
+        env.put(DistributedConfig.WORLD_SIZE, Integer.toString(worldSize()));
+        env.put(DistributedConfig.LOCAL_RANK, Integer.toString(localRank));
+        env.put(DistributedConfig.LOCAL_WORLD_SIZE, Integer.toString(nprocPerNode));
+        env.put("GROUP_RANK", Integer.toString(nodeRank));
+        env.put("GROUP_WORLD_SIZE", Integer.toString(nnodes));
+        env.put(DistributedConfig.LAUNCHER_STORE, "1");
+        if (tokenFile != null) {
+            env.put(DistributedConfig.TOKEN_FILE, tokenFile.toAbsolutePath().toString());
+        }
+        return Collections.unmodifiableMap(env);
+    }
+
+    /** The command line of worker {@code localRank} (the same for every rank; ranks differ by environment). */
+    public List<String> workerCommand(int localRank) {
+        List<String> cmd = new ArrayList<>();
+        cmd.add(javaBinary.toString());
+        cmd.addAll(JvmFlags.REQUIRED);
+        cmd.addAll(jvmArgs);
+        cmd.add("-cp");
+        cmd.add(classPath);
+        cmd.add(RunWorker.class.getName());
+        cmd.add(mainClass);
+        cmd.addAll(programArgs);
+        return List.copyOf(cmd);
+    }
+
+    public Builder toBuilder() {
+        return builder().nprocPerNode(nprocPerNode).nnodes(nnodes).nodeRank(nodeRank).masterAddr(masterAddr)
+                .masterPort(masterPort).tokenFile(tokenFile).mainClass(mainClass).programArgs(programArgs)
+                .classPath(classPath).jvmArgs(jvmArgs).javaBinary(javaBinary).grace(grace);
+    }
+
+    @Override
+    public String toString() {
+        return "RunPlan{" + nnodes + " node(s) x " + nprocPerNode + ", node " + nodeRank + ", store " + masterAddr + ":"
+                + masterPort + (tokenFile != null ? " (token)" : "") + ", main " + mainClass + " " + programArgs + "}";
+    }
+
+    /**
+     * Resolves what the user named: {@value #DEMO_ALIAS}, a jar file (its {@code Main-Class}, with the
+     * jar and its manifest {@code Class-Path} in front of the class path, as {@code java -jar} does)
+     * or a main class name.
+     *
+     * @return {main class, class path prefix (possibly empty)}
+     * @throws IllegalArgumentException when a jar has no Main-Class or cannot be read
+     */
+    public static String[] resolveTarget(String target) {
+        if (DEMO_ALIAS.equals(target)) {
+            return new String[] {DEMO_MAIN, ""};
+        }
+        if (target.endsWith(".jar")) {
+            Path jar = Path.of(target).toAbsolutePath();
+            if (!Files.isRegularFile(jar)) {
+                throw new IllegalArgumentException("no such jar: " + target);
+            }
+            try (JarFile jf = new JarFile(jar.toFile())) {
+                Manifest m = jf.getManifest();
+                String main = m == null ? null : m.getMainAttributes().getValue(Attributes.Name.MAIN_CLASS);
+                if (main == null || main.isBlank()) {
+                    throw new IllegalArgumentException(target + " has no Main-Class in its manifest");
+                }
+                StringBuilder cp = new StringBuilder(jar.toString());
+                String extra = m.getMainAttributes().getValue(Attributes.Name.CLASS_PATH);
+                if (extra != null) {
+                    for (String e : extra.trim().split("\\s+")) {
+                        if (!e.isEmpty()) {
+                            cp.append(File.pathSeparator).append(jar.getParent().resolve(e).normalize());
+                        }
+                    }
+                }
+                return new String[] {main.trim(), cp.toString()};
+            } catch (IOException e) {
+                throw new UncheckedIOException("cannot read " + target + ": " + e.getMessage(), e);
+            }
+        }
+        return new String[] {target, ""};
+    }
+
+    /** Mutable builder; {@link #build()} validates. */
+    public static final class Builder {
+        private int nprocPerNode = 1;
+        private int nnodes = 1;
+        private int nodeRank;
+        private String masterAddr = DistributedConfig.MASTER_ADDR_DEFAULT;
+        private int masterPort;
+        private Path tokenFile;
+        private String mainClass;
+        private List<String> programArgs = List.of();
+        private String classPath = System.getProperty("java.class.path");
+        private List<String> jvmArgs = List.of();
+        private Path javaBinary = Path.of(System.getProperty("java.home"), "bin", "java");
+        private Duration grace = Duration.ofSeconds(10);
+
+        private Builder() {
+        }
+
+        public Builder nprocPerNode(int v) { this.nprocPerNode = v; return this; }
+        public Builder nnodes(int v) { this.nnodes = v; return this; }
+        public Builder nodeRank(int v) { this.nodeRank = v; return this; }
+        public Builder masterAddr(String v) { this.masterAddr = v; return this; }
+        /** 0: an ephemeral port chosen when the store binds (single node only). */
+        public Builder masterPort(int v) { this.masterPort = v; return this; }
+        public Builder tokenFile(Path v) { this.tokenFile = v; return this; }
+        public Builder mainClass(String v) { this.mainClass = v; return this; }
+        public Builder programArgs(List<String> v) { this.programArgs = List.copyOf(v); return this; }
+        public Builder classPath(String v) { this.classPath = v; return this; }
+        public Builder jvmArgs(List<String> v) { this.jvmArgs = List.copyOf(v); return this; }
+        public Builder javaBinary(Path v) { this.javaBinary = v; return this; }
+        public Builder grace(Duration v) { this.grace = v; return this; }
+
+        public RunPlan build() {
+            return new RunPlan(this);
+        }
+    }
+}

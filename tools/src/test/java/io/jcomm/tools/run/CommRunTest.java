@@ -1,0 +1,291 @@
+package io.jcomm.tools.run;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.jcomm.api.JvmFlags;
+import java.io.BufferedReader;
+import java.io.ByteArrayOutputStream;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * commrun with real worker JVMs: the environment of each rank, failure propagation, SIGTERM
+ * forwarding, workers dying with their launcher, and the clean-up of leftovers.
+ */
+@Timeout(value = 90, unit = TimeUnit.SECONDS)
+class CommRunTest {
+
+    /** Output of an in-process run, also echoed to the test log. */
+    private static final class Captured {
+        final ByteArrayOutputStream outBytes = new ByteArrayOutputStream();
+        final ByteArrayOutputStream errBytes = new ByteArrayOutputStream();
+        final PrintStream out = new PrintStream(tee(outBytes, System.out), true, StandardCharsets.UTF_8);
+        final PrintStream err = new PrintStream(tee(errBytes, System.err), true, StandardCharsets.UTF_8);
+
+        String out() {
+            return outBytes.toString(StandardCharsets.UTF_8);
+        }
+
+        String err() {
+            return errBytes.toString(StandardCharsets.UTF_8);
+        }
+
+        private static OutputStream tee(OutputStream a, OutputStream b) {
+            return new OutputStream() {
+                @Override
+                public synchronized void write(int c) throws java.io.IOException {
+                    a.write(c);
+                    b.write(c);
+                }
+
+                @Override
+                public synchronized void write(byte[] buf, int off, int len) throws java.io.IOException {
+                    a.write(buf, off, len);
+                    b.write(buf, off, len);
+                }
+            };
+        }
+    }
+
+    private static int run(Captured c, Map<String, String> env, String... args) {
+        return CommRun.commandLine(new CommRun(env, c.out, c.err)).execute(args);
+    }
+
+    private static Map<String, String> env(String... kv) {
+        Map<String, String> m = new HashMap<>(System.getenv());
+        m.remove("JCOMM_TOKEN_FILE");
+        for (int i = 0; i < kv.length; i += 2) {
+            m.put(kv[i], kv[i + 1]);
+        }
+        return m;
+    }
+
+    @Test
+    void everyRankGetsItsEnvironmentAndTheLauncherHostsTheStore(@TempDir Path dir) throws Exception {
+        Path token = dir.resolve("job.token");
+        Files.writeString(token, "0123456789abcdef0123456789abcdef\n");
+        Captured c = new Captured();
+        int code = run(c, env("JCOMM_TEST_MARK", "m1"), "--nproc-per-node", "3", "--token-file", token.toString(),
+                JobWorker.class.getName(), "env", "--x", "y z");
+        assertEquals(0, code, c.err());
+        String out = c.out();
+        for (int r = 0; r < 3; r++) {
+            String env = line(out, "[rank " + r + "] ENV ");
+            assertTrue(env.contains("RANK=" + r + ",") && env.contains("LOCAL_RANK=" + r + ",")
+                    && env.contains("WORLD_SIZE=3") && env.contains("LOCAL_WORLD_SIZE=3")
+                    && env.contains("MASTER_ADDR=127.0.0.1") && env.contains("JCOMM_LAUNCHER_STORE=1")
+                    && env.contains("JCOMM_TEST_MARK=m1") && env.contains("JCOMM_TOKEN_FILE=" + token.toAbsolutePath()), env);
+            assertTrue(out.contains("[rank " + r + "] ARGS --x y z"), out);
+            // all three met in the launcher's store, with the token: rank 0 did not host one
+            assertTrue(out.contains("[rank " + r + "] MET 3"), out);
+            assertTrue(c.err().contains("[rank " + r + "] bye from " + r), c.err());
+        }
+        Matcher port = Pattern.compile("MASTER_PORT=(\\d+)").matcher(out);
+        assertTrue(port.find() && Integer.parseInt(port.group(1)) > 0);
+        assertTrue(c.err().contains("commrun: 3 ranks exited 0"), c.err());
+        assertTrue(c.err().contains("no processes or /dev/shm files left behind"), c.err());
+    }
+
+    @Test
+    void twoLaunchersAreTwoNodesOfOneJob() throws Exception {
+        int port;
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            port = s.getLocalPort();
+        }
+        Captured node1 = new Captured();
+        String p = Integer.toString(port);
+        java.util.concurrent.CompletableFuture<Integer> second = java.util.concurrent.CompletableFuture.supplyAsync(
+                () -> run(node1, env(), "--nnodes", "2", "--node-rank", "1", "--master-port", p, "--nproc-per-node", "2",
+                        JobWorker.class.getName(), "env"));
+        Captured node0 = new Captured();
+        int first = run(node0, env(), "--nnodes", "2", "--node-rank", "0", "--master-port", p, "--nproc-per-node", "2",
+                JobWorker.class.getName(), "env");
+        assertEquals(0, first, node0.err());
+        assertEquals(0, second.get(60, TimeUnit.SECONDS), node1.err());
+        for (int r = 0; r < 4; r++) {
+            Captured c = r < 2 ? node0 : node1;
+            String env = line(c.out(), "[rank " + r + "] ENV ");
+            assertTrue(env.contains("RANK=" + r + ",") && env.contains("LOCAL_RANK=" + (r % 2) + ",")
+                    && env.contains("WORLD_SIZE=4") && env.contains("GROUP_RANK=" + (r / 2)) && env.contains("MASTER_PORT=" + port), env);
+            assertTrue(c.out().contains("[rank " + r + "] MET 4"), c.out());
+        }
+    }
+
+    @Test
+    void aFailingRankStopsTheOthersAndGivesTheJobItsExitCode() {
+        Captured c = new Captured();
+        long t0 = System.nanoTime();
+        int code = run(c, env(), "--nproc-per-node", "3", "--grace", "5", JobWorker.class.getName(), "fail", "1", "7");
+        assertEquals(7, code, c.err());
+        assertTrue(TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - t0) < 60, "the others (sleeping 120 s) were stopped");
+        String err = c.err();
+        assertTrue(err.contains("commrun: rank 1 exited with 7; stopping the other ranks"), err);
+        assertTrue(err.contains("rank 0=143, rank 1=7, rank 2=143"), "the others got SIGTERM: " + err);
+        assertTrue(c.out().contains("[rank 1] failing with 7"), c.out());
+    }
+
+    @Test
+    void aMissingMainClassFailsClearly() {
+        Captured c = new Captured();
+        assertEquals(RunWorker.NO_MAIN_STATUS, run(c, env(), "--nproc-per-node", "1", "com.example.Nope"));
+        assertTrue(c.err().contains("no class com.example.Nope on the class path"), c.err());
+        Captured d = new Captured();
+        assertEquals(2, run(d, env(), "--nproc-per-node", "1", "missing.jar"));
+        assertTrue(d.err().contains("no such jar"), d.err());
+    }
+
+    @Test
+    void leftoverProcessesAndSharedMemoryOfTheJobAreRemoved(@TempDir Path shm) throws Exception {
+        Path other = Files.writeString(shm.resolve("jcomm-someone-else-1-named"), "keep");
+        Captured c = new Captured();
+        int code = run(c, env(), "--nproc-per-node", "2", "--shm-dir", shm.toString(), JobWorker.class.getName(),
+                "litter", shm.toString(), "t1");
+        assertEquals(0, code, c.err());
+        List<Long> children = new ArrayList<>();
+        Matcher m = Pattern.compile("CHILD (\\d+)").matcher(c.out());
+        while (m.find()) {
+            children.add(Long.parseLong(m.group(1)));
+        }
+        assertEquals(2, children.size(), c.out());
+        for (long pid : children) {
+            Optional<ProcessHandle> h = ProcessHandle.of(pid);
+            assertFalse(h.isPresent() && h.get().isAlive() && h.get().info().command().orElse("").endsWith("sleep"),
+                    "child " + pid + " of a worker was killed");
+        }
+        List<String> left;
+        try (var s = Files.list(shm)) {
+            left = s.map(p -> p.getFileName().toString()).sorted().toList();
+        }
+        assertEquals(List.of("jcomm-someone-else-1-named"), left, "only the job's entries were removed");
+        assertEquals("keep", Files.readString(other));
+        String err = c.err();
+        assertTrue(err.contains("killed 2 leftover process(es) of the job"), err);
+        assertTrue(err.contains("jcomm-test-mapped-t1-r0") && err.contains("jcomm-test-mapped-t1-r1"), err);
+    }
+
+    /** The launcher as its own JVM, so that it can be signalled. */
+    private static Process launcher(String... args) throws Exception {
+        List<String> cmd = new ArrayList<>();
+        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        cmd.addAll(JvmFlags.REQUIRED);
+        cmd.addAll(List.of("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", System.getProperty("java.class.path"),
+                CommRun.class.getName()));
+        cmd.addAll(List.of(args));
+        ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
+        pb.environment().remove("JCOMM_TOKEN_FILE");
+        return pb.start();
+    }
+
+    /** Reads the launcher's output until {@code n} workers said READY; returns their pids. */
+    private static List<Long> awaitReady(Process launcher, List<String> lines, int n) throws Exception {
+        BufferedReader r = new BufferedReader(new InputStreamReader(launcher.getInputStream(), StandardCharsets.UTF_8));
+        List<Long> pids = new ArrayList<>();
+        Thread pump = new Thread(() -> {
+            try {
+                String line;
+                while ((line = r.readLine()) != null) {
+                    System.out.println("[launcher] " + line);
+                    lines.add(line);
+                }
+            } catch (java.io.IOException ignored) {
+                // gone
+            }
+        });
+        pump.setDaemon(true);
+        pump.start();
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        while (pids.size() < n && System.nanoTime() < end) {
+            pids.clear();
+            synchronized (lines) {
+                for (String l : lines) {
+                    Matcher m = Pattern.compile("READY (\\d+)").matcher(l);
+                    if (m.find()) {
+                        pids.add(Long.parseLong(m.group(1)));
+                    }
+                }
+            }
+            Thread.sleep(20);
+        }
+        assertEquals(n, pids.size(), "workers did not start: " + lines);
+        return pids;
+    }
+
+    private static void assertGone(List<Long> pids, long seconds) throws InterruptedException {
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+        for (long pid : pids) {
+            while (ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false) && System.nanoTime() < end) {
+                Thread.sleep(20);
+            }
+            assertFalse(ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false), "worker " + pid + " outlived its job");
+        }
+    }
+
+    @Test
+    void sigtermToTheLauncherIsForwardedToEveryWorker() throws Exception {
+        Process p = launcher("--nproc-per-node", "2", "--grace", "5", JobWorker.class.getName(), "term");
+        List<String> lines = Collections.synchronizedList(new ArrayList<>());
+        try {
+            List<Long> pids = awaitReady(p, lines, 2);
+            p.toHandle().destroy(); // SIGTERM
+            assertTrue(p.waitFor(30, TimeUnit.SECONDS));
+            assertEquals(143, p.exitValue());
+            assertGone(pids, 10);
+            Thread.sleep(200);
+            synchronized (lines) {
+                for (long pid : pids) {
+                    assertTrue(lines.stream().anyMatch(l -> l.endsWith("TERM " + pid)),
+                            "worker " + pid + " ran its shutdown hook (got SIGTERM): " + lines);
+                }
+                assertTrue(lines.stream().anyMatch(l -> l.contains("commrun: stopped on request")), lines.toString());
+            }
+        } finally {
+            p.toHandle().descendants().forEach(ProcessHandle::destroyForcibly);
+            p.destroyForcibly();
+        }
+    }
+
+    @Test
+    void workersDieWithAKilledLauncher() throws Exception {
+        Process p = launcher("--nproc-per-node", "2", JobWorker.class.getName(), "sleep");
+        List<String> lines = Collections.synchronizedList(new ArrayList<>());
+        List<Long> pids = List.of();
+        try {
+            pids = awaitReady(p, lines, 2);
+            p.toHandle().destroyForcibly(); // SIGKILL: no hook runs in the launcher
+            assertTrue(p.waitFor(10, TimeUnit.SECONDS));
+            assertGone(pids, 20);
+        } finally {
+            for (long pid : pids) {
+                ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly);
+            }
+            p.destroyForcibly();
+        }
+    }
+
+    private static String line(String out, String start) {
+        for (String l : out.split("\n")) {
+            if (l.startsWith(start)) {
+                return l;
+            }
+        }
+        throw new AssertionError("no line starting with '" + start + "' in\n" + out);
+    }
+}

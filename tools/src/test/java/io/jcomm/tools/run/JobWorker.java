@@ -1,0 +1,104 @@
+package io.jcomm.tools.run;
+
+import io.jcomm.api.DistributedConfig;
+import io.jcomm.cpu.store.TcpRendezvous;
+import io.jcomm.cpu.store.TcpStore;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * Worker of the commrun tests; the first argument picks the behaviour:
+ * <ul>
+ *   <li>{@code env}: prints the torchrun/JCOMM variables, meets the others in the launcher's store
+ *       (rank 0 must not host one) and exits 0;</li>
+ *   <li>{@code fail RANK CODE}: rank RANK exits with CODE after the others are up; the others wait;</li>
+ *   <li>{@code term}: prints its pid, says "TERM" in a shutdown hook and sleeps;</li>
+ *   <li>{@code litter}: leaves shared-memory files behind (one named with its pid, one only mapped)
+ *       and a child process, then exits 0;</li>
+ *   <li>{@code sleep}: prints "READY" and sleeps.</li>
+ * </ul>
+ */
+public final class JobWorker {
+
+    private JobWorker() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        DistributedConfig cfg = DistributedConfig.fromEnvironment();
+        switch (args[0]) {
+            case "env": {
+                Map<String, String> shown = new TreeMap<>();
+                for (String k : List.of("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                        "MASTER_PORT", "GROUP_RANK", "JCOMM_LAUNCHER_STORE", "JCOMM_TOKEN_FILE", "JCOMM_TEST_MARK")) {
+                    shown.put(k, String.valueOf(System.getenv(k)));
+                }
+                System.out.println("ENV " + shown);
+                System.out.println("ARGS " + String.join(" ", List.of(args).subList(1, args.length)));
+                try (TcpStore store = TcpRendezvous.connect(cfg)) {
+                    store.add("up", 1);
+                    long deadline = System.nanoTime() + 30_000_000_000L;
+                    while (store.add("up", 0) < cfg.worldSize() && System.nanoTime() < deadline) {
+                        Thread.sleep(5);
+                    }
+                    System.out.println("MET " + store.add("up", 0));
+                }
+                System.err.println("bye from " + cfg.rank());
+                return;
+            }
+            case "fail": {
+                int failing = Integer.parseInt(args[1]);
+                int code = Integer.parseInt(args[2]);
+                try (TcpStore store = TcpRendezvous.connect(cfg)) {
+                    store.add("up", 1);
+                    long deadline = System.nanoTime() + 30_000_000_000L;
+                    while (store.add("up", 0) < cfg.worldSize() && System.nanoTime() < deadline) {
+                        Thread.sleep(5);
+                    }
+                }
+                System.out.println("READY");
+                if (cfg.rank() == failing) {
+                    System.out.println("failing with " + code);
+                    System.exit(code);
+                }
+                Thread.sleep(120_000);
+                return;
+            }
+            case "term": {
+                Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+                    System.out.println("TERM " + ProcessHandle.current().pid());
+                    System.out.flush();
+                }));
+                System.out.println("READY " + ProcessHandle.current().pid());
+                Thread.sleep(120_000);
+                return;
+            }
+            case "litter": {
+                Path shm = Path.of(args[1]);
+                long pid = ProcessHandle.current().pid();
+                Files.writeString(shm.resolve("jcomm-test-r" + cfg.rank() + "-" + pid + "-named"), "x", StandardCharsets.UTF_8);
+                Path mapped = shm.resolve("jcomm-test-mapped-" + args[2] + "-r" + cfg.rank());
+                try (FileChannel fc = FileChannel.open(mapped, StandardOpenOption.CREATE, StandardOpenOption.READ,
+                        StandardOpenOption.WRITE)) {
+                    fc.map(FileChannel.MapMode.READ_WRITE, 0, 4096).put(0, (byte) 1);
+                }
+                Process child = new ProcessBuilder("sleep", "300").start();
+                System.out.println("CHILD " + child.pid());
+                Thread.sleep(1500); // long enough for the launcher to see the mapping and the child
+                return;
+            }
+            case "sleep": {
+                System.out.println("READY " + ProcessHandle.current().pid());
+                Thread.sleep(120_000);
+                return;
+            }
+            default:
+                throw new IllegalArgumentException(args[0]);
+        }
+    }
+}

@@ -1,0 +1,109 @@
+package io.jcomm.tools.run;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.jcomm.api.DistributedConfig;
+import io.jcomm.api.JvmFlags;
+import java.io.OutputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.jar.Attributes;
+import java.util.jar.JarOutputStream;
+import java.util.jar.Manifest;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class RunPlanTest {
+
+    private static RunPlan.Builder twoNodes() {
+        return RunPlan.builder().nprocPerNode(4).nnodes(2).nodeRank(1).masterAddr("10.0.0.1").masterPort(29500)
+                .mainClass("com.example.Train").programArgs(List.of("--epochs", "3")).classPath("/app/x.jar");
+    }
+
+    @Test
+    void everyRankGetsTorchrunVariablesThatDistributedConfigReads() {
+        RunPlan plan = twoNodes().tokenFile(Path.of("/etc/job.token")).build();
+        assertEquals(8, plan.worldSize());
+        assertFalse(plan.hostsStore());
+        Map<String, String> parent = Map.of("JCOMM_CPU_BACKEND", "tcp", "PATH", "/usr/bin", "RANK", "99");
+        for (int local = 0; local < 4; local++) {
+            Map<String, String> env = plan.workerEnv(parent, local);
+            DistributedConfig c = DistributedConfig.fromEnvironment(env);
+            assertEquals(4 + local, c.rank(), "RANK = node rank x nproc + local rank");
+            assertEquals(8, c.worldSize());
+            assertEquals(local, c.localRank());
+            assertEquals(4, c.localWorldSize());
+            assertEquals("10.0.0.1", c.masterAddr());
+            assertEquals(29500, c.masterPort());
+            assertTrue(c.launcherStore(), "no rank may host the store: the launcher does");
+            assertEquals(Path.of("/etc/job.token"), c.tokenFile().orElseThrow());
+            assertEquals("tcp", c.cpuBackend(), "JCOMM_* of the launcher's environment reach the workers");
+            assertEquals("/usr/bin", env.get("PATH"));
+            assertEquals("1", env.get("GROUP_RANK"));
+            assertEquals("2", env.get("GROUP_WORLD_SIZE"));
+        }
+        assertThrows(IllegalArgumentException.class, () -> plan.workerEnv(parent, 4));
+    }
+
+    @Test
+    void commandCarriesTheRequiredJvmFlagsTheWrapperAndTheProgram() {
+        RunPlan plan = twoNodes().jvmArgs(List.of("-Xmx2g")).build();
+        List<String> cmd = plan.workerCommand(0);
+        assertTrue(cmd.get(0).endsWith("/bin/java"), cmd.toString());
+        assertEquals(JvmFlags.REQUIRED, cmd.subList(1, 1 + JvmFlags.REQUIRED.size()));
+        int i = 1 + JvmFlags.REQUIRED.size();
+        assertEquals(List.of("-Xmx2g", "-cp", "/app/x.jar", RunWorker.class.getName(), "com.example.Train", "--epochs", "3"),
+                cmd.subList(i, cmd.size()));
+    }
+
+    @Test
+    void validatesTheShapeOfTheJob() {
+        assertThrows(IllegalArgumentException.class, () -> twoNodes().nodeRank(2).build());
+        assertThrows(IllegalArgumentException.class, () -> twoNodes().nprocPerNode(0).build());
+        assertThrows(IllegalArgumentException.class, () -> twoNodes().masterPort(0).build(),
+                "several nodes cannot agree on an ephemeral port");
+        RunPlan single = RunPlan.builder().nprocPerNode(2).mainClass("M").build();
+        assertTrue(single.hostsStore());
+        assertEquals(0, single.masterPort());
+        assertEquals(4321, single.withMasterPort(4321).workerEnv(Map.of(), 1).entrySet().stream()
+                .filter(e -> e.getKey().equals("MASTER_PORT")).mapToInt(e -> Integer.parseInt(e.getValue())).sum());
+    }
+
+    @Test
+    void targetsAreDemoJarsOrClasses(@TempDir Path dir) throws Exception {
+        assertArrayEquals(new String[] {RunPlan.DEMO_MAIN, ""}, RunPlan.resolveTarget("demo"));
+        assertArrayEquals(new String[] {"com.example.Main", ""}, RunPlan.resolveTarget("com.example.Main"));
+        Path jar = dir.resolve("app.jar");
+        Manifest m = new Manifest();
+        m.getMainAttributes().put(Attributes.Name.MANIFEST_VERSION, "1.0");
+        m.getMainAttributes().put(Attributes.Name.MAIN_CLASS, "com.example.App");
+        m.getMainAttributes().put(Attributes.Name.CLASS_PATH, "lib/a.jar lib/b.jar");
+        try (OutputStream os = Files.newOutputStream(jar); JarOutputStream jos = new JarOutputStream(os, m)) {
+            jos.flush();
+        }
+        String[] r = RunPlan.resolveTarget(jar.toString());
+        assertEquals("com.example.App", r[0]);
+        assertEquals(jar + ":" + dir.resolve("lib/a.jar") + ":" + dir.resolve("lib/b.jar"), r[1]);
+        Path bare = dir.resolve("bare.jar");
+        try (OutputStream os = Files.newOutputStream(bare); JarOutputStream jos = new JarOutputStream(os)) {
+            jos.flush();
+        }
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> RunPlan.resolveTarget(bare.toString()));
+        assertTrue(e.getMessage().contains("Main-Class"), e.getMessage());
+        assertThrows(IllegalArgumentException.class, () -> RunPlan.resolveTarget(dir.resolve("missing.jar").toString()));
+    }
+
+    @Test
+    void pidTokensInSharedMemoryNames() {
+        assertTrue(JobJanitor.namesPid("jcomm-aeron-job-1234-0a0b0c0d", List.of("1234")));
+        assertTrue(JobJanitor.namesPid("jcomm-tp_0-g1-r0-1234-7f", List.of("1234")));
+        assertFalse(JobJanitor.namesPid("jcomm-aeron-job-12345-0a0b0c0d", List.of("1234")));
+        assertFalse(JobJanitor.namesPid("jcomm-ps-tp0", List.of("1234")));
+    }
+}
