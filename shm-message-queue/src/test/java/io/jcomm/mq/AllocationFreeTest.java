@@ -21,13 +21,20 @@ import org.junit.jupiter.api.Timeout;
  * deoptimisations re-materialise scalar-replaced objects, which the counter sees) and in which
  * the readers have slept and been woken (the JDK's socket and selector code allocates on first use
  * only). Under load a reader may sleep in the measured window too: that path is allocation free.
+ *
+ * <p>The measured part is split into {@value #WINDOWS} windows of {@value #WINDOW} messages each.
+ * A late JIT event (a recompilation or deoptimisation on a loaded 2-core machine) can allocate a
+ * few hundred bytes once; a per-message allocation, however small, makes every window allocate.
+ * So the assertion is that most windows (the median) allocate exactly nothing.
  */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class AllocationFreeTest {
 
     private static final Duration T = Duration.ofSeconds(20);
     private static final int WARMUP = 100_000;
-    private static final int MEASURED = 50_000;
+    private static final int WINDOW = 10_000;
+    private static final int WINDOWS = 5;
+    private static final int MEASURED = WINDOW * WINDOWS;
     private static final com.sun.management.ThreadMXBean THREADS =
             (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
 
@@ -52,6 +59,34 @@ class AllocationFreeTest {
         }
     }
 
+    /** Bytes allocated per measured window; {@code i} is the message index just about to be handled. */
+    private static final class Windows {
+        private final Meter meter = new Meter();
+        private final long[] bytes = new long[WINDOWS];
+
+        void at(int i) {
+            if (i >= WARMUP && (i - WARMUP) % WINDOW == 0) {
+                int w = (i - WARMUP) / WINDOW;
+                if (w > 0) {
+                    bytes[w - 1] = meter.stop();
+                }
+                meter.start();
+            }
+        }
+
+        long[] finish() {
+            bytes[WINDOWS - 1] = meter.stop();
+            return bytes;
+        }
+    }
+
+    private static void assertMostlyZero(long[] windows, String who) {
+        long[] sorted = windows.clone();
+        java.util.Arrays.sort(sorted);
+        assertEquals(0L, sorted[WINDOWS / 2], who + " allocated in most windows of " + WINDOW
+                + " messages (bytes per window: " + java.util.Arrays.toString(windows) + ")");
+    }
+
     @Test
     void enqueueAndDequeueOfBytesAllocateNothing() throws Exception {
         String tag = "alloc" + ProcessHandle.current().pid();
@@ -60,43 +95,38 @@ class AllocationFreeTest {
         ExecutorService pool = Executors.newFixedThreadPool(2);
         try (AeronMedia hostA = AeronMedia.launch(mo); AeronMedia hostB = AeronMedia.launch(mo);
              QueueWriter w = QueueWriter.create(hostA, "alloc", 0, List.of(1), List.of(2), 0, opts)) {
-            Future<Long> local = pool.submit(() -> readAndMeasure(hostA, w.handle(), 1, opts));
-            Future<Long> remote = pool.submit(() -> readAndMeasure(hostB, w.handle(), 2, opts));
+            Future<long[]> local = pool.submit(() -> readAndMeasure(hostA, w.handle(), 1, opts));
+            Future<long[]> remote = pool.submit(() -> readAndMeasure(hostB, w.handle(), 2, opts));
             w.awaitReaders(Deadline.after(T));
             UnsafeBuffer msg = new UnsafeBuffer(new byte[100]);
-            Meter meter = new Meter();
+            Windows windows = new Windows();
             for (int i = 0; i < WARMUP + MEASURED; i++) {
-                if (i == WARMUP) {
-                    meter.start();
-                }
+                windows.at(i);
                 if (i == WARMUP / 2 || i == WARMUP - 1000) {
                     Thread.sleep(20); // readers go to sleep and are woken: first-use costs of that path in warm-up
                 }
                 msg.putInt(0, i);
                 w.enqueue(msg, 0, 100, T);
             }
-            long writerBytes = meter.stop();
-            assertEquals(0, writerBytes, "writer allocated during " + MEASURED + " enqueues");
-            assertEquals(0L, local.get(60, TimeUnit.SECONDS), "local reader allocated");
-            assertEquals(0L, remote.get(60, TimeUnit.SECONDS), "remote (UDP + HMAC) reader allocated");
+            assertMostlyZero(windows.finish(), "writer");
+            assertMostlyZero(local.get(60, TimeUnit.SECONDS), "local reader");
+            assertMostlyZero(remote.get(60, TimeUnit.SECONDS), "remote (UDP + HMAC) reader");
         } finally {
             pool.shutdownNow();
         }
     }
 
-    private static long readAndMeasure(AeronMedia media, QueueHandle h, int rank, MessageQueueOptions opts) {
+    private static long[] readAndMeasure(AeronMedia media, QueueHandle h, int rank, MessageQueueOptions opts) {
         try (QueueReader r = QueueReader.open(media, h, rank, 0, opts, Deadline.after(T))) {
-            Meter meter = new Meter();
+            Windows windows = new Windows();
             for (int i = 0; i < WARMUP + MEASURED; i++) {
-                if (i == WARMUP) {
-                    meter.start();
-                }
+                windows.at(i);
                 DirectBuffer v = r.dequeue(T);
                 if (v.getInt(0) != i || v.capacity() != 100) {
                     throw new AssertionError("message " + i + " wrong: " + v.getInt(0));
                 }
             }
-            long bytes = meter.stop();
+            long[] bytes = windows.finish();
             r.release();
             return bytes;
         }
