@@ -414,7 +414,7 @@ final class Engine {
         return false;
     }
 
-    /** The shared staging regions when every rank of the group can use them (3+ ranks on one host), else null. */
+    /** The shared staging regions when every rank of the group can use them (all ranks on one host), else null. */
     ShmStaging staging() {
         return sharedCollectives ? staging : null;
     }
@@ -595,7 +595,7 @@ final class Engine {
         String hostId = cfg.hostId != null ? cfg.hostId : HostIdentity.get();
         if (cfg.shm) {
             shmRings = ShmRings.create(cfg, group, rank, size, generation);
-            if (size >= 3 && cfg.shmStagingBytes > 0) {
+            if (cfg.shmStagingBytes > 0) {
                 staging = ShmStaging.create(cfg, group, rank, size, generation);
             }
         }

@@ -15,7 +15,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Shared staging buffers for collectives among three or more ranks that all share one host (like
+ * Shared staging buffers for collectives among ranks that all share one host (like
  * vLLM's custom all-reduce or NCCL's intra-node direct mode): every rank owns one region that it
  * writes and that every peer maps read-only. A large collective is cut into pieces; per piece a rank
  * copies its input into its region, publishes a piece number, and peers read the inputs directly

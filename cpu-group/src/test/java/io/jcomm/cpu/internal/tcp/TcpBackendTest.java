@@ -129,6 +129,34 @@ class TcpBackendTest {
         }
     }
 
+    /**
+     * Messages that arrive before their receive is posted are buffered within tcp.maxUnexpectedBytes;
+     * past the bound the link stops reading, and resumes once a receive took a buffered message.
+     */
+    @Test
+    void unexpectedMessagesAreBufferedWithinTheBudget() {
+        try (ThreadRanks t = ThreadRanks.start(2, r -> opts(r).option("tcp.maxUnexpectedBytes", "1000")
+                .option("tcp.shm", "false"), Duration.ofSeconds(20))) {
+            t.run(g -> {
+                if (g.rank() == 0) {
+                    for (int tag = 1; tag <= 3; tag++) {
+                        Tensor x = Tensor.allocate(DType.U8, 800);
+                        x.fill(tag);
+                        g.send(x, 1, tag); // completes once the socket took it
+                    }
+                } else {
+                    Thread.sleep(300); // all three arrive first: one is buffered, the link stops reading
+                    for (int tag = 1; tag <= 3; tag++) {
+                        Tensor y = Tensor.allocate(DType.U8, 800);
+                        g.recv(y, 0, tag);
+                        assertEquals(tag, y.getLong(799), "tag " + tag);
+                    }
+                }
+                g.barrier();
+            }, Duration.ofSeconds(30));
+        }
+    }
+
     @Test
     void differentHostsUseSocketsOnly() {
         try (ThreadRanks t = ThreadRanks.start(2, r -> opts(r).option("tcp.hostId", "host-" + r), Duration.ofSeconds(20))) {
