@@ -30,8 +30,9 @@ import java.nio.ShortBuffer;
  * </ul>
  *
  * <p>The kernels allocate nothing beyond two typed views per call, dispatch on (type, op) once per
- * call, and run monomorphic loops over bulk views, which the JIT compiles to tight loops.
- * Thread safe (stateless).
+ * call, and run monomorphic loops over bulk views, which the JIT compiles to tight loops. Pass direct
+ * buffers on hot paths: a heap buffer works, but its view class makes the loops' call sites
+ * polymorphic for the rest of the process. Thread safe (stateless).
  */
 public final class Reductions {
 
@@ -154,7 +155,9 @@ public final class Reductions {
         }
         int es = dtype.byteSize();
         int blockElems = Math.max(1, BLOCK_BYTES / es);
-        ByteBuffer own = ByteBuffer.allocate(blockElems * es).order(ByteOrder.LITTLE_ENDIAN);
+        // direct like every other buffer the kernels see: the loops stay monomorphic (a heap buffer's
+        // view class next to the direct one would make the JIT's call sites polymorphic)
+        ByteBuffer own = ByteBuffer.allocateDirect(blockElems * es).order(ByteOrder.LITTLE_ENDIAN);
         for (int from = 0; from < count; from += blockElems) {
             int n = Math.min(blockElems, count - from);
             int bytes = n * es;

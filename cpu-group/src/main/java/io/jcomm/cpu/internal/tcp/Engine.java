@@ -350,7 +350,7 @@ final class Engine {
         if (bytes == 0) {
             return ByteBuffer.allocate(0);
         }
-        return bytes <= Link.INLINE_PAYLOAD_MAX ? ByteBuffer.allocate(bytes) : ByteBuffer.allocateDirect(bytes);
+        return ByteBuffer.allocateDirect(bytes); // direct: reductions may read it (see Reductions)
     }
 
     void releaseEarly(Link.Early e) {
