@@ -33,13 +33,22 @@ class TcpBackendTest {
                 .codec(CpuGroupCases.codec());
     }
 
+    /** Skips (with the reason) where /dev/shm is too small for the shared-memory tests. */
+    private static void assumeShm(long mib) throws IOException {
+        long free = Files.getFileStore(Path.of("/dev/shm")).getUsableSpace() >> 20;
+        org.junit.jupiter.api.Assumptions.assumeTrue(free >= mib,
+                "/dev/shm has " + free + " MiB free; this test needs " + mib + " MiB");
+    }
+
     private static TcpBackend tcp(ProcessGroup g) {
         return (TcpBackend) ((DefaultProcessGroup) g).backend();
     }
 
     @Test
     void sameHostPeersUseSharedMemoryAndLeaveNoFiles() throws IOException {
-        try (ThreadRanks t = ThreadRanks.start(3, TcpBackendTest::opts, Duration.ofSeconds(20))) {
+        assumeShm(48);
+        try (ThreadRanks t = ThreadRanks.start(3, r -> opts(r).option("tcp.shm.ringBytes", "1048576")
+                .option("tcp.shm.stagingBytes", "4194304"), Duration.ofSeconds(20))) {
             for (int r = 0; r < 3; r++) {
                 for (int p = 0; p < 3; p++) {
                     if (p != r) {
@@ -69,8 +78,10 @@ class TcpBackendTest {
      * descriptors would corrupt data or raise false mismatches).
      */
     @Test
-    void sharedStagingSurvivesRanksRunningApart() {
+    void sharedStagingSurvivesRanksRunningApart() throws IOException {
+        assumeShm(48);
         try (ThreadRanks t = ThreadRanks.start(4, r -> opts(r).option("tcp.shm.stagingBytes", "65536")
+                .option("tcp.shm.ringBytes", "1048576")
                 .option("tcp.shm.collectiveMinBytes", "1024"), Duration.ofSeconds(20))) {
             assertTrue(tcp(t.group(0)).sharedCollectives());
             t.run(g -> {
