@@ -708,6 +708,12 @@ final class Engine {
         }
     }
 
+    /** Closes a connection that sent bytes before a valid hello. */
+    void rejectUnbound(Link l, CommException why) {
+        LOG.debug("group {} rank {}: dropping connection from {}: {}", group, rank, l.channel.remoteAddress(), why.detail());
+        l.channel.close();
+    }
+
     void onHello(Link l, Frame f) {
         int from = f.root;
         boolean ok = f.seq == nonce && f.count == generation && f.index == rank && from > rank && from < size

@@ -168,6 +168,67 @@ class TcpBackendTest {
         }
     }
 
+    private static void assertDisconnected(java.net.Socket s, String what) throws IOException {
+        s.setSoTimeout(10_000);
+        try {
+            assertEquals(-1, s.getInputStream().read(), what);
+        } catch (java.net.SocketException reset) {
+            // closed with our bytes unread: a reset, which is a disconnect too
+        }
+    }
+
+    /**
+     * A stranger that connects to a rank's listening port during set-up and sends garbage (or a hello
+     * with a wrong nonce) is dropped; the group still forms and works.
+     */
+    @Test
+    void strangersDuringSetUpAreDropped() throws Exception {
+        io.jcomm.api.store.InMemoryStore store = new io.jcomm.api.store.InMemoryStore(Duration.ofSeconds(20));
+        java.util.concurrent.ExecutorService ex = java.util.concurrent.Executors.newFixedThreadPool(3);
+        try {
+            java.util.concurrent.Future<ProcessGroup> g0 = ex.submit(() -> io.jcomm.cpu.CpuGroups.create(
+                    opts(0).store(store).rank(0).size(2).option("tcp.shm", "false").build()));
+            // rank 0 published its address and waits for rank 1: attack it first
+            String[] addr = new String(store.get("tcptest/tcp/1/rank/0"), java.nio.charset.StandardCharsets.UTF_8).split(" ");
+            int port = Integer.parseInt(addr[1]);
+            ProcessGroup g1;
+            java.net.Socket junk = new java.net.Socket("127.0.0.1", port);
+            java.net.Socket fake = new java.net.Socket("127.0.0.1", port);
+            try (junk; fake) {
+                byte[] garbage = new byte[200];
+                new java.util.Random(7).nextBytes(garbage);
+                junk.getOutputStream().write(garbage);
+                junk.getOutputStream().flush();
+                java.nio.ByteBuffer hello = java.nio.ByteBuffer.allocate(Frame.SIZE).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+                hello.put(Frame.MAGIC).put((byte) Frame.HELLO).put(new byte[6]).putLong(12345L).putLong(1L).putInt(1)
+                        .putInt(0).putInt(0).putInt(0);
+                fake.getOutputStream().write(hello.array());
+                fake.getOutputStream().flush();
+                // rank 0 reads them once it drives its sockets, i.e. while it waits for rank 1's connection
+                java.util.concurrent.Future<ProcessGroup> g1f = ex.submit(() -> io.jcomm.cpu.CpuGroups.create(
+                        opts(1).store(store).rank(1).size(2).option("tcp.shm", "false").build()));
+                assertDisconnected(junk, "the stranger must be disconnected");
+                assertDisconnected(fake, "a hello with a wrong nonce must be refused");
+                g1 = g1f.get(20, TimeUnit.SECONDS);
+            }
+            ProcessGroup first = g0.get(20, TimeUnit.SECONDS);
+            try (first; g1) {
+                java.util.concurrent.Future<Long> other = ex.submit(() -> {
+                    Tensor x = Tensor.ofLongs(5);
+                    first.allReduce(x, ReduceOp.SUM);
+                    return x.getLong(0);
+                });
+                Tensor y = Tensor.ofLongs(7);
+                g1.allReduce(y, ReduceOp.SUM);
+                assertEquals(12L, y.getLong(0));
+                assertEquals(12L, other.get(20, TimeUnit.SECONDS));
+            }
+        } finally {
+            ex.shutdownNow();
+            store.close();
+        }
+    }
+
     @Test
     void differentHostsUseSocketsOnly() {
         try (ThreadRanks t = ThreadRanks.start(2, r -> opts(r).option("tcp.hostId", "host-" + r), Duration.ofSeconds(20))) {
