@@ -30,8 +30,9 @@ import java.nio.ShortBuffer;
  * </ul>
  *
  * <p>The kernels allocate nothing beyond two typed views per call, dispatch on (type, op) once per
- * call, and run monomorphic loops over bulk views, which the JIT compiles to tight loops.
- * Thread safe (stateless).
+ * call, and run monomorphic loops over bulk views, which the JIT compiles to tight loops. Pass direct
+ * buffers on hot paths: a heap buffer works, but its view class makes the loops' call sites
+ * polymorphic for the rest of the process. Thread safe (stateless).
  */
 public final class Reductions {
 
@@ -128,6 +129,61 @@ public final class Reductions {
                 ByteBuffer in = ins[j].duplicate();
                 in.position(ins[j].position() + from * es);
                 reduceInto(dtype, op, o, in, n);
+            }
+        }
+    }
+
+    /**
+     * Like {@link #reduceMany}, but the input at position {@code self} is {@code inout}'s own original
+     * content ({@code ins[self]} is ignored): {@code inout[i] = ins[0][i] op ... op inout[i] op ...}
+     * in input order, updated in place. Each finished block is also copied to {@code alsoTo} when it
+     * is not null (while it is still in cache), which saves a separate pass.
+     */
+    public static void reduceManyInPlace(DType dtype, ReduceOp op, ByteBuffer inout, ByteBuffer[] ins, int self,
+                                         int count, ByteBuffer alsoTo) {
+        check(inout, count, dtype, "accumulator");
+        if (alsoTo != null) {
+            check(alsoTo, count, dtype, "copy target");
+        }
+        for (int j = 0; j < ins.length; j++) {
+            if (j != self) {
+                check(ins[j], count, dtype, "input");
+            }
+        }
+        if (self < 0 || self >= ins.length) {
+            throw new IllegalArgumentException("self " + self + " out of range");
+        }
+        int es = dtype.byteSize();
+        int blockElems = Math.max(1, BLOCK_BYTES / es);
+        // direct like every other buffer the kernels see: the loops stay monomorphic (a heap buffer's
+        // view class next to the direct one would make the JIT's call sites polymorphic)
+        ByteBuffer own = ByteBuffer.allocateDirect(blockElems * es).order(ByteOrder.LITTLE_ENDIAN);
+        for (int from = 0; from < count; from += blockElems) {
+            int n = Math.min(blockElems, count - from);
+            int bytes = n * es;
+            ByteBuffer o = inout.duplicate();
+            o.position(inout.position() + from * es).limit(inout.position() + from * es + bytes);
+            own.clear();
+            own.put(o.duplicate()).flip();
+            ByteBuffer first = self == 0 ? own.duplicate() : ins[0].duplicate();
+            if (self != 0) {
+                first.position(ins[0].position() + from * es).limit(first.position() + bytes);
+            }
+            o.duplicate().put(first);
+            for (int j = 1; j < ins.length; j++) {
+                ByteBuffer in;
+                if (j == self) {
+                    in = own.duplicate();
+                } else {
+                    in = ins[j].duplicate();
+                    in.position(ins[j].position() + from * es);
+                }
+                reduceInto(dtype, op, o, in, n);
+            }
+            if (alsoTo != null) {
+                ByteBuffer a = alsoTo.duplicate();
+                a.position(alsoTo.position() + from * es);
+                a.put(o.duplicate());
             }
         }
     }

@@ -81,6 +81,37 @@ class ReductionsTest {
     }
 
     @Test
+    void foldsManyInputsInOrderAndInPlace() {
+        int n = 5000; // more than one block
+        Tensor a = Tensor.allocate(DType.F32, n);
+        Tensor b = Tensor.allocate(DType.F32, n);
+        Tensor c = Tensor.allocate(DType.F32, n);
+        for (int i = 0; i < n; i++) {
+            a.setDouble(i, i % 5);
+            b.setDouble(i, 10 * (i % 3));
+            c.setDouble(i, -(i % 7));
+        }
+        Tensor out = Tensor.allocate(DType.F32, n);
+        Reductions.reduceMany(DType.F32, ReduceOp.SUM, out.buffer(), new ByteBuffer[] {a.buffer(), b.buffer(), c.buffer()}, n);
+        Tensor copy = Tensor.allocate(DType.F32, n);
+        Tensor inout = Tensor.allocate(DType.F32, n);
+        inout.copyFrom(b);
+        Reductions.reduceManyInPlace(DType.F32, ReduceOp.SUM, inout.buffer(), new ByteBuffer[] {a.buffer(), null, c.buffer()},
+                1, n, copy.buffer());
+        Tensor maxed = Tensor.allocate(DType.F32, n);
+        maxed.copyFrom(a);
+        Reductions.reduceManyInPlace(DType.F32, ReduceOp.MAX, maxed.buffer(), new ByteBuffer[] {null, b.buffer(), c.buffer()},
+                0, n, null);
+        for (int i = 0; i < n; i++) {
+            double expected = i % 5 + 10 * (i % 3) - (i % 7);
+            assertEquals(expected, out.getDouble(i), "reduceMany " + i);
+            assertEquals(expected, inout.getDouble(i), "in place " + i);
+            assertEquals(expected, copy.getDouble(i), "copy " + i);
+            assertEquals(Math.max(i % 5, 10 * (i % 3)), maxed.getDouble(i), "max " + i);
+        }
+    }
+
+    @Test
     void divideTruncatesIntegersTowardZero() {
         Tensor i = Tensor.ofInts(7, -7, 8, -1);
         Reductions.divide(DType.I32, i.buffer(), 4, 2);

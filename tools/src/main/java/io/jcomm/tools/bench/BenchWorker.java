@@ -49,12 +49,22 @@ public final class BenchWorker {
             }
             try (ProcessGroup g = CpuGroups.create(b.build())) {
                 warmUpJit(g);
-                // one untimed pass over every size first, so that the JIT has compiled the paths of the
-                // large sizes too before anything is measured
+                // one untimed pass over every size first (up to 200 iterations or 150 ms each, rank 0
+                // decides), so that the JIT has compiled every size's path before anything is measured
                 for (long size : sizes) {
                     Runnable body = prepare(op, g, dtype, size);
-                    for (int i = 0; body != null && i < Math.min(warmup, 50); i++) {
-                        body.run();
+                    if (body == null) {
+                        continue;
+                    }
+                    long end = System.nanoTime() + 150_000_000L;
+                    for (int i = 0; i < 200; i += 10) {
+                        for (int j = 0; j < 10; j++) {
+                            body.run();
+                        }
+                        Boolean more = g.broadcastObject(g.rank() == 0 ? System.nanoTime() < end : null, 0, Boolean.class);
+                        if (!more) {
+                            break;
+                        }
                     }
                 }
                 for (long size : sizes) {

@@ -350,7 +350,7 @@ final class Engine {
         if (bytes == 0) {
             return ByteBuffer.allocate(0);
         }
-        return bytes <= Link.INLINE_PAYLOAD_MAX ? ByteBuffer.allocate(bytes) : ByteBuffer.allocateDirect(bytes);
+        return ByteBuffer.allocateDirect(bytes); // direct: reductions may read it (see Reductions)
     }
 
     void releaseEarly(Link.Early e) {
@@ -414,7 +414,7 @@ final class Engine {
         return false;
     }
 
-    /** The shared staging regions when every rank of the group can use them (3+ ranks on one host), else null. */
+    /** The shared staging regions when every rank of the group can use them (all ranks on one host), else null. */
     ShmStaging staging() {
         return sharedCollectives ? staging : null;
     }
@@ -595,7 +595,7 @@ final class Engine {
         String hostId = cfg.hostId != null ? cfg.hostId : HostIdentity.get();
         if (cfg.shm) {
             shmRings = ShmRings.create(cfg, group, rank, size, generation);
-            if (size >= 3 && cfg.shmStagingBytes > 0) {
+            if (cfg.shmStagingBytes > 0) {
                 staging = ShmStaging.create(cfg, group, rank, size, generation);
             }
         }
@@ -706,6 +706,12 @@ final class Engine {
             }
             LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(20));
         }
+    }
+
+    /** Closes a connection that sent bytes before a valid hello. */
+    void rejectUnbound(Link l, CommException why) {
+        LOG.debug("group {} rank {}: dropping connection from {}: {}", group, rank, l.channel.remoteAddress(), why.detail());
+        l.channel.close();
     }
 
     void onHello(Link l, Frame f) {

@@ -209,6 +209,12 @@ final class Frame {
      * payload length is compared unless {@code variablePayload}).
      */
     static String difference(Frame expected, Frame got, boolean variablePayload) {
+        if (expected.kind == got.kind && expected.op == got.op && expected.seq == got.seq && expected.dtype == got.dtype
+                && expected.redop == got.redop && expected.count == got.count && expected.root == got.root
+                && expected.algo == got.algo && expected.index == got.index
+                && (variablePayload || expected.payload == got.payload)) {
+            return null; // the common case, without building a description
+        }
         StringBuilder sb = new StringBuilder();
         if (expected.kind != got.kind) {
             sb.append(" kind ").append(got.kind).append(" vs ").append(expected.kind).append(';');

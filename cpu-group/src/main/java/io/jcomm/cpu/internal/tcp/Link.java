@@ -367,9 +367,15 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
                 processScratch();
             }
         } catch (CommException e) {
-            engine.fail(e);
             parked = true;
             config.setAutoRead(false);
+            if (peer < 0) {
+                // a connection that never said a valid hello (a port scanner, a stale peer): drop it,
+                // the group is not affected
+                engine.rejectUnbound(this, e);
+            } else {
+                engine.fail(e);
+            }
         } finally {
             buf.release();
         }

@@ -115,7 +115,8 @@ final class ShmRings {
             rings.createFile(size);
             return rings;
         } catch (IOException | RuntimeException e) {
-            LOG.warn("group {} rank {}: shared memory disabled: cannot create {}: {}", group, rank, rings.path, e.toString());
+            LOG.warn("group {} rank {}: shared memory disabled: cannot create {} ({} MiB): {} (is /dev/shm large enough? "
+                    + "e.g. docker --shm-size; or lower tcp.shm.ringBytes)", group, rank, rings.path, need >> 20, e.toString());
             rings.close();
             return null;
         }
@@ -126,14 +127,16 @@ final class ShmRings {
                 StandardOpenOption.WRITE)) {
             fc.truncate(slotBytes * size);
             for (int q = 0; q < size; q++) {
+                if (q != rank) {
+                    ShmFiles.allocate(fc, slotBytes * q, slotBytes); // ENOSPC here, never SIGBUS later
+                }
+            }
+            for (int q = 0; q < size; q++) {
                 if (q == rank) {
                     continue;
                 }
                 MappedByteBuffer m = fc.map(FileChannel.MapMode.READ_WRITE, slotBytes * q, slotBytes);
                 maps.add(m);
-                for (int i = HEADER; i < slotBytes; i += 4096) {
-                    m.put(i, (byte) 0); // pre-fault the pages: no page faults on the data path
-                }
                 LONGS.setRelease(m, HEAD, 0L);
                 LONGS.setRelease(m, TAIL, 0L);
                 LONGS.setRelease(m, 8, (long) ringBytes);

@@ -15,7 +15,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Shared staging buffers for collectives among three or more ranks that all share one host (like
+ * Shared staging buffers for collectives among ranks that all share one host (like
  * vLLM's custom all-reduce or NCCL's intra-node direct mode): every rank owns one region that it
  * writes and that every peer maps read-only. A large collective is cut into pieces; per piece a rank
  * copies its input into its region, publishes a piece number, and peers read the inputs directly
@@ -81,11 +81,8 @@ final class ShmStaging {
             try (FileChannel fc = FileChannel.open(path, StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
                     StandardOpenOption.WRITE)) {
                 long len = HEADER + 4L * piece;
-                fc.truncate(len);
+                ShmFiles.allocate(fc, 0, len); // ENOSPC here, never SIGBUS later
                 MappedByteBuffer m = fc.map(FileChannel.MapMode.READ_WRITE, 0, len);
-                for (int i = 0; i < len; i += 4096) {
-                    m.put(i, (byte) 0); // pre-fault
-                }
                 LONGS.setRelease(m, INPUT_SEQ, 0L);
                 LONGS.setRelease(m, RESULT_SEQ, 0L);
                 LONGS.setRelease(m, 8, (long) piece);
@@ -94,7 +91,9 @@ final class ShmStaging {
             }
             return s;
         } catch (IOException | RuntimeException e) {
-            LOG.warn("group {} rank {}: shared staging disabled: cannot create {}: {}", group, rank, path, e.toString());
+            LOG.warn("group {} rank {}: shared staging disabled: cannot create {} ({} MiB): {} (is /dev/shm large "
+                    + "enough? e.g. docker --shm-size; or lower tcp.shm.stagingBytes)", group, rank, path,
+                    (4L * piece) >> 20, e.toString());
             s.close();
             return null;
         }

@@ -11,7 +11,7 @@ import java.util.Locale;
  *   <tr><th>key</th><th>meaning</th><th>default</th></tr>
  *   <tr><td>{@value #TRANSPORT}</td><td>{@code auto} (epoll when available, else NIO), {@code epoll}, {@code nio}</td><td>auto</td></tr>
  *   <tr><td>{@value #SPIN_MICROS}</td><td>how long a waiting call polls before it blocks in epoll/select</td>
- *       <td>20 when the group fits the cores, else 5 (adaptive below that)</td></tr>
+ *       <td>5 (adaptive below that; longer polls measured slower on this 2-core machine)</td></tr>
  *   <tr><td>{@value #SEGMENT_BYTES}</td><td>pipelining unit of large messages</td><td>1 MiB</td></tr>
  *   <tr><td>{@value #SMALL_BYTES}</td><td>up to this size collectives use direct (one-round) algorithms,
  *       above it ring/chain algorithms</td><td>64 KiB</td></tr>
@@ -21,8 +21,9 @@ import java.util.Locale;
  *       through a shared-memory ring; {@code false}: sockets only</td><td>auto</td></tr>
  *   <tr><td>{@value #SHM_THRESHOLD_BYTES}</td><td>payloads from this size go through shared memory</td><td>64 KiB</td></tr>
  *   <tr><td>{@value #SHM_RING_BYTES}</td><td>ring capacity per directed pair (power of two)</td><td>4 MiB</td></tr>
- *   <tr><td>{@value #SHM_STAGING_BYTES}</td><td>shared staging region per rank for collectives of three or
- *       more ranks on one host, two slots of input and result areas (0: off; rings only)</td><td>16 MiB</td></tr>
+ *   <tr><td>{@value #SHM_STAGING_BYTES}</td><td>shared staging region per rank, for collectives of groups
+ *       whose ranks all share one host: two slots of input and result areas (0: off; rings only)</td>
+ *       <td>16 MiB</td></tr>
  *   <tr><td>{@value #SHM_COLLECTIVE_MIN_BYTES}</td><td>from this size such groups run all-reduce,
  *       reduce-scatter, all-gather and broadcast through the staging regions</td><td>256 KiB</td></tr>
  *   <tr><td>{@value #SHM_DIR}</td><td>directory of the ring files</td><td>/dev/shm</td></tr>
@@ -64,8 +65,7 @@ final class TcpConfig {
         if (!transport.equals("auto") && !transport.equals("epoll") && !transport.equals("nio")) {
             throw new IllegalArgumentException(TRANSPORT + " must be auto, epoll or nio, got " + transport);
         }
-        int cores = Runtime.getRuntime().availableProcessors();
-        spinNanos = 1000L * intOption(ctx, SPIN_MICROS, ctx.size() <= cores ? 20 : 5, 0, 1_000_000);
+        spinNanos = 1000L * intOption(ctx, SPIN_MICROS, 5, 0, 1_000_000);
         segmentBytes = intOption(ctx, SEGMENT_BYTES, 1 << 20, 4096, 1 << 30);
         smallBytes = intOption(ctx, SMALL_BYTES, 64 << 10, 0, 1 << 30);
         maxUnexpectedBytes = longOption(ctx, MAX_UNEXPECTED_BYTES, 256L << 20, 0, Long.MAX_VALUE);

@@ -33,13 +33,22 @@ class TcpBackendTest {
                 .codec(CpuGroupCases.codec());
     }
 
+    /** Skips (with the reason) where /dev/shm is too small for the shared-memory tests. */
+    private static void assumeShm(long mib) throws IOException {
+        long free = Files.getFileStore(Path.of("/dev/shm")).getUsableSpace() >> 20;
+        org.junit.jupiter.api.Assumptions.assumeTrue(free >= mib,
+                "/dev/shm has " + free + " MiB free; this test needs " + mib + " MiB");
+    }
+
     private static TcpBackend tcp(ProcessGroup g) {
         return (TcpBackend) ((DefaultProcessGroup) g).backend();
     }
 
     @Test
     void sameHostPeersUseSharedMemoryAndLeaveNoFiles() throws IOException {
-        try (ThreadRanks t = ThreadRanks.start(3, TcpBackendTest::opts, Duration.ofSeconds(20))) {
+        assumeShm(48);
+        try (ThreadRanks t = ThreadRanks.start(3, r -> opts(r).option("tcp.shm.ringBytes", "1048576")
+                .option("tcp.shm.stagingBytes", "4194304"), Duration.ofSeconds(20))) {
             for (int r = 0; r < 3; r++) {
                 for (int p = 0; p < 3; p++) {
                     if (p != r) {
@@ -69,8 +78,10 @@ class TcpBackendTest {
      * descriptors would corrupt data or raise false mismatches).
      */
     @Test
-    void sharedStagingSurvivesRanksRunningApart() {
+    void sharedStagingSurvivesRanksRunningApart() throws IOException {
+        assumeShm(48);
         try (ThreadRanks t = ThreadRanks.start(4, r -> opts(r).option("tcp.shm.stagingBytes", "65536")
+                .option("tcp.shm.ringBytes", "1048576")
                 .option("tcp.shm.collectiveMinBytes", "1024"), Duration.ofSeconds(20))) {
             assertTrue(tcp(t.group(0)).sharedCollectives());
             t.run(g -> {
@@ -126,6 +137,95 @@ class TcpBackendTest {
                     }
                 }
             }, Duration.ofSeconds(120));
+        }
+    }
+
+    /**
+     * Messages that arrive before their receive is posted are buffered within tcp.maxUnexpectedBytes;
+     * past the bound the link stops reading, and resumes once a receive took a buffered message.
+     */
+    @Test
+    void unexpectedMessagesAreBufferedWithinTheBudget() {
+        try (ThreadRanks t = ThreadRanks.start(2, r -> opts(r).option("tcp.maxUnexpectedBytes", "1000")
+                .option("tcp.shm", "false"), Duration.ofSeconds(20))) {
+            t.run(g -> {
+                if (g.rank() == 0) {
+                    for (int tag = 1; tag <= 3; tag++) {
+                        Tensor x = Tensor.allocate(DType.U8, 800);
+                        x.fill(tag);
+                        g.send(x, 1, tag); // completes once the socket took it
+                    }
+                } else {
+                    Thread.sleep(300); // all three arrive first: one is buffered, the link stops reading
+                    for (int tag = 1; tag <= 3; tag++) {
+                        Tensor y = Tensor.allocate(DType.U8, 800);
+                        g.recv(y, 0, tag);
+                        assertEquals(tag, y.getLong(799), "tag " + tag);
+                    }
+                }
+                g.barrier();
+            }, Duration.ofSeconds(30));
+        }
+    }
+
+    private static void assertDisconnected(java.net.Socket s, String what) throws IOException {
+        s.setSoTimeout(10_000);
+        try {
+            assertEquals(-1, s.getInputStream().read(), what);
+        } catch (java.net.SocketException reset) {
+            // closed with our bytes unread: a reset, which is a disconnect too
+        }
+    }
+
+    /**
+     * A stranger that connects to a rank's listening port during set-up and sends garbage (or a hello
+     * with a wrong nonce) is dropped; the group still forms and works.
+     */
+    @Test
+    void strangersDuringSetUpAreDropped() throws Exception {
+        io.jcomm.api.store.InMemoryStore store = new io.jcomm.api.store.InMemoryStore(Duration.ofSeconds(20));
+        java.util.concurrent.ExecutorService ex = java.util.concurrent.Executors.newFixedThreadPool(3);
+        try {
+            java.util.concurrent.Future<ProcessGroup> g0 = ex.submit(() -> io.jcomm.cpu.CpuGroups.create(
+                    opts(0).store(store).rank(0).size(2).option("tcp.shm", "false").build()));
+            // rank 0 published its address and waits for rank 1: attack it first
+            String[] addr = new String(store.get("tcptest/tcp/1/rank/0"), java.nio.charset.StandardCharsets.UTF_8).split(" ");
+            int port = Integer.parseInt(addr[1]);
+            ProcessGroup g1;
+            java.net.Socket junk = new java.net.Socket("127.0.0.1", port);
+            java.net.Socket fake = new java.net.Socket("127.0.0.1", port);
+            try (junk; fake) {
+                byte[] garbage = new byte[200];
+                new java.util.Random(7).nextBytes(garbage);
+                junk.getOutputStream().write(garbage);
+                junk.getOutputStream().flush();
+                java.nio.ByteBuffer hello = java.nio.ByteBuffer.allocate(Frame.SIZE).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+                hello.put(Frame.MAGIC).put((byte) Frame.HELLO).put(new byte[6]).putLong(12345L).putLong(1L).putInt(1)
+                        .putInt(0).putInt(0).putInt(0);
+                fake.getOutputStream().write(hello.array());
+                fake.getOutputStream().flush();
+                // rank 0 reads them once it drives its sockets, i.e. while it waits for rank 1's connection
+                java.util.concurrent.Future<ProcessGroup> g1f = ex.submit(() -> io.jcomm.cpu.CpuGroups.create(
+                        opts(1).store(store).rank(1).size(2).option("tcp.shm", "false").build()));
+                assertDisconnected(junk, "the stranger must be disconnected");
+                assertDisconnected(fake, "a hello with a wrong nonce must be refused");
+                g1 = g1f.get(20, TimeUnit.SECONDS);
+            }
+            ProcessGroup first = g0.get(20, TimeUnit.SECONDS);
+            try (first; g1) {
+                java.util.concurrent.Future<Long> other = ex.submit(() -> {
+                    Tensor x = Tensor.ofLongs(5);
+                    first.allReduce(x, ReduceOp.SUM);
+                    return x.getLong(0);
+                });
+                Tensor y = Tensor.ofLongs(7);
+                g1.allReduce(y, ReduceOp.SUM);
+                assertEquals(12L, y.getLong(0));
+                assertEquals(12L, other.get(20, TimeUnit.SECONDS));
+            }
+        } finally {
+            ex.shutdownNow();
+            store.close();
         }
     }
 
