@@ -32,7 +32,7 @@ import java.util.Objects;
  *   <tr><td>{@code deviceCommunicator}</td><td>provider name or {@code auto}</td><td>the config's</td></tr>
  *   <tr><td>{@code device}</td><td>this rank's device; {@code null}: {@code cuda:LOCAL_RANK} when an
  *       available provider moves CUDA tensors, else {@code cpu}</td><td>{@code null}</td></tr>
- *   <tr><td>{@code deviceCommunicators}</td><td>the provider registry</td><td>{@link DeviceCommunicators#load()}</td></tr>
+ *   <tr><td>{@code deviceCommunicators}</td><td>the provider registry</td><td>{@link #defaultDeviceCommunicators()}</td></tr>
  *   <tr><td>{@code deviceAllocator}</td><td>allocates device tensors for received data (needed for device tensors only)</td><td>none</td></tr>
  *   <tr><td>{@code tpMessageQueue}</td><td>give TP groups a shared-memory broadcaster (writer = group rank 0), as vLLM does</td><td>true</td></tr>
  *   <tr><td>{@code messageQueueOptions}</td><td>broadcaster settings (host id, codec, timeout are filled in)</td><td>1 MiB IPC terms</td></tr>
@@ -123,6 +123,19 @@ public final class ParallelStateOptions {
     private static final class DefaultCodec {
         static final ObjectCodec INSTANCE = ForyCodec.defaults();
     }
+
+    /**
+     * The provider registry used when none is set: {@link DeviceCommunicators#load()} of this
+     * library's class loader, made once per JVM on first use (an immutable snapshot; providers
+     * cache their own availability probes).
+     */
+    public static DeviceCommunicators defaultDeviceCommunicators() {
+        return DefaultRegistry.INSTANCE;
+    }
+
+    private static final class DefaultRegistry {
+        static final DeviceCommunicators INSTANCE = DeviceCommunicators.load(ParallelStateOptions.class.getClassLoader());
+    }
     /** The timeout, or {@code null} for the config's. */
     public Duration timeout() { return timeout; }
     /** The CPU backend, or {@code null} for the config's. */
@@ -132,7 +145,7 @@ public final class ParallelStateOptions {
     public String deviceCommunicator() { return deviceCommunicator; }
     /** The device, or {@code null} for automatic choice. */
     public Device device() { return device; }
-    /** The provider registry, or {@code null} for {@link DeviceCommunicators#load()}. */
+    /** The provider registry, or {@code null} for {@link #defaultDeviceCommunicators()}. */
     public DeviceCommunicators deviceCommunicators() { return deviceCommunicators; }
     /** The device tensor allocator, or {@code null}. */
     public TensorAllocator deviceAllocator() { return deviceAllocator; }

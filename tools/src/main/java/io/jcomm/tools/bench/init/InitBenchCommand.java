@@ -224,10 +224,18 @@ public final class InitBenchCommand implements Callable<Integer> {
         return nanos / 1e6;
     }
 
+    /** Lines already read that no {@link #expect} has taken yet (they may arrive in any order). */
+    private final List<String> pending = new ArrayList<>();
+
     private String expect(BlockingQueue<String> lines, String prefix, long timeoutNanos, List<Process> procs)
             throws InterruptedException {
         long end = System.nanoTime() + timeoutNanos;
         while (true) {
+            for (int i = 0; i < pending.size(); i++) {
+                if (pending.get(i).startsWith(prefix)) {
+                    return pending.remove(i);
+                }
+            }
             String l = lines.poll(Math.max(1, end - System.nanoTime()), TimeUnit.NANOSECONDS);
             if (l == null) {
                 for (Process p : procs) {
@@ -238,9 +246,7 @@ public final class InitBenchCommand implements Callable<Integer> {
                 }
                 throw new IllegalStateException("timed out waiting for '" + prefix + "' (run with --verbose)");
             }
-            if (l.startsWith(prefix)) {
-                return l;
-            }
+            pending.add(l);
         }
     }
 
