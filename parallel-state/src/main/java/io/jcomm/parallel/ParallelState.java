@@ -184,10 +184,10 @@ public final class ParallelState implements AutoCloseable {
         List<GroupFactory.Spec> specs = new ArrayList<>();
         specs.add(new GroupFactory.Spec(WORLD, all, false, "w", true));
         if (l != null) {
-            specs.addAll(modelParallelSpecs(l, config.rank(), options, "mp1"));
+            specs.addAll(modelParallelSpecs(l, config.rank(), options, hx.topology(), "mp1"));
         }
-        HostMedia media = l != null && needsHostMedia(options, l) ? startHostMedia(factory, hx.topology(), hx.generation())
-                : null;
+        HostMedia media = l != null && needsHostMedia(options, l, hx.topology())
+                ? startHostMedia(factory, hx.topology(), hx.generation()) : null;
         GroupCoordinator[] made;
         try {
             made = createGroups(factory, hx.topology(), hx.nonce(), specs, media);
@@ -232,20 +232,26 @@ public final class ParallelState implements AutoCloseable {
         }
         RankLayout l = RankLayout.of(config.worldSize(), tensorParallelSize, pipelineParallelSize, dataParallelSize);
         // every rank counts its initializeModelParallel calls alike: a fresh namespace each time
-        List<GroupFactory.Spec> specs = modelParallelSpecs(l, config.rank(), options, "mp" + (epoch + 1));
+        List<GroupFactory.Spec> specs = modelParallelSpecs(l, config.rank(), options, topology, "mp" + (epoch + 1));
         for (GroupFactory.Spec s : specs) {
             registry.requireFree(s.name());
         }
         epoch++;
-        if (hostMedia == null && needsHostMedia(options, l)) {
+        if (hostMedia == null && needsHostMedia(options, l, topology)) {
             hostMedia = startHostMedia(factory, topology, generation);
         }
         adoptModelParallel(l, createGroups(factory, topology, jobNonce, specs, hostMedia));
     }
 
     /** Whether the TP groups of {@code l} get broadcasters (and the store allows a background client). */
-    private static boolean needsHostMedia(ParallelStateOptions options, RankLayout l) {
-        return options.tpMessageQueue() && l.tensorParallelSize() > 1;
+    private static boolean needsHostMedia(ParallelStateOptions options, RankLayout l, HostTopology topology) {
+        return l.tpGroups().stream().anyMatch(g -> wantsMessageQueue(options, g, topology));
+    }
+
+    /** Whether the TP group of {@code ranks} gets a broadcaster. */
+    private static boolean wantsMessageQueue(ParallelStateOptions options, List<Integer> ranks, HostTopology topology) {
+        return options.tpMessageQueue() && ranks.size() > 1
+                && !(options.messageQueueAcrossHostsOnly() && topology.allOnOneHost(ranks));
     }
 
     private static HostMedia startHostMedia(GroupFactory factory, HostTopology topology, long generation) {
@@ -257,9 +263,10 @@ public final class ParallelState implements AutoCloseable {
 
     /** This rank's TP, PP, DP and EP groups of {@code l}. */
     private static List<GroupFactory.Spec> modelParallelSpecs(RankLayout l, int rank, ParallelStateOptions options,
-                                                              String gen) {
+                                                              HostTopology topology, String gen) {
+        List<Integer> tpRanks = l.tpGroups().get(RankLayout.indexOf(l.tpGroups(), rank));
         return List.of(
-                spec("tp", l.tpGroups(), rank, options.tpMessageQueue(), gen),
+                spec("tp", l.tpGroups(), rank, wantsMessageQueue(options, tpRanks, topology), gen),
                 spec("pp", l.ppGroups(), rank, false, gen),
                 spec("dp", l.dpGroups(), rank, false, gen),
                 spec("ep", l.epGroups(), rank, false, gen));
