@@ -135,11 +135,16 @@ final class GroupFactory {
         return false;
     }
 
+    /** Media options for a driver that serves the broadcasters (with room for their streams). */
+    AeronMedia.Options mediaOptions(int streams) {
+        MessageQueueOptions mq = options.messageQueueOptions();
+        return mq.mediaOptions().toBuilder()
+                .reserveBytes(streams * (3L * mq.ipcTermLength() + 3L * mq.udpTermLength())).build();
+    }
+
     /** Starts this host's media driver for a broadcaster, on another thread. */
     CompletableFuture<AeronMedia> launchMediaAsync() {
-        MessageQueueOptions mq = options.messageQueueOptions();
-        AeronMedia.Options mo = mq.mediaOptions().toBuilder()
-                .reserveBytes(3L * mq.ipcTermLength() + 3L * mq.udpTermLength()).build();
+        AeronMedia.Options mo = mediaOptions(1);
         CompletableFuture<AeronMedia> f = new CompletableFuture<>();
         Thread t = new Thread(() -> {
             try {
@@ -165,7 +170,7 @@ final class GroupFactory {
      * be checked without a barrier of their own.
      */
     GroupCoordinator create(Spec spec, Store store, HostTopology topology, long jobNonce,
-                            CompletableFuture<AeronMedia> media) {
+                            CompletableFuture<AeronMedia> media, CompletableFuture<AeronMedia> sharedMedia) {
         int n = spec.ranks().size();
         long t0 = System.nanoTime();
         NodeLocalChannel local = null;
@@ -195,7 +200,7 @@ final class GroupFactory {
             }
             local = null;
         }
-        GroupCoordinator g = assemble(spec, cpu, local, media);
+        GroupCoordinator g = assemble(spec, cpu, local, media, sharedMedia);
         if (LOG.isDebugEnabled()) {
             LOG.debug("group {} rank {}: CPU group in {} ms, the rest in {} ms{}", spec.name(), cpu.rank(),
                     String.format("%.2f", (t1 - t0) / 1e6), String.format("%.2f", (System.nanoTime() - t1) / 1e6),
@@ -206,7 +211,7 @@ final class GroupFactory {
 
     /** Builds the rest of a group around its connected CPU group and channel (which it owns from here on). */
     private GroupCoordinator assemble(Spec spec, ProcessGroup cpu, NodeLocalChannel local,
-                                      CompletableFuture<AeronMedia> media) {
+                                      CompletableFuture<AeronMedia> media, CompletableFuture<AeronMedia> sharedMedia) {
         int n = spec.ranks().size();
         DeviceCommunicator hostComm = null;
         DeviceCommunicator deviceComm = null;
@@ -220,8 +225,9 @@ final class GroupFactory {
                 if (spec.messageQueue()) {
                     ownedMedia = media == null ? null : await(media, spec);
                     media = null;
+                    AeronMedia use = sharedMedia != null ? await(sharedMedia, spec) : ownedMedia;
                     MessageQueueOptions mo = options.messageQueueOptions().toBuilder().hostId(config.hostId())
-                            .codec(codec).timeout(timeout).media(ownedMedia).build();
+                            .codec(codec).timeout(timeout).media(use).build();
                     mq = MessageQueue.create(cpu, 0, mo);
                 }
             }

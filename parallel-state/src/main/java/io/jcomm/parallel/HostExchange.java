@@ -22,8 +22,8 @@ final class HostExchange {
     /** Longest host id accepted from a peer. */
     static final int MAX_HOST_ID_BYTES = 1024;
 
-    /** What the exchange gives every rank. */
-    record Result(HostTopology topology, long nonce) {
+    /** What the exchange gives every rank; {@code generation} counts this rank's states on the store. */
+    record Result(HostTopology topology, long nonce, long generation) {
     }
 
     private HostExchange() {
@@ -34,7 +34,7 @@ final class HostExchange {
         int rank = config.rank();
         long mine = rank == 0 ? new SecureRandom().nextLong() : 0L;
         if (n == 1) {
-            return new Result(HostTopology.of(List.of(config.hostId())), mine);
+            return new Result(HostTopology.of(List.of(config.hostId())), mine, 0);
         }
         // each rank counts its own incarnations; all ranks of a job count alike, so keys of an
         // earlier state on the same store are never read
@@ -68,6 +68,6 @@ final class HostExchange {
                 }
             }
         }
-        return new Result(HostTopology.of(hosts), nonce);
+        return new Result(HostTopology.of(hosts), nonce, generation);
     }
 }

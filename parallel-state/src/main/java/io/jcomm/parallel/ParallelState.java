@@ -72,6 +72,8 @@ public final class ParallelState implements AutoCloseable {
     private final GroupCoordinator world;
     private final HostTopology topology;
     private final long jobNonce;
+    private final long generation;
+    private HostMedia hostMedia;
     private RankLayout layout;
     private GroupCoordinator tp;
     private GroupCoordinator pp;
@@ -82,7 +84,8 @@ public final class ParallelState implements AutoCloseable {
     private boolean closed;
 
     private ParallelState(DistributedConfig config, ParallelStateOptions options, Store ownedStore, GroupFactory factory,
-                          GroupCoordinator world, HostTopology topology, long jobNonce) {
+                          GroupCoordinator world, HostTopology topology, long jobNonce, long generation,
+                          HostMedia hostMedia) {
         this.config = config;
         this.options = options;
         this.ownedStore = ownedStore;
@@ -90,6 +93,8 @@ public final class ParallelState implements AutoCloseable {
         this.world = world;
         this.topology = topology;
         this.jobNonce = jobNonce;
+        this.generation = generation;
+        this.hostMedia = hostMedia;
         registry.register(world);
         options.listener().created(world);
     }
@@ -172,17 +177,28 @@ public final class ParallelState implements AutoCloseable {
         RankLayout l = sizes == null ? null : RankLayout.of(config.worldSize(), sizes.tp(), sizes.pp(), sizes.dp());
         ObjectCodec codec = options.codec() != null ? options.codec() : ParallelStateOptions.defaultCodec();
         DeviceCommunicators registry = options.deviceCommunicators() != null ? options.deviceCommunicators()
-                : DeviceCommunicators.load();
+                : ParallelStateOptions.defaultDeviceCommunicators();
         GroupFactory factory = new GroupFactory(config, options, store, codec, registry);
         HostExchange.Result hx = HostExchange.run(config, new PrefixStore(options.storePrefix(), store), factory.timeout);
         List<Integer> all = IntStream.range(0, config.worldSize()).boxed().collect(Collectors.toList());
         List<GroupFactory.Spec> specs = new ArrayList<>();
         specs.add(new GroupFactory.Spec(WORLD, all, false, "w", true));
         if (l != null) {
-            specs.addAll(modelParallelSpecs(l, config.rank(), options, "mp1"));
+            specs.addAll(modelParallelSpecs(l, config.rank(), options, hx.topology(), "mp1"));
         }
-        GroupCoordinator[] made = createGroups(factory, hx.topology(), hx.nonce(), specs);
-        ParallelState ps = new ParallelState(config, options, owned, factory, made[0], hx.topology(), hx.nonce());
+        HostMedia media = l != null && needsHostMedia(options, l, hx.topology())
+                ? startHostMedia(factory, hx.topology(), hx.generation()) : null;
+        GroupCoordinator[] made;
+        try {
+            made = createGroups(factory, hx.topology(), hx.nonce(), specs, media);
+        } catch (RuntimeException e) {
+            if (media != null) {
+                media.close();
+            }
+            throw e;
+        }
+        ParallelState ps = new ParallelState(config, options, owned, factory, made[0], hx.topology(), hx.nonce(),
+                hx.generation(), media);
         if (l != null) {
             ps.epoch = 1;
             ps.adoptModelParallel(l, Arrays.copyOfRange(made, 1, made.length));
@@ -216,19 +232,41 @@ public final class ParallelState implements AutoCloseable {
         }
         RankLayout l = RankLayout.of(config.worldSize(), tensorParallelSize, pipelineParallelSize, dataParallelSize);
         // every rank counts its initializeModelParallel calls alike: a fresh namespace each time
-        List<GroupFactory.Spec> specs = modelParallelSpecs(l, config.rank(), options, "mp" + (epoch + 1));
+        List<GroupFactory.Spec> specs = modelParallelSpecs(l, config.rank(), options, topology, "mp" + (epoch + 1));
         for (GroupFactory.Spec s : specs) {
             registry.requireFree(s.name());
         }
         epoch++;
-        adoptModelParallel(l, createGroups(factory, topology, jobNonce, specs));
+        if (hostMedia == null && needsHostMedia(options, l, topology)) {
+            hostMedia = startHostMedia(factory, topology, generation);
+        }
+        adoptModelParallel(l, createGroups(factory, topology, jobNonce, specs, hostMedia));
+    }
+
+    /** Whether the TP groups of {@code l} get broadcasters (and the store allows a background client). */
+    private static boolean needsHostMedia(ParallelStateOptions options, RankLayout l, HostTopology topology) {
+        return l.tpGroups().stream().anyMatch(g -> wantsMessageQueue(options, g, topology));
+    }
+
+    /** Whether the TP group of {@code ranks} gets a broadcaster. */
+    private static boolean wantsMessageQueue(ParallelStateOptions options, List<Integer> ranks, HostTopology topology) {
+        return options.tpMessageQueue() && ranks.size() > 1
+                && !(options.messageQueueAcrossHostsOnly() && topology.allOnOneHost(ranks));
+    }
+
+    private static HostMedia startHostMedia(GroupFactory factory, HostTopology topology, long generation) {
+        if (!concurrentStores(factory.rawStore)) {
+            return null; // each broadcaster then starts its own driver
+        }
+        return HostMedia.start(factory, topology, "m" + generation, ParallelState::openLane);
     }
 
     /** This rank's TP, PP, DP and EP groups of {@code l}. */
     private static List<GroupFactory.Spec> modelParallelSpecs(RankLayout l, int rank, ParallelStateOptions options,
-                                                              String gen) {
+                                                              HostTopology topology, String gen) {
+        List<Integer> tpRanks = l.tpGroups().get(RankLayout.indexOf(l.tpGroups(), rank));
         return List.of(
-                spec("tp", l.tpGroups(), rank, options.tpMessageQueue(), gen),
+                spec("tp", l.tpGroups(), rank, wantsMessageQueue(options, tpRanks, topology), gen),
                 spec("pp", l.ppGroups(), rank, false, gen),
                 spec("dp", l.dpGroups(), rank, false, gen),
                 spec("ep", l.epGroups(), rank, false, gen));
@@ -246,12 +284,13 @@ public final class ParallelState implements AutoCloseable {
      * is thrown.
      */
     private static GroupCoordinator[] createGroups(GroupFactory factory, HostTopology topology, long jobNonce,
-                                                   List<GroupFactory.Spec> specs) {
+                                                   List<GroupFactory.Spec> specs, HostMedia hostMedia) {
         ParallelStateOptions options = factory.options;
         int n = specs.size();
+        CompletableFuture<AeronMedia> shared = hostMedia == null ? null : hostMedia.future();
         List<CompletableFuture<AeronMedia>> media = new ArrayList<>(n);
         for (int i = 0; i < n; i++) {
-            boolean owner = specs.get(i).messageQueue() && factory.ownsMedia(specs.get(i), topology);
+            boolean owner = shared == null && specs.get(i).messageQueue() && factory.ownsMedia(specs.get(i), topology);
             media.add(owner ? factory.launchMediaAsync() : null);
         }
         GroupCoordinator[] made = new GroupCoordinator[n];
@@ -259,7 +298,7 @@ public final class ParallelState implements AutoCloseable {
             try {
                 for (int i = 0; i < n; i++) {
                     // create() releases the media itself when it fails
-                    made[i] = factory.create(specs.get(i), factory.rawStore, topology, jobNonce, media.set(i, null));
+                    made[i] = factory.create(specs.get(i), factory.rawStore, topology, jobNonce, media.set(i, null), shared);
                 }
                 return made;
             } catch (RuntimeException ex) {
@@ -295,7 +334,7 @@ public final class ParallelState implements AutoCloseable {
                     return;
                 }
                 try {
-                    createInto(factory, topology, jobNonce, futures.get(ii), specs.get(ii), lane, media.get(ii));
+                    createInto(factory, topology, jobNonce, futures.get(ii), specs.get(ii), lane, media.get(ii), shared);
                 } finally {
                     if (lane != factory.rawStore) {
                         lane.close();
@@ -308,7 +347,7 @@ public final class ParallelState implements AutoCloseable {
         threads.forEach(Thread::start);
         for (int i = 0; i < n; i++) {
             if (!futures.get(i).isDone() && (i == inline || specs.get(i).ranks().size() == 1)) {
-                createInto(factory, topology, jobNonce, futures.get(i), specs.get(i), factory.rawStore, media.get(i));
+                createInto(factory, topology, jobNonce, futures.get(i), specs.get(i), factory.rawStore, media.get(i), shared);
             }
         }
         RuntimeException first = null;
@@ -359,9 +398,9 @@ public final class ParallelState implements AutoCloseable {
 
     private static void createInto(GroupFactory factory, HostTopology topology, long jobNonce,
                                    CompletableFuture<GroupCoordinator> f, GroupFactory.Spec s, Store store,
-                                   CompletableFuture<AeronMedia> media) {
+                                   CompletableFuture<AeronMedia> media, CompletableFuture<AeronMedia> shared) {
         try {
-            f.complete(factory.create(s, store, topology, jobNonce, media));
+            f.complete(factory.create(s, store, topology, jobNonce, media, shared));
         } catch (Throwable ex) {
             f.completeExceptionally(ex);
         }
@@ -455,9 +494,10 @@ public final class ParallelState implements AutoCloseable {
         int incarnation = newGroupCounts.merge(key, 1, Integer::sum);
         String gen = "g" + incarnation + "-" + Integer.toHexString(key.hashCode());
         GroupFactory.Spec s = new GroupFactory.Spec(name, ranks, messageQueue && ranks.size() > 1, gen, false);
-        CompletableFuture<AeronMedia> media = s.messageQueue() && factory.ownsMedia(s, topology)
+        CompletableFuture<AeronMedia> shared = s.messageQueue() && hostMedia != null ? hostMedia.future() : null;
+        CompletableFuture<AeronMedia> media = s.messageQueue() && shared == null && factory.ownsMedia(s, topology)
                 ? factory.launchMediaAsync() : null;
-        GroupCoordinator g = factory.create(s, factory.rawStore, topology, jobNonce, media);
+        GroupCoordinator g = factory.create(s, factory.rawStore, topology, jobNonce, media, shared);
         registry.register(g);
         options.listener().created(g);
         return g;
@@ -581,6 +621,9 @@ public final class ParallelState implements AutoCloseable {
         world.destroy();
         registry.remove(WORLD);
         options.listener().destroyed(WORLD);
+        if (hostMedia != null) {
+            hostMedia.close(); // after every broadcaster that used it
+        }
         if (ownedStore != null) {
             ownedStore.close();
         }

@@ -32,10 +32,14 @@ import java.util.Objects;
  *   <tr><td>{@code deviceCommunicator}</td><td>provider name or {@code auto}</td><td>the config's</td></tr>
  *   <tr><td>{@code device}</td><td>this rank's device; {@code null}: {@code cuda:LOCAL_RANK} when an
  *       available provider moves CUDA tensors, else {@code cpu}</td><td>{@code null}</td></tr>
- *   <tr><td>{@code deviceCommunicators}</td><td>the provider registry</td><td>{@link DeviceCommunicators#load()}</td></tr>
+ *   <tr><td>{@code deviceCommunicators}</td><td>the provider registry</td><td>{@link #defaultDeviceCommunicators()}</td></tr>
  *   <tr><td>{@code deviceAllocator}</td><td>allocates device tensors for received data (needed for device tensors only)</td><td>none</td></tr>
  *   <tr><td>{@code tpMessageQueue}</td><td>give TP groups a shared-memory broadcaster (writer = group rank 0), as vLLM does</td><td>true</td></tr>
- *   <tr><td>{@code messageQueueOptions}</td><td>broadcaster settings (host id, codec, timeout are filled in)</td><td>1 MiB IPC terms</td></tr>
+ *   <tr><td>{@code messageQueueAcrossHostsOnly}</td><td>only TP groups that span hosts get one: a one-host group's
+ *       small-object broadcast already goes through the node-local channel, and making a broadcaster is the
+ *       most expensive step of group creation</td><td>false</td></tr>
+ *   <tr><td>{@code messageQueueOptions}</td><td>broadcaster settings (host id, codec, timeout are filled in)</td><td>256 KiB
+ *       terms, 32 KiB frames (messages of any size up to 64 MiB are cut into frames)</td></tr>
  *   <tr><td>{@code nodeLocalFastPath}</td><td>barrier and small-object broadcast through shared memory when
  *       every rank of a group is on one host</td><td>true</td></tr>
  *   <tr><td>{@code shmDirectory}</td><td>where the node-local files live (a tmpfs)</td><td>{@code /dev/shm}</td></tr>
@@ -50,8 +54,10 @@ public final class ParallelStateOptions {
 
     /** Default of {@code shmDataBytes}. */
     public static final int SHM_DATA_BYTES_DEFAULT = 64 << 10;
-    /** Default IPC term of the TP broadcaster: 1 MiB (3 MiB of /dev/shm per TP group, cheap to create). */
-    public static final int MQ_TERM_LENGTH_DEFAULT = 1 << 20;
+    /** Default term of the TP broadcaster's streams: 256 KiB (768 KiB of /dev/shm per stream, cheap to create). */
+    public static final int MQ_TERM_LENGTH_DEFAULT = 256 << 10;
+    /** Default IPC frame of the TP broadcaster: 32 KiB (at most term / 8). */
+    public static final int MQ_MTU_DEFAULT = 32 << 10;
 
     private final ObjectCodec codec;
     private final Duration timeout;
@@ -62,6 +68,7 @@ public final class ParallelStateOptions {
     private final DeviceCommunicators deviceCommunicators;
     private final TensorAllocator deviceAllocator;
     private final boolean tpMessageQueue;
+    private final boolean messageQueueAcrossHostsOnly;
     private final MessageQueueOptions messageQueueOptions;
     private final boolean nodeLocalFastPath;
     private final Path shmDirectory;
@@ -81,6 +88,7 @@ public final class ParallelStateOptions {
         this.deviceCommunicators = b.deviceCommunicators;
         this.deviceAllocator = b.deviceAllocator;
         this.tpMessageQueue = b.tpMessageQueue;
+        this.messageQueueAcrossHostsOnly = b.messageQueueAcrossHostsOnly;
         this.messageQueueOptions = Objects.requireNonNull(b.messageQueueOptions, "messageQueueOptions");
         this.nodeLocalFastPath = b.nodeLocalFastPath;
         this.shmDirectory = Objects.requireNonNull(b.shmDirectory, "shmDirectory");
@@ -123,6 +131,19 @@ public final class ParallelStateOptions {
     private static final class DefaultCodec {
         static final ObjectCodec INSTANCE = ForyCodec.defaults();
     }
+
+    /**
+     * The provider registry used when none is set: {@link DeviceCommunicators#load()} of this
+     * library's class loader, made once per JVM on first use (an immutable snapshot; providers
+     * cache their own availability probes).
+     */
+    public static DeviceCommunicators defaultDeviceCommunicators() {
+        return DefaultRegistry.INSTANCE;
+    }
+
+    private static final class DefaultRegistry {
+        static final DeviceCommunicators INSTANCE = DeviceCommunicators.load(ParallelStateOptions.class.getClassLoader());
+    }
     /** The timeout, or {@code null} for the config's. */
     public Duration timeout() { return timeout; }
     /** The CPU backend, or {@code null} for the config's. */
@@ -132,11 +153,12 @@ public final class ParallelStateOptions {
     public String deviceCommunicator() { return deviceCommunicator; }
     /** The device, or {@code null} for automatic choice. */
     public Device device() { return device; }
-    /** The provider registry, or {@code null} for {@link DeviceCommunicators#load()}. */
+    /** The provider registry, or {@code null} for {@link #defaultDeviceCommunicators()}. */
     public DeviceCommunicators deviceCommunicators() { return deviceCommunicators; }
     /** The device tensor allocator, or {@code null}. */
     public TensorAllocator deviceAllocator() { return deviceAllocator; }
     public boolean tpMessageQueue() { return tpMessageQueue; }
+    public boolean messageQueueAcrossHostsOnly() { return messageQueueAcrossHostsOnly; }
     public MessageQueueOptions messageQueueOptions() { return messageQueueOptions; }
     public boolean nodeLocalFastPath() { return nodeLocalFastPath; }
     public Path shmDirectory() { return shmDirectory; }
@@ -149,7 +171,8 @@ public final class ParallelStateOptions {
     public Builder toBuilder() {
         Builder b = builder().codec(codec).timeout(timeout).cpuBackend(cpuBackend).deviceCommunicator(deviceCommunicator)
                 .device(device).deviceCommunicators(deviceCommunicators).deviceAllocator(deviceAllocator)
-                .tpMessageQueue(tpMessageQueue).messageQueueOptions(messageQueueOptions).nodeLocalFastPath(nodeLocalFastPath)
+                .tpMessageQueue(tpMessageQueue).messageQueueAcrossHostsOnly(messageQueueAcrossHostsOnly)
+                .messageQueueOptions(messageQueueOptions).nodeLocalFastPath(nodeLocalFastPath)
                 .shmDirectory(shmDirectory).shmDataBytes(shmDataBytes).concurrentGroupCreation(concurrentGroupCreation)
                 .storePrefix(storePrefix).rendezvous(rendezvous).listener(listener);
         cpuOptions.forEach(b::cpuOption);
@@ -159,7 +182,7 @@ public final class ParallelStateOptions {
     @Override
     public String toString() {
         return "ParallelStateOptions{timeout=" + timeout + ", cpu=" + cpuBackend + " " + cpuOptions + ", device="
-                + device + " via " + deviceCommunicator + ", tpMessageQueue=" + tpMessageQueue + ", nodeLocal="
+                + device + " via " + deviceCommunicator + ", tpMessageQueue=" + tpMessageQueue + (messageQueueAcrossHostsOnly ? " (across hosts only)" : "") + ", nodeLocal="
                 + nodeLocalFastPath + " in " + shmDirectory + " (" + shmDataBytes + " B), concurrent="
                 + concurrentGroupCreation + ", prefix=" + storePrefix + "}";
     }
@@ -175,8 +198,9 @@ public final class ParallelStateOptions {
         private DeviceCommunicators deviceCommunicators;
         private TensorAllocator deviceAllocator;
         private boolean tpMessageQueue = true;
+        private boolean messageQueueAcrossHostsOnly;
         private MessageQueueOptions messageQueueOptions = MessageQueueOptions.builder()
-                .ipcTermLength(MQ_TERM_LENGTH_DEFAULT).udpTermLength(MQ_TERM_LENGTH_DEFAULT).build();
+                .ipcTermLength(MQ_TERM_LENGTH_DEFAULT).ipcMtu(MQ_MTU_DEFAULT).udpTermLength(MQ_TERM_LENGTH_DEFAULT).build();
         private boolean nodeLocalFastPath = true;
         private Path shmDirectory = Path.of("/dev/shm");
         private int shmDataBytes = SHM_DATA_BYTES_DEFAULT;
@@ -208,6 +232,7 @@ public final class ParallelStateOptions {
         public Builder deviceCommunicators(DeviceCommunicators v) { this.deviceCommunicators = v; return this; }
         public Builder deviceAllocator(TensorAllocator v) { this.deviceAllocator = v; return this; }
         public Builder tpMessageQueue(boolean v) { this.tpMessageQueue = v; return this; }
+        public Builder messageQueueAcrossHostsOnly(boolean v) { this.messageQueueAcrossHostsOnly = v; return this; }
         public Builder messageQueueOptions(MessageQueueOptions v) { this.messageQueueOptions = v; return this; }
         public Builder nodeLocalFastPath(boolean v) { this.nodeLocalFastPath = v; return this; }
         public Builder shmDirectory(Path v) { this.shmDirectory = v; return this; }

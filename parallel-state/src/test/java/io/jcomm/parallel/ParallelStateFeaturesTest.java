@@ -87,6 +87,23 @@ class ParallelStateFeaturesTest {
     }
 
     @Test
+    void broadcastersOnlyAcrossHostsWhenAsked() {
+        ParallelStateOptions o = quick().tpMessageQueue(true).messageQueueAcrossHostsOnly(true).build();
+        // TP groups {0,1} and {2,3}: {0,1} on one host, {2,3} across two
+        String[] hosts = {"a", "a", "b", "c"};
+        try (ThreadJob job = ThreadJob.start(4, r -> ThreadJob.config(r, 4, hosts[r], T), r -> o, T)) {
+            job.run(ps -> {
+                ps.initializeModelParallel(2, 2);
+                boolean spans = ps.rank() >= 2;
+                assertEquals(spans, ps.tp().messageQueue().isPresent());
+                assertEquals(!spans, ps.tp().isNodeLocal());
+                String v = ps.tp().broadcastObject(ps.tp().rankInGroup() == 0 ? "hi" + ps.rank() : null, 0, String.class);
+                assertEquals("hi" + ps.tp().firstRank(), v);
+            }, T);
+        }
+    }
+
+    @Test
     void oneStepInitializeEqualsTwoSteps() {
         List<List<List<Integer>>> twoStep;
         try (ThreadJob job = ThreadJob.start(8, quick().build(), T)) {

@@ -59,6 +59,10 @@ public final class InitBenchCommand implements Callable<Integer> {
     @Option(names = "--mq", defaultValue = "true", arity = "1", description = "TP broadcaster (default ${DEFAULT-VALUE})")
     boolean mq;
 
+    @Option(names = "--mq-across-hosts-only", description = "broadcasters only for TP groups that span hosts "
+            + "(one-host groups broadcast small objects through the node-local channel)")
+    boolean mqAcrossHostsOnly;
+
     @Option(names = "--node-local", defaultValue = "true", arity = "1",
             description = "shared-memory barrier/broadcast for one-host groups (default ${DEFAULT-VALUE})")
     boolean nodeLocal;
@@ -113,8 +117,9 @@ public final class InitBenchCommand implements Callable<Integer> {
         }
         out.printf(Locale.ROOT, "# jcomm init benchmark: world %d = TP %d x PP %d x DP %d, %d JVMs on this host%n",
                 world, tp, pp, dp, world);
-        out.printf(Locale.ROOT, "# broadcaster %s, node-local %s, concurrent groups %s, one step %s, %s hosts; cpu options %s; "
-                        + "%d warm-up + %d measured iterations; host: %d CPUs, load %.1f, java %s%n", mq, nodeLocal, concurrent,
+        out.printf(Locale.ROOT, "# broadcaster %s%s, node-local %s, concurrent groups %s, one step %s, %s hosts; cpu options %s; "
+                        + "%d warm-up + %d measured iterations; host: %d CPUs, load %.1f, java %s%n", mq,
+                mqAcrossHostsOnly ? " (across hosts only)" : "", nodeLocal, concurrent,
                 oneStep, distinctHosts ? "distinct" : "one", cpuOptions, warmup, iterations, Runtime.getRuntime().availableProcessors(),
                 java.lang.management.ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage(),
                 System.getProperty("java.version"));
@@ -224,10 +229,18 @@ public final class InitBenchCommand implements Callable<Integer> {
         return nanos / 1e6;
     }
 
+    /** Lines already read that no {@link #expect} has taken yet (they may arrive in any order). */
+    private final List<String> pending = new ArrayList<>();
+
     private String expect(BlockingQueue<String> lines, String prefix, long timeoutNanos, List<Process> procs)
             throws InterruptedException {
         long end = System.nanoTime() + timeoutNanos;
         while (true) {
+            for (int i = 0; i < pending.size(); i++) {
+                if (pending.get(i).startsWith(prefix)) {
+                    return pending.remove(i);
+                }
+            }
             String l = lines.poll(Math.max(1, end - System.nanoTime()), TimeUnit.NANOSECONDS);
             if (l == null) {
                 for (Process p : procs) {
@@ -238,9 +251,7 @@ public final class InitBenchCommand implements Callable<Integer> {
                 }
                 throw new IllegalStateException("timed out waiting for '" + prefix + "' (run with --verbose)");
             }
-            if (l.startsWith(prefix)) {
-                return l;
-            }
+            pending.add(l);
         }
     }
 
@@ -255,7 +266,8 @@ public final class InitBenchCommand implements Callable<Integer> {
         cmd.add(System.getProperty("java.class.path"));
         cmd.add(InitBenchWorker.class.getName());
         cmd.addAll(List.of(Integer.toString(tp), Integer.toString(pp), Integer.toString(dp), Long.toString(timeoutMs),
-                Boolean.toString(mq), Boolean.toString(nodeLocal), Boolean.toString(concurrent), Boolean.toString(oneStep)));
+                Boolean.toString(mq), Boolean.toString(nodeLocal), Boolean.toString(concurrent), Boolean.toString(oneStep),
+                Boolean.toString(mqAcrossHostsOnly)));
         cmd.addAll(cpuOptions);
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
         pb.environment().put("RANK", Integer.toString(rank));

@@ -30,7 +30,7 @@ import java.util.concurrent.locks.LockSupport;
  * everything down and prints {@code @@closed <iteration>}. Ends on {@code quit} or end of input.
  *
  * <p>Arguments: {@code <tp> <pp> <dp> <timeoutMillis> <tpMessageQueue> <nodeLocal> <concurrent> <oneStep>
- * [cpu option key=value...]}.
+ * <mqAcrossHostsOnly> [cpu option key=value...]}.
  * The rank and world size come from the torchrun-style environment ({@code RANK}, {@code WORLD_SIZE},
  * {@code JCOMM_HOST_ID}).
  */
@@ -50,7 +50,8 @@ public final class InitBenchWorker {
                 .concurrentGroupCreation(Boolean.parseBoolean(args[6]))
                 .build();
         boolean oneStep = Boolean.parseBoolean(args[7]);
-        for (int i = 8; i < args.length; i++) {
+        options = options.toBuilder().messageQueueAcrossHostsOnly(Boolean.parseBoolean(args[8])).build();
+        for (int i = 9; i < args.length; i++) {
             int eq = args[i].indexOf('=');
             if (eq > 0) {
                 options = options.toBuilder().cpuOption(args[i].substring(0, eq), args[i].substring(eq + 1)).build();

@@ -1,0 +1,86 @@
+package io.jcomm.parallel;
+
+import io.jcomm.api.store.PrefixStore;
+import io.jcomm.api.store.Store;
+import io.jcomm.mq.AeronMedia;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.concurrent.CompletableFuture;
+import java.util.function.Function;
+
+/**
+ * One Aeron media driver per host for every broadcaster of a {@link ParallelState}, started as
+ * soon as the host topology is known and in the background: the lowest rank of each host launches
+ * it and publishes its directory through the store; the other ranks of the host attach to it. Every
+ * broadcaster of this process then uses the same client, so creating a broadcaster needs neither a
+ * driver launch nor a client connect. Closed after the groups (the launching rank waits, bounded,
+ * for the other clients to leave).
+ */
+final class HostMedia implements AutoCloseable {
+
+    private final CompletableFuture<AeronMedia> media = new CompletableFuture<>();
+
+    private HostMedia() {
+    }
+
+    /**
+     * Starts (leader) or attaches (others) on a background thread. Collective over the world: every
+     * rank starts it at the same point, with the same {@code generation}.
+     *
+     * @param lanes opens a store client of the background thread's own
+     */
+    static HostMedia start(GroupFactory factory, HostTopology topology, String generation, Function<Store, Store> lanes) {
+        HostMedia hm = new HostMedia();
+        int rank = factory.config.rank();
+        boolean leader = topology.ranksOnHostOf(rank).get(0) == rank;
+        String key = "ps/" + generation + "/media/" + topology.nodeRankOf(rank);
+        AeronMedia.Options mo = factory.mediaOptions(Math.max(1, topology.ranksOnHostOf(rank).size()));
+        Thread t = new Thread(() -> {
+            AeronMedia m = null;
+            try {
+                Store lane = lanes.apply(factory.rawStore);
+                try {
+                    Store store = new PrefixStore(factory.options.storePrefix(), lane);
+                    if (leader) {
+                        m = AeronMedia.launch(mo);
+                        store.set(key, m.directory().toString().getBytes(StandardCharsets.UTF_8));
+                    } else {
+                        byte[] dir = store.get(key, factory.timeout);
+                        m = AeronMedia.attach(Path.of(new String(dir, StandardCharsets.UTF_8)), mo);
+                    }
+                } finally {
+                    if (lane != factory.rawStore) {
+                        lane.close();
+                    }
+                }
+                if (!hm.media.complete(m)) {
+                    m.close(); // closed meanwhile
+                }
+            } catch (Throwable e) {
+                if (m != null) {
+                    m.close();
+                }
+                hm.media.completeExceptionally(e);
+            }
+        }, "jcomm-ps-media");
+        t.setDaemon(true);
+        t.start();
+        return hm;
+    }
+
+    /** The media once ready (or failed). */
+    CompletableFuture<AeronMedia> future() {
+        return media;
+    }
+
+    /** Closes the media when it is (or becomes) ready. */
+    @Override
+    public void close() {
+        media.completeExceptionally(new IllegalStateException("closed"));
+        media.whenComplete((m, e) -> {
+            if (m != null) {
+                m.close();
+            }
+        });
+    }
+}
