@@ -1,7 +1,10 @@
 package io.jcomm.tools.bench;
 
 import io.jcomm.tools.bench.compare.CompareCommand;
+import io.jcomm.tools.bench.init.InitBenchCommand;
+import io.jcomm.tools.bench.mq.MqBenchCommand;
 import io.jcomm.tools.bench.plot.PlotCommand;
+import io.jcomm.tools.store.StoreBenchCommand;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -10,9 +13,10 @@ import picocli.CommandLine.Command;
  * {@code bin/commbench}: nccl-tests-style benchmarks of this SDK's communication paths.
  *
  * <p>One subcommand per operation of the CPU group ({@code allreduce}, {@code barrier},
- * {@code broadcast-object}, ...), each launching {@code --nproc} local ranks itself. Other
- * benchmarks plug in as further subcommands: add them to {@link #commandLine()} (or to the
- * {@code subcommands} of the {@link Command} annotation).
+ * {@code broadcast-object}, ...), each launching {@code --nproc} local ranks itself; then
+ * {@code store} (rendezvous store round trips, jcomm vs torch), {@code mq} (the Aeron broadcaster),
+ * {@code init} (group initialisation time), {@code plot} and {@code compare}. Further benchmarks
+ * plug in as subcommands of {@link #commandLine()}.
  */
 @Command(name = "commbench", mixinStandardHelpOptions = true, subcommands = {},
         description = "Benchmarks collectives and other communication paths, nccl-tests style.")
@@ -27,6 +31,9 @@ public final class CommBench implements Callable<Integer> {
         for (BenchOp op : BenchOp.values()) {
             cl.addSubcommand(op.cliName(), new CollectiveBenchCommand(op));
         }
+        cl.addSubcommand("store", new StoreBenchCommand());
+        cl.addSubcommand("mq", new MqBenchCommand());
+        cl.addSubcommand("init", new InitBenchCommand());
         cl.addSubcommand("plot", new PlotCommand());
         cl.addSubcommand("compare", new CompareCommand());
         return cl;

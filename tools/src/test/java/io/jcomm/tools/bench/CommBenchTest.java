@@ -30,6 +30,14 @@ class CommBenchTest {
     }
 
     @Test
+    void everyBenchmarkIsASubcommand() {
+        var subs = CommBench.commandLine().getSubcommands().keySet();
+        for (String name : List.of("allreduce", "barrier", "broadcast-object", "store", "mq", "init", "plot", "compare")) {
+            assertTrue(subs.contains(name), name + " missing from " + subs);
+        }
+    }
+
+    @Test
     @Timeout(value = 120, unit = TimeUnit.SECONDS)
     void runsTwoRanksEndToEnd(@TempDir Path dir) throws Exception {
         Path json = dir.resolve("out.json");

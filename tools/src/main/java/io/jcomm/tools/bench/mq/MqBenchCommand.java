@@ -49,7 +49,7 @@ import picocli.CommandLine.Option;
  * media driver, as on another host). It uses {@link QueueWriter}/{@code QueueReader} opened from an
  * explicit handle (a file), i.e. the data path of {@code MessageQueue} without the CPU group.
  *
- * <p>Register under {@code commbench} with {@code commandLine.addSubcommand("mq", new MqBenchCommand())}.
+ * <p>Registered as {@code commbench mq} by {@code CommBench.commandLine()}.
  */
 @Command(name = "mq", mixinStandardHelpOptions = true,
         description = "Latency of the one-writer, many-reader message queue (Aeron IPC / UDP) and idle CPU.")
