@@ -32,10 +32,11 @@ public final class GlooNative {
     /**
      * Creates tcp device {@code dev} (on {@code iface} if non-null, else {@code hostname}) and
      * connects its full mesh through {@code store} (gloo keys {@code rank_<r>}, {@code <r>}). With
-     * {@code goodbye}, a receive for each peer's goodbye is posted (see {@link #abort}).
+     * {@code goodbye}, a receive for each peer's goodbye is posted (see {@link #abort}). The device's
+     * event-loop thread gets nice value {@code loopNice} (0: unchanged).
      */
     public static native void connect(long handle, int dev, String hostname, String iface, GlooStoreBridge store,
-                                      long timeoutMillis, boolean goodbye);
+                                      long timeoutMillis, boolean goodbye, int loopNice);
 
     /** The device's description, e.g. {@code [127.0.0.1]:0}. */
     public static native String describe(long handle, int dev);
