@@ -25,6 +25,9 @@ import java.util.Optional;
  *   <tr><td>{@code LOCAL_WORLD_SIZE}</td><td>processes on this host</td><td>{@code WORLD_SIZE}</td></tr>
  *   <tr><td>{@code JCOMM_TIMEOUT_MS}</td><td>default timeout of every blocking call</td><td>{@code 60000}</td></tr>
  *   <tr><td>{@code JCOMM_HOST_ID}</td><td>identity of this host for same-host detection</td><td>the host name</td></tr>
+ *   <tr><td>{@code JCOMM_HOSTNAME}</td><td>address other ranks use to reach this process (CPU-group
+ *       listeners bind to it)</td><td>{@code 127.0.0.1} when {@code MASTER_ADDR} is a loopback address,
+ *       else this host's address on the route to {@code MASTER_ADDR}</td></tr>
  *   <tr><td>{@code JCOMM_CPU_BACKEND}</td><td>{@code auto}, {@code tcp} or {@code gloo}</td><td>{@code auto}</td></tr>
  *   <tr><td>{@code JCOMM_DEVICE_COMM}</td><td>device communicator provider name or {@code auto}</td><td>{@code auto}</td></tr>
  *   <tr><td>{@code JCOMM_TOKEN_FILE}</td><td>file holding the job token for the store</td><td>none</td></tr>
@@ -42,6 +45,7 @@ public final class DistributedConfig {
     public static final String LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE";
     public static final String TIMEOUT_MS = "JCOMM_TIMEOUT_MS";
     public static final String HOST_ID = "JCOMM_HOST_ID";
+    public static final String HOSTNAME = "JCOMM_HOSTNAME";
     public static final String CPU_BACKEND = "JCOMM_CPU_BACKEND";
     public static final String DEVICE_COMM = "JCOMM_DEVICE_COMM";
     public static final String TOKEN_FILE = "JCOMM_TOKEN_FILE";
@@ -59,6 +63,7 @@ public final class DistributedConfig {
     private final int localWorldSize;
     private final Duration timeout;
     private final String hostId;
+    private final String hostname;
     private final String cpuBackend;
     private final String deviceCommunicator;
     private final Path tokenFile;
@@ -73,6 +78,7 @@ public final class DistributedConfig {
         this.localWorldSize = b.localWorldSize < 0 ? b.worldSize : b.localWorldSize;
         this.timeout = Objects.requireNonNull(b.timeout, "timeout");
         this.hostId = b.hostId != null ? b.hostId : defaultHostId();
+        this.hostname = b.hostname;
         this.cpuBackend = Objects.requireNonNull(b.cpuBackend, "cpuBackend");
         this.deviceCommunicator = Objects.requireNonNull(b.deviceCommunicator, "deviceCommunicator");
         this.tokenFile = b.tokenFile;
@@ -146,6 +152,9 @@ public final class DistributedConfig {
         if ((v = env.get(HOST_ID)) != null && !v.isBlank()) {
             b.hostId(v.trim());
         }
+        if ((v = env.get(HOSTNAME)) != null && !v.isBlank()) {
+            b.hostname(v.trim());
+        }
         if ((v = env.get(CPU_BACKEND)) != null && !v.isBlank()) {
             b.cpuBackend(v.trim());
         }
@@ -210,6 +219,34 @@ public final class DistributedConfig {
         return hostId;
     }
 
+    /**
+     * The address other ranks use to reach this process: {@code JCOMM_HOSTNAME} when set; else
+     * {@code 127.0.0.1} when {@code MASTER_ADDR} is a loopback address (a one-host job); else the
+     * local address of this host's route to {@code MASTER_ADDR} (found without sending anything),
+     * which is the interface the other nodes reach too in the usual one-network cluster.
+     */
+    public String hostname() {
+        if (hostname != null) {
+            return hostname;
+        }
+        try {
+            InetAddress master = InetAddress.getByName(masterAddr);
+            if (master.isLoopbackAddress()) {
+                return "127.0.0.1";
+            }
+            try (java.net.DatagramSocket probe = new java.net.DatagramSocket()) {
+                probe.connect(master, masterPort == 0 ? MASTER_PORT_DEFAULT : masterPort);
+                InetAddress local = probe.getLocalAddress();
+                if (local != null && !local.isAnyLocalAddress()) {
+                    return local.getHostAddress();
+                }
+            }
+            return InetAddress.getLocalHost().getHostAddress();
+        } catch (java.io.IOException | SecurityException e) {
+            return "127.0.0.1";
+        }
+    }
+
     public String cpuBackend() {
         return cpuBackend;
     }
@@ -233,7 +270,7 @@ public final class DistributedConfig {
     /** A builder initialised with this configuration's values. */
     public Builder toBuilder() {
         return builder().masterAddr(masterAddr).masterPort(masterPort).rank(rank).worldSize(worldSize)
-                .localRank(localRank).localWorldSize(localWorldSize).timeout(timeout).hostId(hostId)
+                .localRank(localRank).localWorldSize(localWorldSize).timeout(timeout).hostId(hostId).hostname(hostname)
                 .cpuBackend(cpuBackend).deviceCommunicator(deviceCommunicator).tokenFile(tokenFile)
                 .launcherStore(launcherStore);
     }
@@ -256,6 +293,7 @@ public final class DistributedConfig {
         private int localWorldSize = -1;
         private Duration timeout = TIMEOUT_DEFAULT;
         private String hostId;
+        private String hostname;
         private String cpuBackend = "auto";
         private String deviceCommunicator = "auto";
         private Path tokenFile;
@@ -272,6 +310,8 @@ public final class DistributedConfig {
         public Builder localWorldSize(int v) { this.localWorldSize = v; return this; }
         public Builder timeout(Duration v) { this.timeout = v; return this; }
         public Builder hostId(String v) { this.hostId = v; return this; }
+        /** Address other ranks use to reach this process; {@code null}: derived (see {@link DistributedConfig#hostname()}). */
+        public Builder hostname(String v) { this.hostname = v; return this; }
         public Builder cpuBackend(String v) { this.cpuBackend = v; return this; }
         public Builder deviceCommunicator(String v) { this.deviceCommunicator = v; return this; }
         public Builder tokenFile(Path v) { this.tokenFile = v; return this; }

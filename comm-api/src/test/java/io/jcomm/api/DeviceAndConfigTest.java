@@ -3,6 +3,7 @@ package io.jcomm.api;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Path;
@@ -46,6 +47,18 @@ class DeviceAndConfigTest {
         DistributedConfig launched = DistributedConfig.fromEnvironment(Map.of("JCOMM_LAUNCHER_STORE", "1"));
         assertTrue(launched.launcherStore());
         assertTrue(launched.toBuilder().build().launcherStore());
+    }
+
+    @Test
+    void hostnameIsExplicitLoopbackForOneHostJobsElseTheRouteToTheMaster() {
+        assertEquals("10.1.2.3", DistributedConfig.fromEnvironment(Map.of("JCOMM_HOSTNAME", " 10.1.2.3 ")).hostname());
+        assertEquals("127.0.0.1", DistributedConfig.fromEnvironment(Map.of("MASTER_ADDR", "localhost")).hostname());
+        assertEquals("127.0.0.1", DistributedConfig.builder().masterAddr("127.0.0.5").build().hostname());
+        assertEquals("10.1.2.3", DistributedConfig.builder().hostname("10.1.2.3").build().toBuilder().build().hostname());
+        // a non-loopback master: the local end of the route to it, never the wildcard address
+        String routed = DistributedConfig.builder().masterAddr("192.0.2.1").build().hostname();
+        assertNotEquals("0.0.0.0", routed);
+        assertFalse(routed.isBlank());
     }
 
     @Test

@@ -52,6 +52,8 @@ final class GroupFactory {
     final ObjectCodec codec;
     final Duration timeout;
     final String cpuBackend;
+    /** Address the CPU groups of this rank listen on and advertise ({@link DistributedConfig#hostname()}). */
+    final String hostname;
     final Device device;
     final DeviceCommunicatorProvider hostProvider;
     final DeviceCommunicatorProvider deviceProvider;
@@ -64,6 +66,7 @@ final class GroupFactory {
         this.codec = codec;
         this.timeout = options.timeout() != null ? options.timeout() : config.timeout();
         this.cpuBackend = options.cpuBackend() != null ? options.cpuBackend() : config.cpuBackend();
+        this.hostname = config.hostname();
         String providerName = options.deviceCommunicator() != null ? options.deviceCommunicator() : config.deviceCommunicator();
         this.device = options.device() != null ? options.device() : chooseDevice(registry, providerName, config.localRank());
         this.deviceProvider = registry.select(providerName, device);
@@ -109,7 +112,7 @@ final class GroupFactory {
         CpuGroupOptions.Builder b = CpuGroupOptions.builder().store(scoped)
                 .groupName(spec.name())
                 .rank(spec.ranks().indexOf(config.rank())).size(spec.ranks().size()).globalRanks(spec.ranks())
-                .backend(cpuBackend).timeout(timeout).codec(codec)
+                .backend(cpuBackend).timeout(timeout).codec(codec).hostname(hostname)
                 .option(TCP_HOST_ID_OPTION, config.hostId());
         if (!checkCodec) {
             // the world group already checked that every rank registered the same classes
