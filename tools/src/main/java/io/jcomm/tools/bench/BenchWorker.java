@@ -9,8 +9,6 @@ import io.jcomm.api.store.Store;
 import io.jcomm.cpu.CpuGroupOptions;
 import io.jcomm.cpu.CpuGroups;
 import io.jcomm.cpu.store.TcpRendezvous;
-import java.io.IOException;
-import java.io.InputStream;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
@@ -27,9 +25,7 @@ public final class BenchWorker {
     }
 
     public static void main(String[] args) throws Exception {
-        Thread watch = new Thread(BenchWorker::watchParent, "parent-watch");
-        watch.setDaemon(true);
-        watch.start();
+        ParentWatch.start(86);
         BenchOp op = BenchOp.valueOf(args[0]);
         String backend = args[1];
         DType dtype = DType.parse(args[2]);
@@ -104,18 +100,6 @@ public final class BenchWorker {
         return 0;
     }
 
-    private static void watchParent() {
-        InputStream in = System.in;
-        byte[] buf = new byte[64];
-        try {
-            while (in.read(buf) >= 0) {
-                // only end-of-file matters
-            }
-        } catch (IOException ignored) {
-            // the launcher went away
-        }
-        Runtime.getRuntime().halt(86);
-    }
 
     /** A few hundred small operations so that the first measured sizes do not pay for the JIT. */
     private static void warmUpJit(ProcessGroup g) {

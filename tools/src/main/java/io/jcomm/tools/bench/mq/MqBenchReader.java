@@ -10,8 +10,7 @@ import io.jcomm.mq.IdleConfig;
 import io.jcomm.mq.MessageQueueOptions;
 import io.jcomm.mq.QueueHandle;
 import io.jcomm.mq.QueueReader;
-import java.io.IOException;
-import java.io.InputStream;
+import io.jcomm.tools.bench.ParentWatch;
 import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -36,9 +35,7 @@ public final class MqBenchReader {
     }
 
     public static void main(String[] args) throws Exception {
-        Thread watcher = new Thread(MqBenchReader::watchParent, "parent-watch");
-        watcher.setDaemon(true);
-        watcher.start();
+        ParentWatch.start(3);
         Path handleFile = Path.of(args[0]);
         int rank = Integer.parseInt(args[1]);
         boolean remote = args[2].equals("1");
@@ -118,16 +115,4 @@ public final class MqBenchReader {
         }
     }
 
-    private static void watchParent() {
-        InputStream in = System.in;
-        byte[] buf = new byte[64];
-        try {
-            while (in.read(buf) >= 0) {
-                // only end-of-file matters
-            }
-        } catch (IOException ignored) {
-            // broken pipe: the parent is gone
-        }
-        Runtime.getRuntime().halt(3);
-    }
 }
