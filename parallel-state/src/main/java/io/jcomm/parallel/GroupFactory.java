@@ -44,6 +44,8 @@ final class GroupFactory {
     static final String TCP_RING_BYTES_OPTION = "tcp.shm.ringBytes";
     /** Ring size for CPU groups that carry only control messages (the device moves the data). */
     static final String CONTROL_RING_BYTES = "65536";
+    /** CPU-group option of the tcp backend: bytes of each rank's shared staging region (0: none). */
+    static final String TCP_STAGING_BYTES_OPTION = "tcp.shm.stagingBytes";
 
     final DistributedConfig config;
     final ParallelStateOptions options;
@@ -119,7 +121,10 @@ final class GroupFactory {
             b.option(CpuGroups.CODEC_CHECK_OPTION, "false");
         }
         if (!device.isCpu()) {
+            // control plane only: small rings, and no staging region (it serves large CPU
+            // collectives: 16 MiB of /dev/shm per rank and group, and its pre-faulting at creation)
             b.option(TCP_RING_BYTES_OPTION, CONTROL_RING_BYTES);
+            b.option(TCP_STAGING_BYTES_OPTION, "0");
         }
         options.cpuOptions().forEach(b::option);
         return b.build();
