@@ -49,9 +49,15 @@ public final class IdleConfig {
         return new IdleConfig(2_000, 100_000, 1_000, 1_000_000);
     }
 
-    /** No spinning: yield 100 µs, then park 1 µs doubling up to 1 ms (for hosts with more waiters than cores). */
+    /**
+     * No spinning: yield 2 ms, then park 1 µs doubling up to 1 ms (for hosts with more waiters than
+     * cores). The yield phase is long because on such a host a reader often waits for a peer that
+     * is not scheduled at all; with 100 µs, readers of a 3-reader burst kept falling asleep and
+     * needing a wake-up (round trip 10-12 µs instead of 7-8 µs on 2 cores, docs/PERFORMANCE.md).
+     * Idle CPU after a burst is unaffected once the 2 ms have passed.
+     */
     public static IdleConfig yieldThenPark() {
-        return new IdleConfig(0, 100_000, 1_000, 1_000_000);
+        return new IdleConfig(0, 2_000_000, 1_000, 1_000_000);
     }
 
     /**
