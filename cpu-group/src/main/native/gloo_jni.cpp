@@ -407,8 +407,7 @@ struct Comm {
   std::condition_variable sendCv;
   std::deque<std::unique_ptr<PendingSend>> sends;
   // Payload buffers of completed sends, kept for the next sends: a fresh multi-megabyte vector is
-  // a fresh mmap whose every page faults in during the copy (a 32 MiB send/recv exchange measured
-  // 5x slower than torch's before this). Bounded in count and bytes.
+  // a fresh mmap whose every page faults in during the copy. Bounded in count and bytes.
   std::vector<std::vector<uint8_t>> spare;
   static constexpr size_t kSpareCount = 4;
   static constexpr size_t kSpareBytes = size_t{256} << 20;
@@ -1410,7 +1409,6 @@ Desc desc(uint8_t kind, uint32_t tag, int dt, int op, int root, uint64_t count, 
   d.extra = extra;
   return d;
 }
-
 
 // Thread ids of this process (from /proc/self/task).
 std::vector<long> processTasks() {
