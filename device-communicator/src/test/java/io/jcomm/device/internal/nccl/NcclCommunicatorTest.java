@@ -26,7 +26,7 @@ import io.jcomm.device.testkit.DeviceMemory;
 import io.jcomm.device.testkit.ThreadRanksGroup;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashMap;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -398,7 +398,7 @@ class NcclCommunicatorTest {
     void everyCallOfAnOperationUsesTheCallersStream() {
         FakeNccl fake = new FakeNccl();
         List<NcclCommunicator> comms = world(fake, 2, Map.of(), Duration.ofSeconds(10));
-        Map<Integer, List<String>> calls = new HashMap<>();
+        Map<Integer, List<String>> calls = new ConcurrentHashMap<>();
         List<Object> res = onRanks(2, r -> {
             DeviceMemory mem = fake.memory(r, STREAM);
             Tensor in = mem.upload(Tensor.ofFloats(1, 2, 3, 4, 5, 6).reshape(2, 3));
