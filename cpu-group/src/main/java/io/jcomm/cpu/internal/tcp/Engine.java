@@ -87,8 +87,16 @@ final class Engine {
     private long generation;
     private ShmRings shmRings;
     private ShmStaging staging;
-    private boolean sharedCollectives;
+    /** {@link #STAGING_NEVER}, {@link #STAGING_LATER} (set up by the first large collective) or {@link #STAGING_READY}. */
+    private volatile int stagingState = STAGING_NEVER;
+    private final Object stagingSetup = new Object();
     private long stagingPiece;
+
+    private static final int STAGING_NEVER = 0;
+    private static final int STAGING_LATER = 1;
+    private static final int STAGING_READY = 2;
+    /** Longest path a peer may offer for a ring or staging region. */
+    private static final int MAX_PATH_BYTES = 1024;
 
     private Engine(CpuBackendContext ctx, TcpConfig cfg) {
         this.group = ctx.groupName();
@@ -314,14 +322,55 @@ final class Engine {
                     : new PeerFailureException(ctx(), peer, "connection lost"));
         }
         int n = payload == null ? 0 : payload.remaining();
-        if (l.shm != null && l.shm.canSend() && n >= cfg.shmThresholdBytes && n > 0) {
-            l.writeShmHeader(f, n);
-            l.shm.send(op, payload);
-            return;
+        if (l.shm != null && n >= cfg.shmThresholdBytes && n > 0) {
+            if (l.shm.canSend()) {
+                l.writeShmHeader(f, n);
+                l.shm.send(op, payload);
+                return;
+            }
+            if (!l.shm.offerTried) {
+                offerRing(l);
+            }
         }
         ChannelFuture cf = l.write(f, payload, true);
         if (cf != null) {
             op.track(cf);
+        }
+    }
+
+    /**
+     * Creates this rank's ring to {@code l}'s peer and offers it in-band; payloads keep going by
+     * socket until the peer answered (so nothing waits for the answer).
+     */
+    private void offerRing(Link l) {
+        l.shm.offerTried = true;
+        ShmRings.Ring r = shmRings.createOutbound(l.peer);
+        if (r == null) {
+            return;
+        }
+        l.shm.offered = r;
+        l.writeControl(Frame.RING, 0, generation, r.file.toString().getBytes(StandardCharsets.UTF_8));
+    }
+
+    /** A peer offered its ring to this rank: map it if possible and answer. */
+    void onRingOffer(Link l, String path) {
+        ShmRings.Ring r = l.shm != null && shmRings != null ? shmRings.mapInbound(l.peer, path) : null;
+        if (r != null) {
+            l.shm.attachIn(r); // before the answer: flagged headers can only follow it
+        }
+        Frame ack = Frame.of(Frame.RING_ACK, 0, generation);
+        ack.count = r != null ? 1 : 0;
+        l.write(ack, null, true);
+    }
+
+    /** The peer answered this rank's ring offer. */
+    void onRingAnswer(Link l, boolean mapped) {
+        ShmRings.Ring r = l.shm.offered;
+        l.shm.offered = null;
+        shmRings.settled(r, mapped);
+        if (mapped) {
+            l.shm.attachOut(r);
+            LOG.debug("group {} rank {}: shared-memory ring to rank {} in use", group, rank, l.peer);
         }
     }
 
@@ -414,9 +463,64 @@ final class Engine {
         return false;
     }
 
-    /** The shared staging regions when every rank of the group can use them (all ranks on one host), else null. */
+    /** The shared staging regions when they are set up (every rank of the group on one host), else null. */
     ShmStaging staging() {
-        return sharedCollectives ? staging : null;
+        return stagingState == STAGING_READY ? staging : null;
+    }
+
+    /**
+     * The staging regions for a collective that would use them, setting them up on first use: a
+     * collective step of its own (every rank of the group calls this at the same point, since the
+     * size decision is the same on every rank) in which each rank creates and pre-faults its region,
+     * the ranks all-gather the paths, map each other's regions, and all-gather whether that worked;
+     * the regions are used only if it worked everywhere, and the files lose their names either way.
+     * Call outside {@link #enter}.
+     */
+    ShmStaging stagingFor(TcpBackend backend, Deadline d) {
+        if (stagingState != STAGING_LATER) {
+            return staging();
+        }
+        synchronized (stagingSetup) {
+            if (stagingState != STAGING_LATER) {
+                return staging();
+            }
+            stagingState = STAGING_NEVER; // whatever happens below, this is tried once
+            ShmStaging s = ShmStaging.create(cfg, group, rank, size, generation);
+            boolean used = false;
+            try {
+                byte[][] paths = backend.allGatherBytes((s == null ? "-" : s.path()).getBytes(StandardCharsets.UTF_8),
+                        rank, size, MAX_PATH_BYTES, d);
+                boolean ok = s != null;
+                for (int r = 0; r < size && ok; r++) {
+                    if (r != rank) {
+                        String p = new String(paths[r], StandardCharsets.UTF_8);
+                        ok = !p.equals("-") && s.map(r, p);
+                    }
+                }
+                byte[][] oks = backend.allGatherBytes(new byte[] {(byte) (ok ? 1 : 0)}, rank, size, 1, d);
+                boolean everyone = true;
+                for (byte[] o : oks) {
+                    everyone &= o.length == 1 && o[0] == 1;
+                }
+                if (s != null) {
+                    s.unlinkFile(); // every peer mapped it (or decided not to)
+                }
+                if (everyone) {
+                    staging = s;
+                    stagingState = STAGING_READY;
+                    used = true;
+                    LOG.debug("group {} rank {}: shared staging regions ready", group, rank);
+                } else {
+                    LOG.debug("group {} rank {}: shared staging regions not usable by every rank; collectives use "
+                            + "the links", group, rank);
+                }
+                return staging();
+            } finally {
+                if (!used && s != null) {
+                    s.close();
+                }
+            }
+        }
     }
 
     long nextPiece() {
@@ -594,13 +698,12 @@ final class Engine {
         generation = store.add("tcp/instance/" + rank, 1);
         String hostId = cfg.hostId != null ? cfg.hostId : HostIdentity.get();
         if (cfg.shm) {
-            shmRings = ShmRings.create(cfg, group, rank, size, generation);
-            if (cfg.shmStagingBytes > 0) {
-                staging = ShmStaging.create(cfg, group, rank, size, generation);
-            }
+            shmRings = new ShmRings(cfg, group, rank, generation);
         }
+        // what this rank can do in shared memory; rings and staging regions are made on first use
+        String stagingOffer = cfg.shm && cfg.shmStagingBytes > 0 ? Integer.toString(cfg.shmStagingBytes) : "-";
         String me = ctx.hostname() + " " + port + " " + Long.toUnsignedString(nonce, 16) + " " + hostId + " "
-                + (shmRings != null ? shmRings.path() : "-") + " " + (staging != null ? staging.path() : "-");
+                + (cfg.shm ? "shm" : "-") + " " + stagingOffer;
         String prefix = "tcp/" + generation + "/rank/";
         store.set(prefix + rank, me.getBytes(StandardCharsets.UTF_8));
         List<String> keys = new ArrayList<>();
@@ -630,48 +733,32 @@ final class Engine {
         }
         driveUntil(this::allConnected, d, this::missingConnections);
 
-        // shared memory to peers on this host
-        if (shmRings != null) {
-            for (int r = 0; r < size; r++) {
-                if (r != rank && peers[r][3].equals(hostId) && !peers[r][4].equals("-")) {
-                    links[r].shm = shmRings.link(r, peers[r][4]);
-                    links[r].shm.bind(links[r]);
-                }
+        // shared memory to peers on this host: links that may take a ring later
+        boolean stagingCandidate = !stagingOffer.equals("-") && size > 1;
+        for (int r = 0; r < size; r++) {
+            if (r == rank) {
+                continue;
             }
+            boolean sameHost = peers[r][3].equals(hostId);
+            if (shmRings != null && sameHost && peers[r][4].equals("shm")) {
+                links[r].shm = new ShmLink();
+                links[r].shm.bind(links[r]);
+            }
+            stagingCandidate &= sameHost && peers[r][5].equals(stagingOffer);
         }
-        boolean stagingOk = staging != null;
-        for (int r = 0; r < size && stagingOk; r++) {
-            stagingOk = r == rank || (peers[r][3].equals(hostId) && !peers[r][5].equals("-") && staging.map(r, peers[r][5]));
-        }
+        // every rank sees the same addresses, so every rank comes to the same answer
+        stagingState = stagingCandidate ? STAGING_LATER : STAGING_NEVER;
         for (int r = 0; r < size; r++) {
             if (r != rank) {
-                Frame ready = Frame.of(Frame.READY, 0, generation);
-                ready.count = stagingOk ? 1 : 0;
-                links[r].write(ready, null, true);
+                links[r].write(Frame.of(Frame.READY, 0, generation), null, true);
             }
         }
         driveUntil(this::allReady, d, () -> "waiting for ranks to finish connecting: " + notReady());
-        boolean everyone = stagingOk;
-        for (int r = 0; r < size; r++) {
-            if (r != rank && links[r].readyValue != 1) {
-                everyone = false;
-            }
-        }
-        sharedCollectives = everyone;
-        if (shmRings != null) {
-            shmRings.unlinkFile(); // every peer mapped it (or decided not to)
-        }
-        if (staging != null) {
-            staging.unlinkFile();
-            if (!sharedCollectives) {
-                staging.close();
-                staging = null;
-            }
-        }
         server.close();
         server = null;
-        LOG.debug("group {} rank {}: connected {} peers over {} (shared memory: {})", group, rank, size - 1,
-                transportName(), shmRings != null ? shmRings.describe(links) : "off");
+        LOG.debug("group {} rank {}: connected {} peers over {} (shared memory: {}, staging: {})", group, rank,
+                size - 1, transportName(), shmRings != null ? "on first large payload" : "off",
+                stagingState == STAGING_LATER ? "on first large collective" : "off");
     }
 
     private void connect(int r, String[] addr, Class<? extends Channel> clientClass, Deadline d) {

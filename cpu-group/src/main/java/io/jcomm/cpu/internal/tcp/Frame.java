@@ -33,6 +33,10 @@ final class Frame {
     static final int BYE = 4;
     static final int HELLO = 5;
     static final int READY = 6;
+    /** The sender's outbound shared-memory ring to the receiver: the payload is the file's path (UTF-8). */
+    static final int RING = 7;
+    /** Answer to {@link #RING}: {@code count} 1 when the receiver mapped the ring, 0 when it cannot use it. */
+    static final int RING_ACK = 8;
 
     // operations
     static final int OP_NONE = 0;

@@ -87,7 +87,6 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
     Channel channel;
     boolean helloSeen;
     boolean readySeen;
-    long readyValue;
     boolean byeSeen;
     boolean abortSeen;
     boolean inactive;
@@ -444,10 +443,21 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
                 return true;
             case Frame.READY:
                 readySeen = true;
-                readyValue = f.count;
                 return true;
             case Frame.BYE:
                 byeSeen = true;
+                return true;
+            case Frame.RING:
+                if (peer < 0 || f.payload == 0 || f.payload > MAX_CONTROL_PAYLOAD || (shm != null && shm.canReceive())) {
+                    throw new ProtocolException(engine.ctx(), "malformed or repeated ring offer from " + who());
+                }
+                begin(new Incoming(f, null, null, Frame.RING, ByteBuffer.allocate(f.payload)));
+                return true;
+            case Frame.RING_ACK:
+                if (peer < 0 || f.payload != 0 || shm == null || shm.offered == null) {
+                    throw new ProtocolException(engine.ctx(), "unexpected ring answer from " + who());
+                }
+                engine.onRingAnswer(this, f.count == 1);
                 return true;
             case Frame.ABORT:
                 if (f.payload > MAX_CONTROL_PAYLOAD) {
@@ -589,6 +599,8 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
             }
         } else if (in.early != null) {
             earlyComplete(in.early);
+        } else if (in.control == Frame.RING) {
+            engine.onRingOffer(this, new String(in.target.array(), java.nio.charset.StandardCharsets.UTF_8));
         } else if (in.control == Frame.ABORT) {
             abortSeen = true;
             byte[] reason = in.target.array();

@@ -61,8 +61,8 @@ final class ShmLink {
         }
     }
 
-    private final ShmRings.Ring in;
-    private final ShmRings.Ring out;
+    private ShmRings.Ring in;
+    private ShmRings.Ring out;
     private final ArrayDeque<Out> outQueue = new ArrayDeque<>();
     private final ArrayDeque<In> inQueue = new ArrayDeque<>();
     private long head;      // producer position (out ring), mirrors what was published
@@ -71,17 +71,22 @@ final class ShmLink {
     private Link link;
     private boolean polling;
     private boolean producing;
+    /** The outbound ring offered to the peer and not yet answered. */
+    ShmRings.Ring offered;
+    /** Whether this rank offered (or failed to create) its outbound ring: it does so once. */
+    boolean offerTried;
 
-    ShmLink(ShmRings.Ring in, ShmRings.Ring out) {
-        this.in = in;
-        this.out = out;
-        if (out != null) {
-            head = out.head();
-        }
-        if (in != null) {
-            tail = in.tail();
-            skipTo = tail;
-        }
+    /** Takes the peer's ring for payloads from it (before any header flagged for it can arrive). */
+    void attachIn(ShmRings.Ring ring) {
+        in = ring;
+        tail = ring.tail();
+        skipTo = tail;
+    }
+
+    /** Starts producing into {@code ring}, which the peer mapped. */
+    void attachOut(ShmRings.Ring ring) {
+        out = ring;
+        head = ring.head();
     }
 
     void bind(Link l) {

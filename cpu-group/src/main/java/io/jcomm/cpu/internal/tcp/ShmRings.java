@@ -17,13 +17,16 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The shared-memory side of the tcp backend, like NCCL's SHM transport: each rank creates one file
- * in {@code /dev/shm} holding one single-producer/single-consumer ring per peer (its inbound rings),
- * pre-faults it, and publishes its path through the store; a peer on the same host maps its slot of
- * that file and writes payloads into it. The file is unlinked as soon as every peer has mapped it
- * (after the set-up handshake), so nothing is left behind even if a process is killed later.
+ * The shared-memory side of the tcp backend, like NCCL's SHM transport, set up lazily per directed
+ * pair: the first time a rank sends a large payload to a peer on the same host it creates one file in
+ * {@code /dev/shm} holding a single-producer/single-consumer ring (pre-faulted, so that a full tmpfs
+ * fails here with ENOSPC instead of SIGBUS later), and offers its path to the peer in-band
+ * ({@link Frame#RING}). The peer maps it, removes the file name and answers {@link Frame#RING_ACK};
+ * only then do payloads take the ring (until then, and for good if the peer cannot map the file, they
+ * go by socket). A group that never moves a large payload between two ranks never creates a ring, so
+ * creating a group costs no shared memory at all.
  *
- * <p>Ring slot layout (64-byte lines): {@code [0] magic, [8] capacity, [64] head (bytes produced,
+ * <p>Ring file layout (64-byte lines): {@code [0] magic, [8] capacity, [64] head (bytes produced,
  * written by the producer with release semantics), [128] tail (bytes consumed, written by the
  * consumer with release semantics), [256..] data}. Every message starts 64-byte aligned.
  */
@@ -43,6 +46,8 @@ final class ShmRings {
         final ByteBuffer data;
         final int capacity;
         final int mask;
+        /** The file while it still has a name (the creator's side, until the peer answered). */
+        Path file;
 
         Ring(MappedByteBuffer map) {
             this.map = map;
@@ -68,124 +73,132 @@ final class ShmRings {
         }
     }
 
-    private final Path path;
+    private final TcpConfig cfg;
+    private final String group;
     private final int rank;
-    private final int ringBytes;
-    private final long slotBytes;
-    private final Ring[] inbound;
-    private final List<MappedByteBuffer> maps = new ArrayList<>();
-    private boolean unlinked;
+    private final long generation;
+    private final List<Ring> rings = new ArrayList<>();
+    private boolean warned;
 
-    private ShmRings(Path path, int rank, int size, int ringBytes) {
-        this.path = path;
+    ShmRings(TcpConfig cfg, String group, int rank, long generation) {
+        this.cfg = cfg;
+        this.group = group;
         this.rank = rank;
-        this.ringBytes = ringBytes;
-        this.slotBytes = HEADER + (long) ringBytes;
-        this.inbound = new Ring[size];
+        this.generation = generation;
     }
 
     /**
-     * Creates this rank's file of inbound rings, or returns null (sockets only) when the directory is
-     * missing or too small, with a warning that says so.
+     * Creates, pre-faults and maps the file of a ring from this rank to {@code peer}, or returns null
+     * (sockets only to that peer) when the directory is missing or too small, with one warning per
+     * group that says so.
      */
-    static ShmRings create(TcpConfig cfg, String group, int rank, int size, long generation) {
+    Ring createOutbound(int peer) {
         Path dir = Path.of(cfg.shmDir);
-        long need = (long) (size - 1) * (HEADER + (long) cfg.shmRingBytes);
+        long need = HEADER + (long) cfg.shmRingBytes;
         try {
             if (!Files.isDirectory(dir) || !Files.isWritable(dir)) {
-                LOG.warn("group {} rank {}: shared memory disabled: {} is not a writable directory", group, rank, dir);
-                return null;
+                return refuse(dir + " is not a writable directory", null);
             }
             long free = Files.getFileStore(dir).getUsableSpace();
             if (free < need + (16L << 20)) {
-                LOG.warn("group {} rank {}: shared memory disabled: {} has {} MiB free, the rings need {} MiB "
-                        + "(raise the size of /dev/shm, e.g. docker --shm-size, or lower tcp.shm.ringBytes)",
-                        group, rank, dir, free >> 20, need >> 20);
-                return null;
+                return refuse(dir + " has " + (free >> 20) + " MiB free, a ring needs " + (need >> 20) + " MiB "
+                        + "(raise the size of /dev/shm, e.g. docker --shm-size, or lower tcp.shm.ringBytes)", null);
             }
         } catch (IOException e) {
-            LOG.warn("group {} rank {}: shared memory disabled: cannot inspect {}: {}", group, rank, dir, e.toString());
-            return null;
+            return refuse("cannot inspect " + dir + ": " + e, null);
         }
         String safe = group.replaceAll("[^A-Za-z0-9_.-]", "_");
-        String name = "jcomm-" + safe + "-g" + generation + "-r" + rank + "-" + ProcessHandle.current().pid() + "-"
-                + Long.toHexString(new SecureRandom().nextLong());
-        ShmRings rings = new ShmRings(dir.resolve(name), rank, size, cfg.shmRingBytes);
-        try {
-            rings.createFile(size);
-            return rings;
-        } catch (IOException | RuntimeException e) {
-            LOG.warn("group {} rank {}: shared memory disabled: cannot create {} ({} MiB): {} (is /dev/shm large enough? "
-                    + "e.g. docker --shm-size; or lower tcp.shm.ringBytes)", group, rank, rings.path, need >> 20, e.toString());
-            rings.close();
-            return null;
-        }
-    }
-
-    private void createFile(int size) throws IOException {
+        Path path = dir.resolve("jcomm-" + safe + "-g" + generation + "-r" + rank + "to" + peer + "-"
+                + ProcessHandle.current().pid() + "-" + Long.toHexString(new SecureRandom().nextLong()));
         try (FileChannel fc = FileChannel.open(path, StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
                 StandardOpenOption.WRITE)) {
-            fc.truncate(slotBytes * size);
-            for (int q = 0; q < size; q++) {
-                if (q != rank) {
-                    ShmFiles.allocate(fc, slotBytes * q, slotBytes); // ENOSPC here, never SIGBUS later
-                }
-            }
-            for (int q = 0; q < size; q++) {
-                if (q == rank) {
-                    continue;
-                }
-                MappedByteBuffer m = fc.map(FileChannel.MapMode.READ_WRITE, slotBytes * q, slotBytes);
-                maps.add(m);
-                LONGS.setRelease(m, HEAD, 0L);
-                LONGS.setRelease(m, TAIL, 0L);
-                LONGS.setRelease(m, 8, (long) ringBytes);
-                LONGS.setRelease(m, 0, MAGIC);
-                inbound[q] = new Ring(m);
-            }
+            ShmFiles.allocate(fc, 0, need); // ENOSPC here, never SIGBUS later
+            MappedByteBuffer m = fc.map(FileChannel.MapMode.READ_WRITE, 0, need);
+            LONGS.setRelease(m, HEAD, 0L);
+            LONGS.setRelease(m, TAIL, 0L);
+            LONGS.setRelease(m, 8, (long) cfg.shmRingBytes);
+            LONGS.setRelease(m, 0, MAGIC);
+            Ring r = new Ring(m);
+            r.file = path;
+            rings.add(r);
+            return r;
+        } catch (IOException | RuntimeException e) {
+            unlink(path);
+            return refuse("cannot create " + path + " (" + (need >> 20) + " MiB): " + e
+                    + " (is /dev/shm large enough? e.g. docker --shm-size; or lower tcp.shm.ringBytes)", e);
         }
     }
 
-    /** What peers need to map this rank's rings: {@code path:ringBytes}. */
-    String path() {
-        return path + ":" + ringBytes;
+    private Ring refuse(String why, Throwable cause) {
+        if (!warned) {
+            warned = true;
+            LOG.warn("group {} rank {}: shared memory disabled: {}", group, rank, why);
+        } else {
+            LOG.debug("group {} rank {}: no shared-memory ring: {}", group, rank, why, cause);
+        }
+        return null;
     }
 
     /**
-     * The shared-memory link with {@code peer}: receives through this rank's inbound ring, sends
-     * through the peer's file when it can be mapped (same host, same /dev/shm), else by socket.
+     * Maps the ring a peer offered (its path as it sent it), checks its header and removes its file
+     * name; null when it cannot be used (another /dev/shm, a malformed or foreign file).
      */
-    ShmLink link(int peer, String peerInfo) {
-        Ring out = null;
-        int colon = peerInfo.lastIndexOf(':');
+    Ring mapInbound(int peer, String offered) {
+        Path p;
         try {
-            Path p = Path.of(peerInfo.substring(0, colon));
-            long theirSlot = HEADER + Long.parseLong(peerInfo.substring(colon + 1));
-            try (FileChannel fc = FileChannel.open(p, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
-                MappedByteBuffer m = fc.map(FileChannel.MapMode.READ_WRITE, theirSlot * rank, theirSlot);
-                if ((long) LONGS.getAcquire(m, 0) != MAGIC || (long) LONGS.getAcquire(m, 8) != theirSlot - HEADER) {
-                    LOG.debug("rank {}: ring of rank {} in {} is not initialised; using the socket", rank, peer, p);
-                    Unmapper.unmap(m);
-                } else {
-                    maps.add(m);
-                    out = new Ring(m);
-                }
-            }
-        } catch (IOException | RuntimeException e) {
-            LOG.debug("rank {}: cannot map the rings of rank {} ({}); using the socket", rank, peer, e.toString());
+            p = Path.of(offered);
+        } catch (RuntimeException e) {
+            return null;
         }
-        return new ShmLink(inbound[peer], out);
+        Path dir = Path.of(cfg.shmDir).toAbsolutePath().normalize();
+        Path abs = p.toAbsolutePath().normalize();
+        String name = abs.getFileName() == null ? "" : abs.getFileName().toString();
+        if (!dir.equals(abs.getParent()) || !name.startsWith("jcomm-") || !name.contains("to" + rank + "-")) {
+            LOG.debug("group {} rank {}: rank {} offered a ring outside {} ({}); using the socket", group, rank, peer,
+                    dir, offered);
+            return null;
+        }
+        try (FileChannel fc = FileChannel.open(abs, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+            long size = fc.size();
+            if (size <= HEADER || size - HEADER > (1L << 30) || Long.bitCount(size - HEADER) != 1) {
+                LOG.debug("group {} rank {}: ring file of rank {} has a bad size {}", group, rank, peer, size);
+                return null;
+            }
+            MappedByteBuffer m = fc.map(FileChannel.MapMode.READ_WRITE, 0, size);
+            if ((long) LONGS.getAcquire(m, 0) != MAGIC || (long) LONGS.getAcquire(m, 8) != size - HEADER) {
+                LOG.debug("group {} rank {}: ring of rank {} in {} is not initialised; using the socket", group, rank,
+                        peer, abs);
+                Unmapper.unmap(m);
+                return null;
+            }
+            Ring r = new Ring(m);
+            rings.add(r);
+            unlink(abs); // both ends have it mapped: nothing is left behind if a process dies later
+            return r;
+        } catch (IOException | RuntimeException e) {
+            LOG.debug("group {} rank {}: cannot map the ring of rank {} ({}); using the socket", group, rank, peer,
+                    e.toString());
+            return null;
+        }
     }
 
-    /** Removes the file name; the mappings stay valid. */
-    void unlinkFile() {
-        if (!unlinked) {
-            unlinked = true;
-            try {
-                Files.deleteIfExists(path);
-            } catch (IOException e) {
-                LOG.debug("cannot remove {}: {}", path, e.toString());
-            }
+    /** The peer mapped (or refused) {@code r}: its file name goes; a refused ring is unmapped. */
+    void settled(Ring r, boolean used) {
+        if (r.file != null) {
+            unlink(r.file);
+            r.file = null;
+        }
+        if (!used) {
+            rings.remove(r);
+            Unmapper.unmap(r.map);
+        }
+    }
+
+    private static void unlink(Path p) {
+        try {
+            Files.deleteIfExists(p);
+        } catch (IOException e) {
+            LOG.debug("cannot remove {}: {}", p, e.toString());
         }
     }
 
@@ -196,19 +209,22 @@ final class ShmRings {
                 sb.append(sb.length() == 0 ? "to ranks " : ",").append(l.peer);
             }
         }
-        return sb.length() == 0 ? "none usable" : sb.toString();
+        return sb.length() == 0 ? "none yet" : sb.toString();
     }
 
-    /** Unlinks the file and unmaps every ring. Only after no thread uses them any more. */
+    /** Removes the names of files not yet taken and unmaps every ring. Only after no thread uses them any more. */
     void close() {
-        unlinkFile();
-        for (MappedByteBuffer m : maps) {
+        for (Ring r : rings) {
+            if (r.file != null) {
+                unlink(r.file);
+                r.file = null;
+            }
             try {
-                Unmapper.unmap(m);
+                Unmapper.unmap(r.map);
             } catch (RuntimeException e) {
                 // the mapping is released with the buffer at the latest
             }
         }
-        maps.clear();
+        rings.clear();
     }
 }

@@ -62,9 +62,17 @@ final class TcpBackend implements CpuBackend {
         return e.transportName();
     }
 
-    /** Whether large collectives run through the shared staging regions. */
+    /** Whether large collectives run through the shared staging regions (set up by the first one). */
     boolean sharedCollectives() {
         return e.staging() != null;
+    }
+
+    /**
+     * The staging regions for a collective of {@code bytes} in total, when it is large enough to use
+     * them (set up on first use, a collective step: every rank decides alike), else null.
+     */
+    private ShmStaging stagingFor(long bytes, Deadline deadline) {
+        return bytes > 0 && bytes >= cfg.shmCollectiveMinBytes ? e.stagingFor(this, deadline) : null;
     }
 
     /** Whether payloads to {@code peer} go through shared memory. */
@@ -136,12 +144,12 @@ final class TcpBackend implements CpuBackend {
 
     @Override
     public void broadcast(Tensor tensor, int src, Deadline deadline) {
+        long bytes = tensor.byteSize();
+        ShmStaging st = stagingFor(bytes, deadline);
         e.enter("broadcast");
         try {
             Op op = e.begin(Frame.DATA, Frame.OP_BROADCAST, deadline);
-            long bytes = tensor.byteSize();
-            ShmStaging st = e.staging();
-            if (st != null && bytes >= cfg.shmCollectiveMinBytes) {
+            if (st != null) {
                 broadcastShared(op, st, tensor, src);
                 return;
             }
@@ -187,12 +195,12 @@ final class TcpBackend implements CpuBackend {
 
     @Override
     public void allReduce(Tensor tensor, ReduceOp rop, Deadline deadline) {
+        long bytes = tensor.byteSize();
+        ShmStaging st = stagingFor(bytes, deadline);
         e.enter("allReduce");
         try {
-            long bytes = tensor.byteSize();
             boolean direct = bytes <= cfg.smallBytes;
-            ShmStaging st = e.staging();
-            boolean shared = st != null && bytes >= cfg.shmCollectiveMinBytes && bytes > 0;
+            boolean shared = st != null;
             Op op = e.begin(Frame.DATA, Frame.OP_ALLREDUCE, deadline);
             op.template.dtype(tensor.dtype()).count(tensor.numel()).redop(rop)
                     .algo(shared ? ALGO_SHARED : direct ? ALGO_DIRECT : ALGO_PIPELINE);
@@ -477,6 +485,7 @@ final class TcpBackend implements CpuBackend {
 
     private void gatherAll(String name, int code, Tensor output, Tensor input, long[] counts, long countField,
                            Deadline deadline) {
+        ShmStaging st = stagingFor(output.byteSize(), deadline);
         e.enter(name);
         try {
             DType t = output.dtype();
@@ -492,8 +501,7 @@ final class TcpBackend implements CpuBackend {
             }
             ByteBuffer mine = slice(out, off[rank] * es, counts[rank] * es);
             mine.duplicate().put(input.buffer());
-            ShmStaging st = e.staging();
-            if (st != null && total >= cfg.shmCollectiveMinBytes) {
+            if (st != null) {
                 gatherAllShared(op, st, out, input.buffer(), counts, off, t, countField);
             } else if (direct) {
                 for (int p = 0; p < size; p++) {
@@ -598,14 +606,15 @@ final class TcpBackend implements CpuBackend {
 
     @Override
     public void reduceScatter(Tensor output, Tensor input, ReduceOp rop, Deadline deadline) {
+        long b = output.byteSize();
+        // the shared path needs every rank's part of a piece to hold at least one element
+        ShmStaging st = cfg.shmStagingBytes / 4 / output.dtype().byteSize() >= size ? stagingFor(b * size, deadline) : null;
         e.enter("reduceScatter");
         try {
-            long b = output.byteSize();
             boolean direct = b * size <= cfg.smallBytes;
             Op op = e.begin(Frame.DATA, Frame.OP_REDUCESCATTER, deadline);
             op.template.dtype(output.dtype()).count(output.numel()).redop(rop).algo(direct ? ALGO_DIRECT : ALGO_PIPELINE);
-            ShmStaging st = e.staging();
-            if (st != null && b * size >= cfg.shmCollectiveMinBytes && b > 0 && st.pieceBytes() / output.dtype().byteSize() >= size) {
+            if (st != null) {
                 reduceScatterShared(op, st, output, input, rop);
             } else if (direct) {
                 reduceScatterDirect(op, output, input, rop);

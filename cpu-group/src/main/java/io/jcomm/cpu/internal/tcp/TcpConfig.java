@@ -20,9 +20,11 @@ import java.util.Locale;
  *   <tr><td>{@value #SHM}</td><td>{@code auto}/{@code true}: peers on the same host move large payloads
  *       through a shared-memory ring; {@code false}: sockets only</td><td>auto</td></tr>
  *   <tr><td>{@value #SHM_THRESHOLD_BYTES}</td><td>payloads from this size go through shared memory</td><td>64 KiB</td></tr>
- *   <tr><td>{@value #SHM_RING_BYTES}</td><td>ring capacity per directed pair (power of two)</td><td>4 MiB</td></tr>
+ *   <tr><td>{@value #SHM_RING_BYTES}</td><td>ring capacity per directed pair (power of two; the
+ *       sender creates it with its first payload of at least the threshold to that peer)</td><td>4 MiB</td></tr>
  *   <tr><td>{@value #SHM_STAGING_BYTES}</td><td>shared staging region per rank, for collectives of groups
- *       whose ranks all share one host: two slots of input and result areas (0: off; rings only)</td>
+ *       whose ranks all share one host: two slots of input and result areas, made by the first collective
+ *       that uses them (0: off; rings only)</td>
  *       <td>16 MiB</td></tr>
  *   <tr><td>{@value #SHM_COLLECTIVE_MIN_BYTES}</td><td>from this size such groups run all-reduce,
  *       reduce-scatter, all-gather and broadcast through the staging regions</td><td>256 KiB</td></tr>

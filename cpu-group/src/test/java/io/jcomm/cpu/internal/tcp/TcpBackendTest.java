@@ -47,21 +47,19 @@ class TcpBackendTest {
     @Test
     void sameHostPeersUseSharedMemoryAndLeaveNoFiles() throws IOException {
         assumeShm(48);
+        String pid = Long.toString(ProcessHandle.current().pid());
         try (ThreadRanks t = ThreadRanks.start(3, r -> opts(r).option("tcp.shm.ringBytes", "1048576")
                 .option("tcp.shm.stagingBytes", "4194304"), Duration.ofSeconds(20))) {
+            // creating the group made no ring and no staging region: they come with the first large payload
             for (int r = 0; r < 3; r++) {
+                assertFalse(tcp(t.group(r)).sharedCollectives());
                 for (int p = 0; p < 3; p++) {
                     if (p != r) {
-                        assertTrue(tcp(t.group(r)).sharedMemoryTo(p), r + " -> " + p);
+                        assertFalse(tcp(t.group(r)).sharedMemoryTo(p), r + " -> " + p);
                     }
                 }
             }
-            // the ring files were unlinked as soon as every peer had mapped them
-            String pid = Long.toString(ProcessHandle.current().pid());
-            try (Stream<Path> files = Files.list(Path.of("/dev/shm"))) {
-                assertEquals(List.of(), files.map(p -> p.getFileName().toString())
-                        .filter(n -> n.startsWith("jcomm-tcptest-") && n.contains("-" + pid + "-")).toList());
-            }
+            assertEquals(List.of(), jcommFiles(pid));
             t.run(g -> CpuGroupCases.all(false).stream().filter(c -> c.name().contains("1MiB")).forEach(c -> {
                 try {
                     c.body().run(g);
@@ -69,6 +67,78 @@ class TcpBackendTest {
                     throw new AssertionError(e);
                 }
             }), Duration.ofSeconds(60));
+            // a ring is offered with the first large payload to a peer and used once the peer mapped it
+            t.run(g -> {
+                Tensor x = Tensor.allocate(DType.F32, 1 << 16);
+                for (int round = 0; round < 3; round++) {
+                    for (int p = 0; p < 3; p++) {
+                        if (p == g.rank()) {
+                            continue;
+                        }
+                        x.fill(10 * g.rank() + p + round);
+                        g.send(x, p, round);
+                    }
+                    for (int p = 0; p < 3; p++) {
+                        if (p != g.rank()) {
+                            g.recv(x, p, round);
+                            assertEquals(10 * p + g.rank() + round, x.getDouble(x.numel() - 1), 0.0);
+                        }
+                    }
+                }
+            }, Duration.ofSeconds(60));
+            for (int r = 0; r < 3; r++) {
+                assertTrue(tcp(t.group(r)).sharedCollectives(), "staging after 1 MiB collectives, rank " + r);
+                for (int p = 0; p < 3; p++) {
+                    if (p != r) {
+                        assertTrue(tcp(t.group(r)).sharedMemoryTo(p), r + " -> " + p);
+                    }
+                }
+            }
+            // the files lost their names as soon as the peers had mapped them
+            assertEquals(List.of(), jcommFiles(pid));
+        }
+    }
+
+    /**
+     * Rank 1 cannot use shared memory (its directory is missing): rank 0's ring offer is refused, rank
+     * 1 creates nothing, the staging set-up finds that not every rank has a region, and every payload
+     * goes by socket with exact results; rank 0's offered file is gone afterwards.
+     */
+    @Test
+    void aRefusedRingOrStagingFallsBackToSockets() throws IOException {
+        assumeShm(48);
+        String pid = Long.toString(ProcessHandle.current().pid());
+        try (ThreadRanks t = ThreadRanks.start(2, r -> opts(r).option("tcp.shm.ringBytes", "1048576")
+                .option("tcp.shm.stagingBytes", "4194304")
+                .option("tcp.shm.dir", r == 0 ? "/dev/shm" : "/nonexistent-jcomm-shm"), Duration.ofSeconds(20))) {
+            t.run(g -> {
+                Tensor x = Tensor.allocate(DType.F32, 1 << 18);
+                for (int round = 0; round < 3; round++) {
+                    x.fill(g.rank() + 1 + round);
+                    g.allReduce(x, ReduceOp.SUM);
+                    assertEquals(3 + 2 * round, x.getDouble(12345), 0.0);
+                    int peer = 1 - g.rank();
+                    if (g.rank() == 0) {
+                        x.fill(7 + round);
+                        g.send(x, peer, round);
+                    } else {
+                        g.recv(x, peer, round);
+                        assertEquals(7 + round, x.getDouble(x.numel() - 1), 0.0);
+                    }
+                }
+            }, Duration.ofSeconds(60));
+            for (int r = 0; r < 2; r++) {
+                assertFalse(tcp(t.group(r)).sharedCollectives(), "staging, rank " + r);
+                assertFalse(tcp(t.group(r)).sharedMemoryTo(1 - r), "ring from rank " + r);
+            }
+            assertEquals(List.of(), jcommFiles(pid));
+        }
+    }
+
+    private static List<String> jcommFiles(String pid) throws IOException {
+        try (Stream<Path> files = Files.list(Path.of("/dev/shm"))) {
+            return files.map(p -> p.getFileName().toString())
+                    .filter(n -> n.startsWith("jcomm-tcptest-") && n.contains("-" + pid + "-")).toList();
         }
     }
 
@@ -83,7 +153,6 @@ class TcpBackendTest {
         try (ThreadRanks t = ThreadRanks.start(4, r -> opts(r).option("tcp.shm.stagingBytes", "65536")
                 .option("tcp.shm.ringBytes", "1048576")
                 .option("tcp.shm.collectiveMinBytes", "1024"), Duration.ofSeconds(20))) {
-            assertTrue(tcp(t.group(0)).sharedCollectives());
             t.run(g -> {
                 java.util.Random same = new java.util.Random(42);      // the same sequence on every rank
                 java.util.Random jitter = new java.util.Random(g.rank()); // different delays per rank
@@ -137,6 +206,9 @@ class TcpBackendTest {
                     }
                 }
             }, Duration.ofSeconds(120));
+            for (int r = 0; r < 4; r++) {
+                assertTrue(tcp(t.group(r)).sharedCollectives(), "the collectives ran through the staging regions, rank " + r);
+            }
         }
     }
 
