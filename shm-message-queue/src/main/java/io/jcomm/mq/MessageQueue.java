@@ -52,6 +52,8 @@ import org.agrona.DirectBuffer;
  */
 public final class MessageQueue implements AutoCloseable {
 
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(MessageQueue.class);
+
     private final String groupName;
     private final int rank;
     private final int writerRank;
@@ -95,6 +97,7 @@ public final class MessageQueue implements AutoCloseable {
         ObjectCodec codec = options.codec() != null ? options.codec() : group.codec();
         MessageQueueOptions opts = options.toBuilder().codec(codec).timeout(timeout).build();
         Deadline deadline = Deadline.after(timeout);
+        long t0 = System.nanoTime();
 
         // 1. who is where
         String hostId = options.hostId() + (options.forceRemote() && rank != writerRank ? "#remote-rank-" + rank : "");
@@ -145,6 +148,7 @@ public final class MessageQueue implements AutoCloseable {
                     mine = e;
                 }
             }
+            long t1 = System.nanoTime();
             List<Step> mediaSteps = exchange(group, mediaStep, deadline);
             throwIfFailed(ctx, mediaSteps, "starting the media driver", mine);
             if (needsMedia && rank != myOwner) {
@@ -161,6 +165,7 @@ public final class MessageQueue implements AutoCloseable {
             }
 
             // 3. the writer publishes and broadcasts the handle
+            long t2 = System.nanoTime();
             Step handleStep = Step.ok("", null);
             if (rank == writerRank) {
                 try {
@@ -182,6 +187,7 @@ public final class MessageQueue implements AutoCloseable {
             QueueHandle handle = QueueHandle.decode(got.payload());
 
             // 4. readers subscribe (and say hello)
+            long t3 = System.nanoTime();
             Step openStep = Step.ok("", null);
             if (rank != writerRank) {
                 try {
@@ -194,6 +200,7 @@ public final class MessageQueue implements AutoCloseable {
             throwIfFailed(ctx, exchange(group, openStep, deadline), "subscribing", mine);
 
             // 5. the writer has heard from every reader: ready
+            long t4 = System.nanoTime();
             Step readyStep = Step.ok("", null);
             if (writer != null) {
                 try {
@@ -204,11 +211,20 @@ public final class MessageQueue implements AutoCloseable {
                 }
             }
             throwIfFailed(ctx, exchange(group, readyStep, deadline), "waiting for the readers", mine);
+            if (LOG.isDebugEnabled()) {
+                LOG.debug("group {} rank {}: message queue in {} ms (peers {}, media {}, publish {}, subscribe {}, readers {})",
+                        group.name(), rank, ms(System.nanoTime() - t0), ms(t1 - t0), ms(t2 - t1), ms(t3 - t2), ms(t4 - t3),
+                        ms(System.nanoTime() - t4));
+            }
             return new MessageQueue(group.name(), rank, writerRank, timeout, writer, reader, ownedMedia, handle);
         } catch (RuntimeException e) {
             CloseHelper.quietCloseAll(reader, writer, ownedMedia);
             throw e;
         }
+    }
+
+    private static String ms(long nanos) {
+        return String.format(java.util.Locale.ROOT, "%.2f", nanos / 1e6);
     }
 
     private static <T> List<T> decodeAll(List<byte[]> all, Class<T> type) {
