@@ -41,5 +41,7 @@ run mq-3                bin/commbench mq --readers 3
 run mq-1-remote         bin/commbench mq --readers 1 --remote
 run store               bin/commbench store
 run init                bin/commbench init --tp 2 --pp 2 --iterations 20
+run init-warm           bin/commbench init --tp 2 --pp 2 --iterations 20 --warmup 40
+run init-warm-mq-local  bin/commbench init --tp 2 --pp 2 --iterations 20 --warmup 40 --mq-across-hosts-only
 run demo                bash -c 'time bin/commrun --nproc-per-node 4 demo --tp 2 --pp 2'
 echo "raw output in $OUT"
