@@ -95,7 +95,7 @@ final class Engine {
     private static final int STAGING_NEVER = 0;
     private static final int STAGING_LATER = 1;
     private static final int STAGING_READY = 2;
-    /** Longest path a peer may offer for a ring or staging region. */
+    /** Longest path a peer may give for its staging region. */
     private static final int MAX_PATH_BYTES = 1024;
 
     private Engine(CpuBackendContext ctx, TcpConfig cfg) {
@@ -701,7 +701,9 @@ final class Engine {
             shmRings = new ShmRings(cfg, group, rank, generation);
         }
         // what this rank can do in shared memory; rings and staging regions are made on first use
-        String stagingOffer = cfg.shm && cfg.shmStagingBytes > 0 ? Integer.toString(cfg.shmStagingBytes) : "-";
+        // (staging size and the size from which collectives use it: ranks that differ never set it up)
+        String stagingOffer = cfg.shm && cfg.shmStagingBytes > 0
+                ? cfg.shmStagingBytes + ":" + cfg.shmCollectiveMinBytes : "-";
         String me = ctx.hostname() + " " + port + " " + Long.toUnsignedString(nonce, 16) + " " + hostId + " "
                 + (cfg.shm ? "shm" : "-") + " " + stagingOffer;
         String prefix = "tcp/" + generation + "/rank/";

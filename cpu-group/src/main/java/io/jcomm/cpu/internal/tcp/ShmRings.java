@@ -202,16 +202,6 @@ final class ShmRings {
         }
     }
 
-    String describe(Link[] links) {
-        StringBuilder sb = new StringBuilder();
-        for (Link l : links) {
-            if (l != null && l.shm != null && l.shm.canSend()) {
-                sb.append(sb.length() == 0 ? "to ranks " : ",").append(l.peer);
-            }
-        }
-        return sb.length() == 0 ? "none yet" : sb.toString();
-    }
-
     /** Removes the names of files not yet taken and unmaps every ring. Only after no thread uses them any more. */
     void close() {
         for (Ring r : rings) {
