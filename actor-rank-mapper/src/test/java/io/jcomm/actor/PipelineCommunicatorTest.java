@@ -92,6 +92,9 @@ class PipelineCommunicatorTest {
 
     @Test
     void destroyFailsLaterAndPendingReceivesWithClosed() {
+        // the ranks are threads of this JVM: rank 1 says when it has destroyed its adapter (its group
+        // is busy with the pending receive, so this cannot be a barrier)
+        CountDownLatch destroyed = new CountDownLatch(1);
         try (ThreadJob job = job(2)) {
             job.run(ps -> {
                 ps.initializeModelParallel(1, 2);
@@ -100,7 +103,7 @@ class PipelineCommunicatorTest {
                 if (c.selfRank() == 0) {
                     // the peer destroys while its receive waits; the data then arrives
                     ps.pp().barrier();
-                    Thread.sleep(300);
+                    assertTrue(destroyed.await(20, TimeUnit.SECONDS));
                     c.send(Tensor.ofInts(7), 1);
                     ps.pp().barrier();
                     api.destroy();
@@ -118,8 +121,9 @@ class PipelineCommunicatorTest {
                     ps.pp().barrier();
                     receiver.start();
                     started.await();
-                    Thread.sleep(100);
+                    Thread.sleep(100); // most likely inside recv by now; a recv that starts later fails the same way
                     api.destroy();
+                    destroyed.countDown();
                     receiver.join(20_000);
                     assertFalse(receiver.isAlive());
                     assertInstanceOf(CommClosedException.class, got.get());

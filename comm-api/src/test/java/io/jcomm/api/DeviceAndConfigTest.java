@@ -93,8 +93,8 @@ class DeviceAndConfigTest {
 
     @Test
     void deadlinesAreBounded() throws InterruptedException {
+        assertTrue(Deadline.after(Duration.ofSeconds(10)).remainingNanos() > 0);
         Deadline d = Deadline.after(Duration.ofMillis(20));
-        assertTrue(d.remainingNanos() > 0);
         Thread.sleep(30);
         assertTrue(d.isExpired());
         assertEquals(0, d.remainingNanos());

@@ -174,8 +174,9 @@ class QueueInProcessTest {
                 System.out.printf("wakeups=%s: latency after 30 ms idle: median %.1f us, max %.1f us%n", wakeups,
                         median / 1e3, l[l.length - 1] / 1e3);
                 // asleep without a wake-up the reader would notice only at the end of its 100 ms sleep slice;
-                // parking (wakeups off) bounds it by the 1 ms maximum park
-                assertTrue(median < TimeUnit.MILLISECONDS.toNanos(wakeups ? 10 : 20), "median " + median / 1e3 + " us");
+                // parking (wakeups off) bounds it by the 1 ms maximum park. Typically well under 1 ms; the
+                // bound leaves room for scheduler delays on a loaded 2-core machine and still catches a slice
+                assertTrue(median < TimeUnit.MILLISECONDS.toNanos(50), "median " + median / 1e3 + " us");
             } finally {
                 pool.shutdownNow();
             }

@@ -48,7 +48,8 @@ class CompletableWorkTest {
 
     @Test
     void waitTimeoutLeavesTheWorkAwaitableButOwnDeadlineIsFinal() {
-        CompletableWork<Void> w = new CompletableWork<>(CTX, Deadline.after(Duration.ofMillis(300)), null);
+        // the work's own deadline is far enough that a stalled await(10 ms) cannot reach it
+        CompletableWork<Void> w = new CompletableWork<>(CTX, Deadline.after(Duration.ofMillis(1500)), null);
         CommTimeoutException e = assertThrows(CommTimeoutException.class, () -> w.await(Duration.ofMillis(10)));
         assertTrue(e.getMessage().contains("can be awaited again"), e.getMessage());
         e = assertThrows(CommTimeoutException.class, w::await);

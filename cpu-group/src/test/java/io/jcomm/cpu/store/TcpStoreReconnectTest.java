@@ -39,7 +39,8 @@ class TcpStoreReconnectTest {
             t0 = System.nanoTime();
             try (TcpStore s = c.get(20, TimeUnit.SECONDS)) {
                 // back-off is capped at 50 ms: the client is connected promptly after the server starts
-                assertTrue(System.nanoTime() - t0 < TimeUnit.MILLISECONDS.toNanos(1000), "slow reconnect");
+                // (typically within 100 ms; the bound leaves room for a loaded machine, far below the 20 s timeout)
+                assertTrue(System.nanoTime() - t0 < TimeUnit.MILLISECONDS.toNanos(3000), "slow reconnect");
                 s.set("k", "v".getBytes(UTF_8));
                 assertArrayEquals("v".getBytes(UTF_8), s.get("k"));
                 assertTrue(s.isJcommServer());

@@ -30,7 +30,7 @@ class ChronicleMapStoreTest {
 
     @Test
     void storeContractAcrossTwoMappingsOfOneFile() throws Exception {
-        Path file = Path.of("/dev/shm", "jcomm-store-test-" + ProcessHandle.current().pid() + ".dat");
+        Path file = Path.of("/dev/shm", "jcomm-store-test-" + ProcessHandle.current().pid() + "-" + System.nanoTime() + ".dat");
         ChronicleMapStore.Options o = ChronicleMapStore.Options.builder().timeout(Duration.ofSeconds(10)).build();
         long t0 = System.nanoTime();
         ChronicleMapStore a = ChronicleMapStore.open(file, o, true);

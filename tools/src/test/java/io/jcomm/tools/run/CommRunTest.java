@@ -228,6 +228,13 @@ class CommRunTest {
         return pids;
     }
 
+    private static boolean termLinesSeen(List<String> lines, List<Long> pids) {
+        synchronized (lines) {
+            return pids.stream().allMatch(pid -> lines.stream().anyMatch(l -> l.endsWith("TERM " + pid)))
+                    && lines.stream().anyMatch(l -> l.contains("commrun: stopped on request"));
+        }
+    }
+
     private static void assertGone(List<Long> pids, long seconds) throws InterruptedException {
         long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
         for (long pid : pids) {
@@ -248,7 +255,11 @@ class CommRunTest {
             assertTrue(p.waitFor(30, TimeUnit.SECONDS));
             assertEquals(143, p.exitValue());
             assertGone(pids, 10);
-            Thread.sleep(200);
+            // the launcher's last lines may still be on their way through the pump thread
+            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (System.nanoTime() < until && !termLinesSeen(lines, pids)) {
+                Thread.sleep(20);
+            }
             synchronized (lines) {
                 for (long pid : pids) {
                     assertTrue(lines.stream().anyMatch(l -> l.endsWith("TERM " + pid)),

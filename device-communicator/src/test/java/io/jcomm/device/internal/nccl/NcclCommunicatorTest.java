@@ -257,8 +257,9 @@ class NcclCommunicatorTest {
     @Test
     void anOperationPastItsDeadlineAbortsTheCommunicator() {
         FakeNccl fake = new FakeNccl();
+        // 1 s: long enough that the in-flight count can be read before the watchdog acts, even on a loaded machine
         NcclCommunicator comm = world(fake, 1, Map.of(NcclSettings.WATCHDOG_INTERVAL_MS, "10",
-                NcclSettings.OP_TIMEOUT_MS, "200"), Duration.ofSeconds(10)).get(0);
+                NcclSettings.OP_TIMEOUT_MS, "1000"), Duration.ofSeconds(10)).get(0);
         DeviceMemory mem = fake.memory(0, STREAM);
         Tensor a = mem.upload(Tensor.ofFloats(1));
         Tensor b = mem.allocate(DType.F32, 1);
@@ -267,7 +268,7 @@ class NcclCommunicatorTest {
         assertEquals(1, comm.trackedInFlight());
         await("deadline abort", comm::isClosed, Duration.ofSeconds(5));
         CommTimeoutException cause = assertInstanceOf(CommTimeoutException.class, comm.poisonCause());
-        assertTrue(cause.getMessage().contains("batchP2P enqueued") && cause.getMessage().contains("has not completed within 200 ms"),
+        assertTrue(cause.getMessage().contains("batchP2P enqueued") && cause.getMessage().contains("has not completed within 1000 ms"),
                 cause.getMessage());
         await("aborted", comm::isAbortComplete, Duration.ofSeconds(5));
         assertEquals(1, fake.abortsOf(0));
