@@ -66,7 +66,7 @@ final class ShmStaging {
 
     /** Creates this rank's region, or returns null (with a log line) when shared memory cannot be used. */
     static ShmStaging create(TcpConfig cfg, String group, int rank, int size, long generation) {
-        int piece = cfg.shmStagingBytes / 4;
+        int piece = pieceBytes(cfg);
         Path dir = Path.of(cfg.shmDir);
         String safe = group.replaceAll("[^A-Za-z0-9_.-]", "_");
         Path path = dir.resolve("jcomm-" + safe + "-g" + generation + "-r" + rank + "-" + ProcessHandle.current().pid()
@@ -101,6 +101,11 @@ final class ShmStaging {
 
     String path() {
         return path.toString();
+    }
+
+    /** Bytes of one piece of a region made with {@code cfg} (a region holds two slots of input and result). */
+    static int pieceBytes(TcpConfig cfg) {
+        return cfg.shmStagingBytes / 4;
     }
 
     int pieceBytes() {

@@ -608,7 +608,7 @@ final class TcpBackend implements CpuBackend {
     public void reduceScatter(Tensor output, Tensor input, ReduceOp rop, Deadline deadline) {
         long b = output.byteSize();
         // the shared path needs every rank's part of a piece to hold at least one element
-        ShmStaging st = cfg.shmStagingBytes / 4 / output.dtype().byteSize() >= size ? stagingFor(b * size, deadline) : null;
+        ShmStaging st = ShmStaging.pieceBytes(cfg) / output.dtype().byteSize() >= size ? stagingFor(b * size, deadline) : null;
         e.enter("reduceScatter");
         try {
             boolean direct = b * size <= cfg.smallBytes;
