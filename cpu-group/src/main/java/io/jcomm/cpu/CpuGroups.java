@@ -50,6 +50,15 @@ public final class CpuGroups {
      * @throws ProtocolException when the ranks' codecs register different classes
      */
     public static ProcessGroup create(CpuGroupOptions options) {
+        return create(options, null);
+    }
+
+    /**
+     * {@link #create(CpuGroupOptions)} with the backend already chosen ({@link CpuBackends#select},
+     * for {@link CpuGroupOptions#backend()}): callers that create many groups resolve it once and save
+     * a class-path scan per group. {@code null} selects it here.
+     */
+    public static ProcessGroup create(CpuGroupOptions options, CpuBackendProvider selected) {
         OpContext ctx = OpContext.of(options.groupName(), options.rank(), "create");
         if (options.size() == 1) {
             String b = options.backend().toLowerCase(Locale.ROOT);
@@ -57,11 +66,13 @@ public final class CpuGroups {
                     b.equals(CpuBackends.AUTO) ? "local" : b, options.timeout(), options.codec(),
                     options.maxObjectBytes(), null);
         }
-        CpuBackendProvider provider;
-        try {
-            provider = CpuBackends.select(options.backend());
-        } catch (CommException e) {
-            throw Errors.sameType(e, ctx, e.detail(), e.getCause());
+        CpuBackendProvider provider = selected;
+        if (provider == null) {
+            try {
+                provider = CpuBackends.select(options.backend());
+            } catch (CommException e) {
+                throw Errors.sameType(e, ctx, e.detail(), e.getCause());
+            }
         }
         Store groupStore = new PrefixStore(options.groupName(), options.store());
         CpuBackendContext bctx = new CpuBackendContext(groupStore, options.groupName(), options.rank(), options.size(),

@@ -11,7 +11,9 @@ import io.jcomm.api.device.DeviceCommunicatorProvider;
 import io.jcomm.api.store.PrefixStore;
 import io.jcomm.api.store.Store;
 import io.jcomm.cpu.CpuGroupOptions;
+import io.jcomm.cpu.CpuBackends;
 import io.jcomm.cpu.CpuGroups;
+import io.jcomm.cpu.spi.CpuBackendProvider;
 import io.jcomm.device.CpuDeviceCommunicatorProvider;
 import io.jcomm.device.DeviceCommunicators;
 import io.jcomm.mq.AeronMedia;
@@ -59,6 +61,7 @@ final class GroupFactory {
     final Device device;
     final DeviceCommunicatorProvider hostProvider;
     final DeviceCommunicatorProvider deviceProvider;
+    private final CpuBackendProvider cpuProvider;
 
     GroupFactory(DistributedConfig config, ParallelStateOptions options, Store store, ObjectCodec codec,
                  DeviceCommunicators registry) {
@@ -73,6 +76,16 @@ final class GroupFactory {
         this.device = options.device() != null ? options.device() : chooseDevice(registry, providerName, config.localRank());
         this.deviceProvider = registry.select(providerName, device);
         this.hostProvider = device.isCpu() ? deviceProvider : registry.byName(CpuDeviceCommunicatorProvider.NAME);
+        this.cpuProvider = config.worldSize() > 1 ? selectQuietly(cpuBackend) : null;
+    }
+
+    /** The CPU backend, chosen once per state (a class-path scan); null leaves the choice, and its error, to each group. */
+    private static CpuBackendProvider selectQuietly(String backend) {
+        try {
+            return CpuBackends.select(backend);
+        } catch (RuntimeException e) {
+            return null;
+        }
     }
 
     /**
@@ -191,7 +204,7 @@ final class GroupFactory {
         }
         ProcessGroup cpu;
         try {
-            cpu = CpuGroups.create(cpuOptions(spec, store, spec.checkCodec()));
+            cpu = CpuGroups.create(cpuOptions(spec, store, spec.checkCodec()), cpuProvider);
         } catch (RuntimeException e) {
             closeMedia(media);
             CloseHelper.quietClose(local);

@@ -3,7 +3,6 @@ package io.jcomm.mq;
 import io.jcomm.api.BackendException;
 import io.jcomm.api.CommException;
 import io.jcomm.api.Deadline;
-import io.jcomm.api.ObjectCodec;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.ProcessGroup;
 import io.jcomm.mq.internal.Handshake;
@@ -87,22 +86,42 @@ public final class MessageQueue implements AutoCloseable {
     public static MessageQueue create(ProcessGroup group, int writerRank, MessageQueueOptions options) {
         Objects.requireNonNull(group, "group");
         Objects.requireNonNull(options, "options");
-        int size = group.size();
-        int rank = group.rank();
-        OpContext ctx = OpContext.of(group.name(), rank, "createMessageQueue");
+        MessageQueueOptions opts = options.toBuilder()
+                .codec(options.codec() != null ? options.codec() : group.codec())
+                .timeout(options.timeout() != null ? options.timeout() : group.defaultTimeout()).build();
+        return create(QueueExchange.over(group), writerRank, opts);
+    }
+
+    /**
+     * Creates the queue collectively through {@code exchange} (for example through the job's store,
+     * beside a group that other threads keep using): every rank of the exchange calls this with the
+     * same {@code writerRank}. {@link MessageQueueOptions#timeout()} is required; without
+     * {@link MessageQueueOptions#codec()} only the byte methods work.
+     *
+     * @throws CommException if any rank fails (the message names the rank and reason), or on timeout
+     */
+    public static MessageQueue create(QueueExchange exchange, int writerRank, MessageQueueOptions options) {
+        Objects.requireNonNull(exchange, "exchange");
+        Objects.requireNonNull(options, "options");
+        if (options.timeout() == null) {
+            throw new IllegalArgumentException("MessageQueueOptions.timeout() is required");
+        }
+        int size = exchange.size();
+        int rank = exchange.rank();
+        String groupName = exchange.groupName();
+        OpContext ctx = OpContext.of(groupName, rank, "createMessageQueue");
         if (writerRank < 0 || writerRank >= size) {
             throw new io.jcomm.api.ProtocolException(ctx, "writer rank " + writerRank + " not in [0, " + size + ")");
         }
-        Duration timeout = options.timeout() != null ? options.timeout() : group.defaultTimeout();
-        ObjectCodec codec = options.codec() != null ? options.codec() : group.codec();
-        MessageQueueOptions opts = options.toBuilder().codec(codec).timeout(timeout).build();
+        Duration timeout = options.timeout();
+        MessageQueueOptions opts = options;
         Deadline deadline = Deadline.after(timeout);
         long t0 = System.nanoTime();
 
         // 1. who is where
         String hostId = options.hostId() + (options.forceRemote() && rank != writerRank ? "#remote-rank-" + rank : "");
-        List<Peer> peers = decodeAll(group.allGatherObject(Handshake.encode(new Peer(hostId, ProcessHandle.current().pid())),
-                byte[].class, deadline.remaining()), Peer.class);
+        List<Peer> peers = decodeAll(exchange.allGather(Handshake.encode(new Peer(hostId, ProcessHandle.current().pid())),
+                deadline), Peer.class);
         String writerHost = peers.get(writerRank).hostId();
         List<Integer> local = new ArrayList<>();
         List<Integer> remote = new ArrayList<>();
@@ -149,7 +168,7 @@ public final class MessageQueue implements AutoCloseable {
                 }
             }
             long t1 = System.nanoTime();
-            List<Step> mediaSteps = exchange(group, mediaStep, deadline);
+            List<Step> mediaSteps = exchange(exchange, mediaStep, deadline);
             throwIfFailed(ctx, mediaSteps, "starting the media driver", mine);
             if (needsMedia && rank != myOwner) {
                 Path ownerDir = Path.of(mediaSteps.get(myOwner).text());
@@ -169,15 +188,16 @@ public final class MessageQueue implements AutoCloseable {
             Step handleStep = Step.ok("", null);
             if (rank == writerRank) {
                 try {
-                    writer = QueueWriter.create(media, group.name(), rank, local, remote, myOwner, opts);
+                    writer = QueueWriter.create(media, groupName, rank, local, remote, myOwner, opts);
                     handleStep = Step.ok("", writer.handle().encode());
                 } catch (RuntimeException e) {
                     handleStep = Step.failed(e);
                     mine = e;
                 }
             }
-            Step got = Handshake.decode(group.broadcastObject(Handshake.encode(handleStep), writerRank, byte[].class,
-                    deadline.remaining()), Step.class);
+            // everyone's contribution but the writer's is empty: a broadcast
+            Step got = Handshake.decode(exchange.allGather(Handshake.encode(handleStep), deadline).get(writerRank),
+                    Step.class);
             if (got.isError()) {
                 if (mine != null) {
                     throw mine;
@@ -197,7 +217,7 @@ public final class MessageQueue implements AutoCloseable {
                     mine = e;
                 }
             }
-            throwIfFailed(ctx, exchange(group, openStep, deadline), "subscribing", mine);
+            throwIfFailed(ctx, exchange(exchange, openStep, deadline), "subscribing", mine);
 
             // 5. the writer has heard from every reader: ready
             long t4 = System.nanoTime();
@@ -210,13 +230,13 @@ public final class MessageQueue implements AutoCloseable {
                     mine = e;
                 }
             }
-            throwIfFailed(ctx, exchange(group, readyStep, deadline), "waiting for the readers", mine);
+            throwIfFailed(ctx, exchange(exchange, readyStep, deadline), "waiting for the readers", mine);
             if (LOG.isDebugEnabled()) {
                 LOG.debug("group {} rank {}: message queue in {} ms (peers {}, media {}, publish {}, subscribe {}, readers {})",
-                        group.name(), rank, ms(System.nanoTime() - t0), ms(t1 - t0), ms(t2 - t1), ms(t3 - t2), ms(t4 - t3),
+                        groupName, rank, ms(System.nanoTime() - t0), ms(t1 - t0), ms(t2 - t1), ms(t3 - t2), ms(t4 - t3),
                         ms(System.nanoTime() - t4));
             }
-            return new MessageQueue(group.name(), rank, writerRank, timeout, writer, reader, ownedMedia, handle);
+            return new MessageQueue(groupName, rank, writerRank, timeout, writer, reader, ownedMedia, handle);
         } catch (RuntimeException e) {
             CloseHelper.quietCloseAll(reader, writer, ownedMedia);
             throw e;
@@ -235,8 +255,8 @@ public final class MessageQueue implements AutoCloseable {
         return out;
     }
 
-    private static List<Step> exchange(ProcessGroup group, Step mine, Deadline deadline) {
-        return decodeAll(group.allGatherObject(Handshake.encode(mine), byte[].class, deadline.remaining()), Step.class);
+    private static List<Step> exchange(QueueExchange exchange, Step mine, Deadline deadline) {
+        return decodeAll(exchange.allGather(Handshake.encode(mine), deadline), Step.class);
     }
 
     /** After a step: rethrows this rank's own failure, or fails naming the ranks that failed. */

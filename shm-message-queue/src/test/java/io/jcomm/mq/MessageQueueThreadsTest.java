@@ -114,6 +114,65 @@ class MessageQueueThreadsTest {
     }
 
     @Test
+    void creationThroughTheStoreNeedsNoGroupAndLeavesItsKeysUnderThePrefix() throws Exception {
+        String tag = "mqstore" + ProcessHandle.current().pid();
+        AeronMedia.Options mo = AeronMedia.Options.builder().tag(tag).build();
+        InMemoryStore store = new InMemoryStore(T);
+        int size = 3;
+        ExecutorService pool = Executors.newFixedThreadPool(size);
+        try {
+            List<Future<String>> fs = new ArrayList<>();
+            for (int r = 0; r < size; r++) {
+                final int rank = r;
+                fs.add(pool.submit(() -> {
+                    MessageQueueOptions o = MessageQueueOptions.builder().mediaOptions(mo).hostId("hostA").codec(CODEC)
+                            .timeout(T).build();
+                    try (MessageQueue q = MessageQueue.create(QueueExchange.overStore(store, "q/", "tp:7", rank, size), 0, o)) {
+                        assertEquals("tp:7", q.groupName());
+                        assertEquals(List.of(1, 2), q.localReaders());
+                        if (q.isWriter()) {
+                            long last = 0;
+                            for (int i = 0; i < 50; i++) {
+                                last = q.enqueueObject(new Step(i, List.of("s" + i)));
+                            }
+                            q.awaitDelivered(last);
+                            return "writer " + last;
+                        }
+                        for (int i = 0; i < 50; i++) {
+                            assertEquals(new Step(i, List.of("s" + i)), q.dequeueObject(Step.class));
+                        }
+                        return "reader " + q.rank();
+                    }
+                }));
+            }
+            List<String> out = new ArrayList<>();
+            for (Future<String> f : fs) {
+                out.add(f.get(90, TimeUnit.SECONDS));
+            }
+            assertEquals(List.of("writer 50", "reader 1", "reader 2"), out);
+        } finally {
+            pool.shutdownNow();
+        }
+        // five rounds (hosts, media, handle, subscribed, ready), one key per rank each, all under the prefix
+        assertEquals(5 * size, store.numKeys());
+        assertTrue(store.check(List.of("q/0/0", "q/4/2")));
+        assertFalse(store.check(List.of("q/5/0")));
+        assertNoShm(tag);
+    }
+
+    @Test
+    void aStoreExchangeRejectsOversizedMessagesBeforeDecoding() {
+        InMemoryStore store = new InMemoryStore(T);
+        store.set("x/0/1", new byte[QueueExchange.MAX_MESSAGE_BYTES + 1]);
+        QueueExchange ex = QueueExchange.overStore(store, "x/", "g", 0, 2);
+        CommException e = assertThrows(CommException.class, () -> ex.allGather(new byte[] {1},
+                io.jcomm.api.Deadline.after(Duration.ofSeconds(2))));
+        assertTrue(e.getMessage().contains("rank 1") && e.getMessage().contains("over"), e.getMessage());
+        assertThrows(CommException.class, () -> QueueExchange.overStore(store, "y/", "g", 0, 2)
+                .allGather(new byte[QueueExchange.MAX_MESSAGE_BYTES + 1], io.jcomm.api.Deadline.after(Duration.ofSeconds(2))));
+    }
+
+    @Test
     void aFailureOnOneRankFailsCreationOnAllRanksQuickly() throws Exception {
         String tag = "mqfail" + ProcessHandle.current().pid();
         long start = System.nanoTime();

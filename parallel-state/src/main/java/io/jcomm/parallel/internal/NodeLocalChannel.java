@@ -139,7 +139,15 @@ public final class NodeLocalChannel implements AutoCloseable {
 
     /** The file name of one group's channel; options that change the layout are part of it. */
     public static String fileName(long jobNonce, String generation, String group, int size, int capacity) {
-        String safe = (generation + "-" + group).replaceAll("[^A-Za-z0-9_.-]", "_");
+        StringBuilder safe = new StringBuilder(generation.length() + 1 + group.length()).append(generation).append('-')
+                .append(group);
+        for (int i = 0; i < safe.length(); i++) {
+            char c = safe.charAt(i);
+            if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.'
+                    || c == '-')) {
+                safe.setCharAt(i, '_');
+            }
+        }
         return FILE_PREFIX + Long.toHexString(jobNonce) + "-" + safe + "-n" + size + "-c" + capacity;
     }
 
@@ -175,7 +183,7 @@ public final class NodeLocalChannel implements AutoCloseable {
         NodeLocalChannel c = new NodeLocalChannel(path, group, rank, size, capacity, jobNonce, map);
         int s = c.slot(rank);
         c.buf.putLong(s + PID, ProcessHandle.current().pid());
-        c.buf.putLong(s + START, ProcStat.startTicks(ProcessHandle.current().pid()));
+        c.buf.putLong(s + START, ProcStat.SelfStart.TICKS);
         c.buf.putLongRelease(s + MARK, jobNonce);
         return c;
     }
@@ -419,6 +427,14 @@ public final class NodeLocalChannel implements AutoCloseable {
 
     /** Process identity from {@code /proc} (Linux); elsewhere only {@link ProcessHandle}. */
     static final class ProcStat {
+
+        /** This process's start time (read once: it never changes). */
+        static final class SelfStart {
+            static final long TICKS = startTicks(ProcessHandle.current().pid());
+
+            private SelfStart() {
+            }
+        }
 
         private ProcStat() {
         }

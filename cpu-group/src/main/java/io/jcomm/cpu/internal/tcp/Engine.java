@@ -92,6 +92,8 @@ final class Engine {
     private final Object stagingSetup = new Object();
     private long stagingPiece;
 
+    /** Source of connection nonces (thread safe; seeding one per group cost more than the rest of its set-up). */
+    private static final SecureRandom NONCES = new SecureRandom();
     private static final int STAGING_NEVER = 0;
     private static final int STAGING_LATER = 1;
     private static final int STAGING_READY = 2;
@@ -681,7 +683,7 @@ final class Engine {
 
     private void bootstrap(CpuBackendContext ctx, Deadline d) {
         Store store = ctx.store();
-        nonce = new SecureRandom().nextLong();
+        nonce = NONCES.nextLong();
         Class<? extends ServerChannel> serverClass = epoll ? EpollServerSocketChannel.class : NioServerSocketChannel.class;
         ChannelFuture bind = new ServerBootstrap().group(loop).channel(serverClass)
                 .option(ChannelOption.SO_BACKLOG, 256)
