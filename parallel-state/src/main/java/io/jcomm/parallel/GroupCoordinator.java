@@ -69,6 +69,10 @@ public final class GroupCoordinator implements AutoCloseable {
 
     /** Tag of tensor-dict tensors moved over the CPU group (apart from user tags). */
     static final int TENSOR_DICT_TAG = 0x54440001;
+    /** First byte of a writer's broadcast before its late broadcaster took over: keep going this way. */
+    private static final byte STAY = 0;
+    /** ... or: the writer's queue is ready, the next broadcasts go through it. */
+    private static final byte SWITCH = 1;
 
     private final String name;
     private final List<Integer> ranks;
@@ -86,6 +90,10 @@ public final class GroupCoordinator implements AutoCloseable {
     private final Duration timeout;
     private final ObjectCodec codec;
     private final String transportName;
+    /** The broadcaster when made after the group (null when made with it, or when there is none). */
+    private volatile LateBroadcaster late;
+    /** {@link #late}'s queue once the writer switched to it (the application thread's view). */
+    private MessageQueue switched;
     private volatile boolean destroyed;
     private boolean released; // guarded by this
 
@@ -199,9 +207,44 @@ public final class GroupCoordinator implements AutoCloseable {
         return transportName;
     }
 
-    /** The broadcaster; present only in groups created with one (TP groups by default). */
+    /**
+     * The broadcaster, once this rank has it; present only in groups created with one (TP groups by
+     * default). A broadcaster made after the group ({@link ParallelStateOptions#broadcasterInBackground()})
+     * is empty here until it is ready; see {@link #awaitMessageQueue}.
+     */
     public Optional<MessageQueue> messageQueue() {
-        return Optional.ofNullable(mq);
+        LateBroadcaster l = late;
+        return Optional.ofNullable(mq != null ? mq : l != null ? l.now() : null);
+    }
+
+    /**
+     * The broadcaster, waiting up to {@code timeout} for one that is being made in the background;
+     * empty if the group has none, or if making it failed (broadcasts then stay on the CPU group).
+     */
+    public Optional<MessageQueue> awaitMessageQueue(Duration timeout) {
+        LateBroadcaster l = late;
+        return Optional.ofNullable(mq != null ? mq : l != null ? l.await(timeout) : null);
+    }
+
+    /** True when the group has a broadcaster, ready or still being made. */
+    public boolean hasBroadcaster() {
+        return mq != null || late != null;
+    }
+
+    /** True when the writer's broadcasts go through the queue (made with the group, or switched to). */
+    boolean broadcastsThroughQueue() {
+        return mq != null || switched != null;
+    }
+
+    /** Hands this group a broadcaster being made in the background (before the group is published). */
+    void attachLater(LateBroadcaster b) {
+        if (mq != null || late != null) {
+            throw new IllegalStateException("group " + name + " already has a broadcaster");
+        }
+        late = b;
+        if (destroyed) {
+            b.close();
+        }
     }
 
     /** True when barrier and small-object broadcast go through shared memory (all members on one host). */
@@ -493,16 +536,22 @@ public final class GroupCoordinator implements AutoCloseable {
         if (ranks.size() == 1) {
             return value;
         }
-        if (mq != null && src == mq.writerRank()) {
+        MessageQueue q = queueFor(src);
+        if (q != null) {
             if (rankInGroup == src) {
-                if (value != null && !type.isInstance(value)) {
-                    throw new ProtocolException(ctx("broadcastObject"), "value is a " + value.getClass().getName()
-                            + ", not a " + type.getName());
-                }
-                mq.enqueueObject(value, timeout);
+                checkType(value, type);
+                q.enqueueObject(value, timeout);
                 return value;
             }
-            return mq.dequeueObject(type, timeout);
+            return q.dequeueObject(type, timeout);
+        }
+        if (late != null && src == 0) {
+            // the broadcaster is still being made: over the CPU side, with the writer's word on switching
+            if (rankInGroup == src) {
+                checkType(value, type);
+            }
+            byte[] got = beforeSwitch(rankInGroup == src ? codec.encode(value) : null, "broadcastObject");
+            return rankInGroup == src ? value : codec.decode(got, 1, got.length - 1, type);
         }
         if (local != null) {
             byte[] bytes = rankInGroup == src ? codec.encode(value) : null;
@@ -515,15 +564,63 @@ public final class GroupCoordinator implements AutoCloseable {
         return cpu.broadcastObject(value, src, type, timeout);
     }
 
+    private void checkType(Object value, Class<?> type) {
+        if (value != null && !type.isInstance(value)) {
+            throw new ProtocolException(ctx("broadcastObject"), "value is a " + value.getClass().getName()
+                    + ", not a " + type.getName());
+        }
+    }
+
+    /** The queue a broadcast from {@code src} goes through, or null for the CPU side. */
+    private MessageQueue queueFor(int src) {
+        if (mq != null) {
+            return src == mq.writerRank() ? mq : null;
+        }
+        return switched != null && src == switched.writerRank() ? switched : null;
+    }
+
+    /**
+     * A writer's broadcast while its late broadcaster may not be ready everywhere: the payload goes
+     * the CPU way behind one byte that says whether the writer's queue is ready; if it is, every rank
+     * takes its own (ready, or finishing: the writer's creation returned, so every rank's last step
+     * did) and uses it from the next broadcast on. Returns the framed payload (byte 0 is the flag).
+     */
+    private byte[] beforeSwitch(byte[] payload, String op) {
+        byte[] framed = null;
+        if (rankInGroup == 0) {
+            framed = new byte[payload.length + 1];
+            framed[0] = late.ready() ? SWITCH : STAY;
+            System.arraycopy(payload, 0, framed, 1, payload.length);
+        }
+        byte[] got = broadcastCpuSide(framed, 0);
+        if (got == null || got.length == 0 || (got[0] != STAY && got[0] != SWITCH)) {
+            throw new ProtocolException(ctx(op), "malformed broadcast from the writer (no switch flag)");
+        }
+        if (got[0] == SWITCH) {
+            switched = late.take(ctx(op), timeout);
+        }
+        return got;
+    }
+
     /** Broadcasts raw bytes by the same route as {@link #broadcastObject}. */
     private byte[] broadcastBytes(byte[] bytes, int src) {
-        if (mq != null && src == mq.writerRank()) {
+        MessageQueue q = queueFor(src);
+        if (q != null) {
             if (rankInGroup == src) {
-                mq.enqueue(bytes, timeout);
+                q.enqueue(bytes, timeout);
                 return bytes;
             }
-            return mq.dequeueBytes(timeout);
+            return q.dequeueBytes(timeout);
         }
+        if (late != null && src == 0) {
+            byte[] got = beforeSwitch(rankInGroup == src ? bytes : null, "broadcastBytes");
+            return rankInGroup == src ? bytes : java.util.Arrays.copyOfRange(got, 1, got.length);
+        }
+        return broadcastCpuSide(bytes, src);
+    }
+
+    /** Bytes over the node-local channel when they fit, else the CPU group. */
+    private byte[] broadcastCpuSide(byte[] bytes, int src) {
         if (local != null) {
             byte[] got = local.broadcast(bytes, src, Deadline.after(timeout));
             if (got != null) {
@@ -748,7 +845,7 @@ public final class GroupCoordinator implements AutoCloseable {
         if (hostComm != null) {
             quietly(hostComm::close);
         }
-        CloseHelper.quietCloseAll(mq, ownedMedia);
+        CloseHelper.quietCloseAll(late, mq, ownedMedia);
     }
 
     /**

@@ -62,6 +62,8 @@ final class GroupFactory {
     final DeviceCommunicatorProvider hostProvider;
     final DeviceCommunicatorProvider deviceProvider;
     private final CpuBackendProvider cpuProvider;
+    /** Broadcasters are made after their groups ({@link LateBroadcaster}), not by {@link #create}. */
+    final boolean lateBroadcasters;
 
     GroupFactory(DistributedConfig config, ParallelStateOptions options, Store store, ObjectCodec codec,
                  DeviceCommunicators registry) {
@@ -77,6 +79,7 @@ final class GroupFactory {
         this.deviceProvider = registry.select(providerName, device);
         this.hostProvider = device.isCpu() ? deviceProvider : registry.byName(CpuDeviceCommunicatorProvider.NAME);
         this.cpuProvider = config.worldSize() > 1 ? selectQuietly(cpuBackend) : null;
+        this.lateBroadcasters = options.broadcasterInBackground() && ParallelState.concurrentStores(store);
     }
 
     /** The CPU backend, chosen once per state (a class-path scan); null leaves the choice, and its error, to each group. */
@@ -243,7 +246,7 @@ final class GroupFactory {
                 hostComm = hostProvider.create(new DeviceCommunicatorContext(cpu, Device.CPU, timeout, Map.of()));
                 deviceComm = device.isCpu() ? hostComm
                         : deviceProvider.create(new DeviceCommunicatorContext(cpu, device, timeout, Map.of()));
-                if (spec.messageQueue()) {
+                if (spec.messageQueue() && !lateBroadcasters) {
                     ownedMedia = media == null ? null : await(media, spec);
                     media = null;
                     AeronMedia use = sharedMedia != null ? await(sharedMedia, spec) : ownedMedia;

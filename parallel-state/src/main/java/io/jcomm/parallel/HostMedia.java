@@ -18,6 +18,9 @@ import java.util.function.Function;
  */
 final class HostMedia implements AutoCloseable {
 
+    private static final String READY = "ok ";
+    private static final String FAILED = "failed ";
+
     private final CompletableFuture<AeronMedia> media = new CompletableFuture<>();
 
     private HostMedia() {
@@ -42,11 +45,22 @@ final class HostMedia implements AutoCloseable {
                 try {
                     Store store = new PrefixStore(factory.options.storePrefix(), lane);
                     if (leader) {
-                        m = AeronMedia.launch(mo);
-                        store.set(key, m.directory().toString().getBytes(StandardCharsets.UTF_8));
+                        try {
+                            m = AeronMedia.launch(mo);
+                        } catch (RuntimeException e) {
+                            // the host's other ranks fail at once instead of at their deadline
+                            store.set(key, (FAILED + e.getMessage()).getBytes(StandardCharsets.UTF_8));
+                            throw e;
+                        }
+                        store.set(key, (READY + m.directory()).getBytes(StandardCharsets.UTF_8));
                     } else {
-                        byte[] dir = store.get(key, factory.timeout);
-                        m = AeronMedia.attach(Path.of(new String(dir, StandardCharsets.UTF_8)), mo);
+                        String v = new String(store.get(key, factory.timeout), StandardCharsets.UTF_8);
+                        if (v.startsWith(FAILED) || !v.startsWith(READY) || v.length() > 4096) {
+                            throw new io.jcomm.api.BackendException(null, "the media driver of this host (rank "
+                                    + topology.ranksOnHostOf(rank).get(0) + ") did not start: "
+                                    + (v.startsWith(FAILED) ? v.substring(FAILED.length()) : "malformed answer"));
+                        }
+                        m = AeronMedia.attach(Path.of(v.substring(READY.length())), mo);
                     }
                 } finally {
                     if (lane != factory.rawStore) {

@@ -186,7 +186,8 @@ public final class ParallelState implements AutoCloseable {
         if (l != null) {
             specs.addAll(modelParallelSpecs(l, config.rank(), options, hx.topology(), "mp1"));
         }
-        HostMedia media = l != null && needsHostMedia(options, l, hx.topology())
+        boolean wantMedia = l != null && needsHostMedia(options, l, hx.topology());
+        HostMedia media = wantMedia && !factory.lateBroadcasters
                 ? startHostMedia(factory, hx.topology(), hx.generation()) : null;
         GroupCoordinator[] made;
         try {
@@ -196,6 +197,10 @@ public final class ParallelState implements AutoCloseable {
                 media.close();
             }
             throw e;
+        }
+        if (wantMedia && factory.lateBroadcasters) {
+            media = startHostMedia(factory, hx.topology(), hx.generation());
+            startLateBroadcasters(factory, specs, made, media, hx.generation());
         }
         ParallelState ps = new ParallelState(config, options, owned, factory, made[0], hx.topology(), hx.nonce(),
                 hx.generation(), media);
@@ -237,10 +242,37 @@ public final class ParallelState implements AutoCloseable {
             registry.requireFree(s.name());
         }
         epoch++;
-        if (hostMedia == null && needsHostMedia(options, l, topology)) {
+        boolean wantMedia = needsHostMedia(options, l, topology);
+        if (hostMedia == null && wantMedia && !factory.lateBroadcasters) {
             hostMedia = startHostMedia(factory, topology, generation);
         }
-        adoptModelParallel(l, createGroups(factory, topology, jobNonce, specs, hostMedia));
+        GroupCoordinator[] made = createGroups(factory, topology, jobNonce, specs, hostMedia);
+        if (wantMedia && factory.lateBroadcasters) {
+            if (hostMedia == null) {
+                hostMedia = startHostMedia(factory, topology, generation);
+            }
+            startLateBroadcasters(factory, specs, made, hostMedia, generation);
+        }
+        adoptModelParallel(l, made);
+    }
+
+    /**
+     * Starts the broadcasters of the groups that want one, now that the groups exist (when the
+     * factory makes them late; every member starts its part at the same point).
+     */
+    private static void startLateBroadcasters(GroupFactory factory, List<GroupFactory.Spec> specs, GroupCoordinator[] made,
+                                              HostMedia media, long generation) {
+        for (int i = 0; i < specs.size(); i++) {
+            GroupFactory.Spec s = specs.get(i);
+            if (s.messageQueue() && factory.lateBroadcasters) {
+                made[i].attachLater(LateBroadcaster.start(factory, s, media == null ? null : media.future(),
+                        lateKeyPrefix(generation, s), ParallelState::openLane));
+            }
+        }
+    }
+
+    private static String lateKeyPrefix(long generation, GroupFactory.Spec s) {
+        return "ps/m" + generation + "/mq/" + s.generation() + "/" + s.name() + "/";
     }
 
     /** Whether the TP groups of {@code l} get broadcasters (and the store allows a background client). */
@@ -290,7 +322,8 @@ public final class ParallelState implements AutoCloseable {
         CompletableFuture<AeronMedia> shared = hostMedia == null ? null : hostMedia.future();
         List<CompletableFuture<AeronMedia>> media = new ArrayList<>(n);
         for (int i = 0; i < n; i++) {
-            boolean owner = shared == null && specs.get(i).messageQueue() && factory.ownsMedia(specs.get(i), topology);
+            boolean owner = shared == null && specs.get(i).messageQueue() && !factory.lateBroadcasters
+                    && factory.ownsMedia(specs.get(i), topology);
             media.add(owner ? factory.launchMediaAsync() : null);
         }
         GroupCoordinator[] made = new GroupCoordinator[n];
@@ -384,7 +417,7 @@ public final class ParallelState implements AutoCloseable {
      * Whether groups can be made concurrently: the store is a TCP store (each thread opens its own
      * client) or the in-memory store (waits do not hold it).
      */
-    private static boolean concurrentStores(Store store) {
+    static boolean concurrentStores(Store store) {
         return store instanceof TcpStore || store instanceof InMemoryStore;
     }
 
@@ -495,9 +528,13 @@ public final class ParallelState implements AutoCloseable {
         String gen = "g" + incarnation + "-" + Integer.toHexString(key.hashCode());
         GroupFactory.Spec s = new GroupFactory.Spec(name, ranks, messageQueue && ranks.size() > 1, gen, false);
         CompletableFuture<AeronMedia> shared = s.messageQueue() && hostMedia != null ? hostMedia.future() : null;
-        CompletableFuture<AeronMedia> media = s.messageQueue() && shared == null && factory.ownsMedia(s, topology)
-                ? factory.launchMediaAsync() : null;
+        CompletableFuture<AeronMedia> media = s.messageQueue() && !factory.lateBroadcasters && shared == null
+                && factory.ownsMedia(s, topology) ? factory.launchMediaAsync() : null;
         GroupCoordinator g = factory.create(s, factory.rawStore, topology, jobNonce, media, shared);
+        if (s.messageQueue() && factory.lateBroadcasters) {
+            // the state's host driver if there is one; else the queue starts one of its own
+            g.attachLater(LateBroadcaster.start(factory, s, shared, lateKeyPrefix(generation, s), ParallelState::openLane));
+        }
         registry.register(g);
         options.listener().created(g);
         return g;

@@ -38,6 +38,11 @@ import java.util.Objects;
  *   <tr><td>{@code messageQueueAcrossHostsOnly}</td><td>only TP groups that span hosts get one: a one-host group's
  *       small-object broadcast already goes through the node-local channel, and making a broadcaster is the
  *       most expensive step of group creation</td><td>false</td></tr>
+ *   <tr><td>{@code broadcasterInBackground}</td><td>make the broadcasters after the groups, on a background thread
+ *       through the store: the groups are ready without waiting for the media driver and the Aeron handshakes,
+ *       and the writer's broadcasts go over the CPU side until every rank has its queue, then through it
+ *       ({@link GroupCoordinator#awaitMessageQueue}); {@code false} makes them during creation, as vLLM does.
+ *       Needs a TCP or in-memory store (else the broadcasters are made during creation)</td><td>true</td></tr>
  *   <tr><td>{@code messageQueueOptions}</td><td>broadcaster settings (host id, codec, timeout are filled in)</td><td>256 KiB
  *       terms, 32 KiB frames (messages of any size up to 64 MiB are cut into frames)</td></tr>
  *   <tr><td>{@code nodeLocalFastPath}</td><td>barrier and small-object broadcast through shared memory when
@@ -69,6 +74,7 @@ public final class ParallelStateOptions {
     private final TensorAllocator deviceAllocator;
     private final boolean tpMessageQueue;
     private final boolean messageQueueAcrossHostsOnly;
+    private final boolean broadcasterInBackground;
     private final MessageQueueOptions messageQueueOptions;
     private final boolean nodeLocalFastPath;
     private final Path shmDirectory;
@@ -89,6 +95,7 @@ public final class ParallelStateOptions {
         this.deviceAllocator = b.deviceAllocator;
         this.tpMessageQueue = b.tpMessageQueue;
         this.messageQueueAcrossHostsOnly = b.messageQueueAcrossHostsOnly;
+        this.broadcasterInBackground = b.broadcasterInBackground;
         this.messageQueueOptions = Objects.requireNonNull(b.messageQueueOptions, "messageQueueOptions");
         this.nodeLocalFastPath = b.nodeLocalFastPath;
         this.shmDirectory = Objects.requireNonNull(b.shmDirectory, "shmDirectory");
@@ -159,6 +166,7 @@ public final class ParallelStateOptions {
     public TensorAllocator deviceAllocator() { return deviceAllocator; }
     public boolean tpMessageQueue() { return tpMessageQueue; }
     public boolean messageQueueAcrossHostsOnly() { return messageQueueAcrossHostsOnly; }
+    public boolean broadcasterInBackground() { return broadcasterInBackground; }
     public MessageQueueOptions messageQueueOptions() { return messageQueueOptions; }
     public boolean nodeLocalFastPath() { return nodeLocalFastPath; }
     public Path shmDirectory() { return shmDirectory; }
@@ -172,6 +180,7 @@ public final class ParallelStateOptions {
         Builder b = builder().codec(codec).timeout(timeout).cpuBackend(cpuBackend).deviceCommunicator(deviceCommunicator)
                 .device(device).deviceCommunicators(deviceCommunicators).deviceAllocator(deviceAllocator)
                 .tpMessageQueue(tpMessageQueue).messageQueueAcrossHostsOnly(messageQueueAcrossHostsOnly)
+                .broadcasterInBackground(broadcasterInBackground)
                 .messageQueueOptions(messageQueueOptions).nodeLocalFastPath(nodeLocalFastPath)
                 .shmDirectory(shmDirectory).shmDataBytes(shmDataBytes).concurrentGroupCreation(concurrentGroupCreation)
                 .storePrefix(storePrefix).rendezvous(rendezvous).listener(listener);
@@ -182,7 +191,8 @@ public final class ParallelStateOptions {
     @Override
     public String toString() {
         return "ParallelStateOptions{timeout=" + timeout + ", cpu=" + cpuBackend + " " + cpuOptions + ", device="
-                + device + " via " + deviceCommunicator + ", tpMessageQueue=" + tpMessageQueue + (messageQueueAcrossHostsOnly ? " (across hosts only)" : "") + ", nodeLocal="
+                + device + " via " + deviceCommunicator + ", tpMessageQueue=" + tpMessageQueue + (messageQueueAcrossHostsOnly ? " (across hosts only)" : "")
+                + (broadcasterInBackground ? " (in the background)" : "") + ", nodeLocal="
                 + nodeLocalFastPath + " in " + shmDirectory + " (" + shmDataBytes + " B), concurrent="
                 + concurrentGroupCreation + ", prefix=" + storePrefix + "}";
     }
@@ -199,6 +209,7 @@ public final class ParallelStateOptions {
         private TensorAllocator deviceAllocator;
         private boolean tpMessageQueue = true;
         private boolean messageQueueAcrossHostsOnly;
+        private boolean broadcasterInBackground = true;
         private MessageQueueOptions messageQueueOptions = MessageQueueOptions.builder()
                 .ipcTermLength(MQ_TERM_LENGTH_DEFAULT).ipcMtu(MQ_MTU_DEFAULT).udpTermLength(MQ_TERM_LENGTH_DEFAULT).build();
         private boolean nodeLocalFastPath = true;
@@ -233,6 +244,7 @@ public final class ParallelStateOptions {
         public Builder deviceAllocator(TensorAllocator v) { this.deviceAllocator = v; return this; }
         public Builder tpMessageQueue(boolean v) { this.tpMessageQueue = v; return this; }
         public Builder messageQueueAcrossHostsOnly(boolean v) { this.messageQueueAcrossHostsOnly = v; return this; }
+        public Builder broadcasterInBackground(boolean v) { this.broadcasterInBackground = v; return this; }
         public Builder messageQueueOptions(MessageQueueOptions v) { this.messageQueueOptions = v; return this; }
         public Builder nodeLocalFastPath(boolean v) { this.nodeLocalFastPath = v; return this; }
         public Builder shmDirectory(Path v) { this.shmDirectory = v; return this; }

@@ -60,30 +60,102 @@ class ParallelStateFeaturesTest {
         }
     }
 
-    @Test
-    void tpGroupsGetABroadcaster() {
-        ParallelStateOptions o = ParallelStateOptions.builder().cpuOption("tcp.shm.ringBytes", "65536")
+    private static ParallelStateOptions.Builder withBroadcaster() {
+        return ParallelStateOptions.builder().cpuOption("tcp.shm.ringBytes", "65536")
                 .messageQueueOptions(MessageQueueOptions.builder().ipcTermLength(64 << 10).ipcMtu(8192)
-                        .udpTermLength(64 << 10).build()).build();
-        try (ThreadJob job = ThreadJob.start(4, o, T)) {
+                        .udpTermLength(64 << 10).build());
+    }
+
+    @Test
+    void tpGroupsGetABroadcasterDuringCreationWhenAsked() {
+        try (ThreadJob job = ThreadJob.start(4, withBroadcaster().broadcasterInBackground(false).build(), T)) {
             job.run(ps -> {
                 ps.initializeModelParallel(2, 2);
                 GroupCoordinator tp = ps.tp();
-                assertTrue(tp.messageQueue().isPresent());
+                assertTrue(tp.messageQueue().isPresent()); // made with the group
+                assertTrue(tp.broadcastsThroughQueue());
                 assertEquals(0, tp.messageQueue().get().writerRank());
                 assertTrue(ps.pp().messageQueue().isEmpty());
+                assertFalse(ps.pp().hasBroadcaster());
                 assertTrue(ps.world().messageQueue().isEmpty());
-                for (int i = 0; i < 50; i++) {
-                    String v = tp.broadcastObject(tp.rankInGroup() == 0 ? "m" + i + "@" + ps.rank() : null, 0, String.class);
-                    assertEquals("m" + i + "@" + tp.firstRank(), v);
-                }
-                // from the other rank: not the writer, so through shared memory
-                assertEquals(List.of(1, 2), tp.broadcastObject(tp.rankInGroup() == 1 ? List.of(1, 2) : null, 1, List.class));
-                Map<String, Object> d = tp.broadcastTensorDict(Map.of("x", Tensor.ofInts(ps.rank()), "n", 3), 0);
-                assertEquals(tp.firstRank(), ((Tensor) d.get("x")).getLong(0));
-                assertEquals(3, d.get("n"));
+                broadcastsArriveIntact(ps, tp);
             }, T);
         }
+    }
+
+    @Test
+    void aBackgroundBroadcasterTakesOverBetweenTwoBroadcastsWithoutLosingOne() {
+        try (ThreadJob job = ThreadJob.start(4, withBroadcaster().build(), T)) {
+            job.run(ps -> {
+                ps.initializeModelParallel(2, 2);
+                GroupCoordinator tp = ps.tp();
+                assertTrue(tp.hasBroadcaster());
+                assertFalse(ps.pp().hasBroadcaster());
+                // usable at once, whether or not the queue is ready yet
+                assertEquals("first@" + tp.firstRank(), tp.broadcastObject(tp.rankInGroup() == 0 ? "first@" + ps.rank() : null,
+                        0, String.class));
+                assertTrue(tp.awaitMessageQueue(T).isPresent());
+                assertEquals(0, tp.messageQueue().get().writerRank());
+                // the writer's next broadcast carries the switch; every later one goes through the queue
+                broadcastsArriveIntact(ps, tp);
+                assertTrue(tp.broadcastsThroughQueue());
+            }, T);
+        }
+    }
+
+    @Test
+    void closingLeavesNoAeronThreadBehind() throws Exception {
+        long before = aeronThreads();
+        for (int round = 0; round < 3; round++) {
+            try (ThreadJob job = ThreadJob.start(4, withBroadcaster().build(), T)) {
+                job.run(ps -> {
+                    ps.initializeModelParallel(2, 2);
+                    assertTrue(ps.tp().awaitMessageQueue(T).isPresent());
+                }, T);
+            }
+        }
+        // the clients' and drivers' threads end with close (give their last duty cycle a moment)
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (aeronThreads() > before && System.nanoTime() < deadline) {
+            Thread.sleep(20);
+        }
+        assertEquals(before, aeronThreads(), () -> "Aeron threads left: " + Thread.getAllStackTraces().keySet().stream()
+                .map(Thread::getName).filter(n -> n.contains("aeron")).toList());
+    }
+
+    private static long aeronThreads() {
+        return Thread.getAllStackTraces().keySet().stream().filter(t -> t.getName().contains("aeron")).count();
+    }
+
+    @Test
+    void aBroadcasterThatCannotBeMadeLeavesBroadcastsOnTheCpuSide() {
+        // the media driver's directory does not exist: every rank's background creation fails
+        MessageQueueOptions mq = MessageQueueOptions.builder().ipcTermLength(64 << 10).ipcMtu(8192).udpTermLength(64 << 10)
+                .mediaOptions(io.jcomm.mq.AeronMedia.Options.builder().baseDir(java.nio.file.Path.of("/nonexistent-jcomm-dir"))
+                        .build()).build();
+        try (ThreadJob job = ThreadJob.start(4, withBroadcaster().messageQueueOptions(mq).build(), T)) {
+            job.run(ps -> {
+                ps.initializeModelParallel(2, 2);
+                GroupCoordinator tp = ps.tp();
+                assertTrue(tp.hasBroadcaster());
+                assertTrue(tp.awaitMessageQueue(T).isEmpty());
+                broadcastsArriveIntact(ps, tp);
+                assertFalse(tp.broadcastsThroughQueue());
+            }, T);
+        }
+    }
+
+    /** 50 objects and a tensor dict from the writer, one object from the other rank: exact values everywhere. */
+    private static void broadcastsArriveIntact(ParallelState ps, GroupCoordinator tp) {
+        for (int i = 0; i < 50; i++) {
+            String v = tp.broadcastObject(tp.rankInGroup() == 0 ? "m" + i + "@" + ps.rank() : null, 0, String.class);
+            assertEquals("m" + i + "@" + tp.firstRank(), v);
+        }
+        // from the other rank: not the writer, so through shared memory
+        assertEquals(List.of(1, 2), tp.broadcastObject(tp.rankInGroup() == 1 ? List.of(1, 2) : null, 1, List.class));
+        Map<String, Object> d = tp.broadcastTensorDict(Map.of("x", Tensor.ofInts(ps.rank()), "n", 3), 0);
+        assertEquals(tp.firstRank(), ((Tensor) d.get("x")).getLong(0));
+        assertEquals(3, d.get("n"));
     }
 
     @Test
@@ -95,7 +167,8 @@ class ParallelStateFeaturesTest {
             job.run(ps -> {
                 ps.initializeModelParallel(2, 2);
                 boolean spans = ps.rank() >= 2;
-                assertEquals(spans, ps.tp().messageQueue().isPresent());
+                assertEquals(spans, ps.tp().hasBroadcaster());
+                assertEquals(spans, ps.tp().awaitMessageQueue(T).isPresent());
                 assertEquals(!spans, ps.tp().isNodeLocal());
                 String v = ps.tp().broadcastObject(ps.tp().rankInGroup() == 0 ? "hi" + ps.rank() : null, 0, String.class);
                 assertEquals("hi" + ps.tp().firstRank(), v);

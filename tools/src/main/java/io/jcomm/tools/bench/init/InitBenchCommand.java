@@ -63,6 +63,11 @@ public final class InitBenchCommand implements Callable<Integer> {
             + "(one-host groups broadcast small objects through the node-local channel)")
     boolean mqAcrossHostsOnly;
 
+    @Option(names = "--mq-background", defaultValue = "true", arity = "1",
+            description = "make the TP broadcasters after the groups, in the background (default ${DEFAULT-VALUE}); "
+                    + "false: during creation, as vLLM does")
+    boolean mqBackground = true;
+
     @Option(names = "--node-local", defaultValue = "true", arity = "1",
             description = "shared-memory barrier/broadcast for one-host groups (default ${DEFAULT-VALUE})")
     boolean nodeLocal;
@@ -106,7 +111,7 @@ public final class InitBenchCommand implements Callable<Integer> {
     }
 
     /** What one rank reported for one iteration (nanoTime values). */
-    record Report(int iteration, int rank, long start, long store, long world, long groups, long cpu) {
+    record Report(int iteration, int rank, long start, long store, long world, long groups, long cpu, long broadcasters) {
     }
 
     @Override
@@ -117,9 +122,9 @@ public final class InitBenchCommand implements Callable<Integer> {
         }
         out.printf(Locale.ROOT, "# jcomm init benchmark: world %d = TP %d x PP %d x DP %d, %d JVMs on this host%n",
                 world, tp, pp, dp, world);
-        out.printf(Locale.ROOT, "# broadcaster %s%s, node-local %s, concurrent groups %s, one step %s, %s hosts; cpu options %s; "
+        out.printf(Locale.ROOT, "# broadcaster %s%s%s, node-local %s, concurrent groups %s, one step %s, %s hosts; cpu options %s; "
                         + "%d warm-up + %d measured iterations; host: %d CPUs, load %.1f, java %s%n", mq,
-                mqAcrossHostsOnly ? " (across hosts only)" : "", nodeLocal, concurrent,
+                mqAcrossHostsOnly ? " (across hosts only)" : "", mq ? (mqBackground ? " (in the background)" : " (during creation)") : "", nodeLocal, concurrent,
                 oneStep, distinctHosts ? "distinct" : "one", cpuOptions, warmup, iterations, Runtime.getRuntime().availableProcessors(),
                 java.lang.management.ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage(),
                 System.getProperty("java.version"));
@@ -132,8 +137,8 @@ public final class InitBenchCommand implements Callable<Integer> {
             for (int r = 0; r < world; r++) {
                 expect(lines, "@@ready", TimeUnit.SECONDS.toNanos(120), procs);
             }
-            out.printf("%-10s %10s %10s %10s %10s %12s %12s%n", "# iter", "store ms", "world ms", "groups ms", "ready ms",
-                    "start skew us", "cpu ms (all)");
+            out.printf("%-10s %10s %10s %10s %10s %12s %12s %10s%n", "# iter", "store ms", "world ms", "groups ms", "ready ms",
+                    "start skew us", "cpu ms (all)", "bcast ms");
             List<double[]> measured = new ArrayList<>();
             double[] first = null;
             for (int it = 1; it <= warmup + iterations; it++) {
@@ -142,8 +147,8 @@ public final class InitBenchCommand implements Callable<Integer> {
                     first = row;
                 }
                 String label = it <= warmup ? "warm-up " + it : Integer.toString(it - warmup);
-                out.printf(Locale.ROOT, "%-10s %10.2f %10.2f %10.2f %10.2f %12.0f %12.1f%n", label, row[0], row[1], row[2],
-                        row[3], row[4], row[5]);
+                out.printf(Locale.ROOT, "%-10s %10.2f %10.2f %10.2f %10.2f %12.0f %12.1f %10.2f%n", label, row[0], row[1],
+                        row[2], row[3], row[4], row[5], row[6]);
                 if (it > warmup) {
                     measured.add(row);
                 }
@@ -171,11 +176,17 @@ public final class InitBenchCommand implements Callable<Integer> {
         double[] store = measured.stream().mapToDouble(r -> r[0]).sorted().toArray();
         double[] worldMs = measured.stream().mapToDouble(r -> r[1]).sorted().toArray();
         double[] cpu = measured.stream().mapToDouble(r -> r[5]).sorted().toArray();
+        double[] bcast = measured.stream().mapToDouble(r -> r[6]).sorted().toArray();
         out.printf(Locale.ROOT, "# first iteration (cold JVMs): all groups ready after %.1f ms%n", first[3]);
         out.printf(Locale.ROOT, "# all groups ready, ms over %d iterations: median %.2f  min %.2f  p90 %.2f  max %.2f "
                         + "(store median %.2f, world median %.2f); CPU time of all ranks together: median %.1f ms%n",
                 ready.length, pct(ready, 50), ready[0], pct(ready, 90), ready[ready.length - 1], pct(store, 50),
                 pct(worldMs, 50), pct(cpu, 50));
+        if (mq) {
+            out.printf(Locale.ROOT, "# TP broadcasters ready on every rank (%s), ms after the start: median %.2f  p90 %.2f%n",
+                    mqBackground ? "made in the background after the groups" : "made with the groups", pct(bcast, 50),
+                    pct(bcast, 90));
+        }
     }
 
     private static double pct(double[] sorted, double p) {
@@ -184,9 +195,10 @@ public final class InitBenchCommand implements Callable<Integer> {
     }
 
     /**
-     * Runs one iteration; returns {store, world, groups, ready, skew, cpu}: ms after the start until
-     * the last rank had the store, the world, ..., the start skew in µs, and the CPU time of all
-     * ranks together in ms.
+     * Runs one iteration; returns {store, world, groups, ready, skew, cpu, broadcasters}: ms after the
+     * start until the last rank had the store, the world, ..., the start skew in µs, the CPU time of
+     * all ranks together until ready in ms, and ms until the last rank had its broadcasters (made in
+     * the background: after "ready"; the same as ready when they are made during creation).
      */
     private double[] iteration(int it, int world, List<Process> procs, BlockingQueue<String> lines) throws Exception {
         int port = freePort();
@@ -202,7 +214,7 @@ public final class InitBenchCommand implements Callable<Integer> {
         for (int i = 0; i < world; i++) {
             String[] f = expect(lines, "@@it " + it + " ", limit, procs).split(" ");
             Report r = new Report(it, Integer.parseInt(f[2]), Long.parseLong(f[3]), Long.parseLong(f[4]),
-                    Long.parseLong(f[5]), Long.parseLong(f[6]), Long.parseLong(f[7]));
+                    Long.parseLong(f[5]), Long.parseLong(f[6]), Long.parseLong(f[7]), Long.parseLong(f[8]));
             reports[r.rank()] = r;
         }
         for (int i = 0; i < world; i++) {
@@ -222,7 +234,8 @@ public final class InitBenchCommand implements Callable<Integer> {
         }
         double ready = Arrays.stream(reports).mapToDouble(r -> ms(r.groups() - startAt)).max().orElse(0);
         double cpu = Arrays.stream(reports).mapToDouble(r -> ms(r.cpu())).sum();
-        return new double[] {store, worldMs, groups, ready, (maxStart - minStart) / 1000.0, cpu};
+        double broadcasters = Arrays.stream(reports).mapToDouble(r -> ms(r.broadcasters() - startAt)).max().orElse(0);
+        return new double[] {store, worldMs, groups, ready, (maxStart - minStart) / 1000.0, cpu, broadcasters};
     }
 
     private static double ms(long nanos) {
@@ -267,7 +280,7 @@ public final class InitBenchCommand implements Callable<Integer> {
         cmd.add(InitBenchWorker.class.getName());
         cmd.addAll(List.of(Integer.toString(tp), Integer.toString(pp), Integer.toString(dp), Long.toString(timeoutMs),
                 Boolean.toString(mq), Boolean.toString(nodeLocal), Boolean.toString(concurrent), Boolean.toString(oneStep),
-                Boolean.toString(mqAcrossHostsOnly)));
+                Boolean.toString(mqAcrossHostsOnly), Boolean.toString(mqBackground)));
         cmd.addAll(cpuOptions);
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
         pb.environment().put("RANK", Integer.toString(rank));

@@ -25,12 +25,13 @@ import java.util.concurrent.locks.LockSupport;
  * on standard input, starts initialising at {@code startNanos} (on {@link System#nanoTime()}, which
  * on Linux is {@code CLOCK_MONOTONIC}, the same clock in every process of the host), and reports
  * on standard output when each phase was done:
- * {@code @@it <iteration> <rank> <start> <store> <world> <groups> <cpuNanos>} (nanoTime values, and the
- * CPU time the process used meanwhile, all threads), then tears
+ * {@code @@it <iteration> <rank> <start> <store> <world> <groups> <cpuNanos> <broadcasters>} (nanoTime values,
+ * the CPU time the process used until the groups were ready, all threads, and when its broadcasters
+ * were ready), then tears
  * everything down and prints {@code @@closed <iteration>}. Ends on {@code quit} or end of input.
  *
  * <p>Arguments: {@code <tp> <pp> <dp> <timeoutMillis> <tpMessageQueue> <nodeLocal> <concurrent> <oneStep>
- * <mqAcrossHostsOnly> [cpu option key=value...]}.
+ * <mqAcrossHostsOnly> <mqBackground> [cpu option key=value...]}.
  * The rank and world size come from the torchrun-style environment ({@code RANK}, {@code WORLD_SIZE},
  * {@code JCOMM_HOST_ID}).
  */
@@ -50,8 +51,9 @@ public final class InitBenchWorker {
                 .concurrentGroupCreation(Boolean.parseBoolean(args[6]))
                 .build();
         boolean oneStep = Boolean.parseBoolean(args[7]);
-        options = options.toBuilder().messageQueueAcrossHostsOnly(Boolean.parseBoolean(args[8])).build();
-        for (int i = 9; i < args.length; i++) {
+        options = options.toBuilder().messageQueueAcrossHostsOnly(Boolean.parseBoolean(args[8]))
+                .broadcasterInBackground(Boolean.parseBoolean(args[9])).build();
+        for (int i = 10; i < args.length; i++) {
             int eq = args[i].indexOf('=');
             if (eq > 0) {
                 options = options.toBuilder().cpuOption(args[i].substring(0, eq), args[i].substring(eq + 1)).build();
@@ -104,7 +106,16 @@ public final class InitBenchWorker {
             }
             long t3 = System.nanoTime();
             long cpu = os.getProcessCpuTime() - cpu0;
-            System.out.println("@@it " + iteration + " " + config.rank() + " " + t0 + " " + t1 + " " + t2 + " " + t3 + " " + cpu);
+            // broadcasters made in the background: until every one of this rank's is ready
+            for (String name : ps.groups().names()) {
+                GroupCoordinator g = ps.groups().get(name);
+                if (g.hasBroadcaster() && g.awaitMessageQueue(timeout).isEmpty()) {
+                    System.out.println("group " + name + ": no broadcaster");
+                }
+            }
+            long t4 = System.nanoTime();
+            System.out.println("@@it " + iteration + " " + config.rank() + " " + t0 + " " + t1 + " " + t2 + " " + t3 + " " + cpu
+                    + " " + t4);
             System.out.println("groups ready (ms after start): " + created);
             System.out.flush();
             // everyone is ready before anyone tears down (rank 0's store goes with it)
