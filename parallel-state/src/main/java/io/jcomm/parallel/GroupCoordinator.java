@@ -231,8 +231,12 @@ public final class GroupCoordinator implements AutoCloseable {
         return mq != null || late != null;
     }
 
-    /** True when the writer's broadcasts go through the queue (made with the group, or switched to). */
-    boolean broadcastsThroughQueue() {
+    /**
+     * True when the writer's broadcasts go through the broadcaster on this rank: one made with the
+     * group, or one made in the background once the writer's first broadcast after it was ready
+     * told every rank to switch.
+     */
+    public boolean broadcastsThroughQueue() {
         return mq != null || switched != null;
     }
 

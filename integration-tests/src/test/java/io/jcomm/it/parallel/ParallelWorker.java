@@ -12,6 +12,7 @@ import io.jcomm.parallel.ParallelSizes;
 import io.jcomm.parallel.ParallelState;
 import io.jcomm.parallel.ParallelStateOptions;
 import io.jcomm.parallel.RankLayout;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
@@ -118,7 +119,8 @@ public final class ParallelWorker {
     private static void broadcaster(ParallelState ps) {
         GroupCoordinator g = ps.tp();
         if (g.worldSize() > 1) {
-            require(g.messageQueue().isPresent(), "TP group without a broadcaster");
+            // made in the background: wait for it, so that the loop below switches to it
+            require(g.awaitMessageQueue(Duration.ofSeconds(30)).isPresent(), "TP group without a broadcaster");
         }
         for (int i = 0; i < 20; i++) {
             Map<String, Object> meta = new LinkedHashMap<>();
@@ -127,6 +129,9 @@ public final class ParallelWorker {
             @SuppressWarnings("unchecked")
             Map<String, Object> got = g.broadcastObject(g.rankInGroup() == 0 ? meta : null, 0, Map.class);
             require(got.get("step").equals(i) && got.get("from").equals(g.firstRank()), "broadcast " + got);
+        }
+        if (g.worldSize() > 1) {
+            require(g.broadcastsThroughQueue(), "the broadcasts did not switch to the broadcaster");
         }
         String remote = g.messageQueue().map(q -> q.isWriter() ? "writer" : q.isRemoteReader() ? "remote" : "local")
                 .orElse("none");

@@ -320,7 +320,7 @@ public final class PipelineDemo implements Callable<Integer> {
         out.printf(Locale.ROOT, "jcomm pipeline demo: TP=%d x PP=%d (DP=%d) on %s, %s%n", st.tpSize, st.stages,
                 ps.worldSize() / (st.tpSize * st.stages), plural(ps.worldSize(), "rank"), plural(ps.topology().nodeCount(), "host"));
         out.printf(Locale.ROOT, "  CPU backend %s, device communicator %s, TP metadata via %s, activations in host memory%n",
-                cpu, device, tp.messageQueue().isPresent() ? "the shared-memory message queue" : "the CPU group");
+                cpu, device, tp.broadcastsThroughQueue() ? "the shared-memory message queue" : "the CPU group");
         out.printf(Locale.ROOT, "  actor ids mapped to PP ranks (ActorRankMapper, %d per PP group) and checked%n", actors);
         out.printf(Locale.ROOT, "  groups ready %.1f s after JVM start; %d steps (+%d warm-up) of %d f32 in %.2f s: %.0f steps/s%n",
                 readySeconds, steps, warmup, hidden, seconds, steps / seconds);
