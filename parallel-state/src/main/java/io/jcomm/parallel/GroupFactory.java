@@ -42,6 +42,8 @@ final class GroupFactory {
 
     /** CPU-group option of the tcp backend naming this host (same-host detection follows JCOMM_HOST_ID). */
     static final String TCP_HOST_ID_OPTION = "tcp.hostId";
+    /** The tcp backend's option saying the group's store namespace is fresh (no incarnation counter). */
+    static final String TCP_FRESH_NAMESPACE_OPTION = "tcp.freshNamespace";
     /** CPU-group option of the tcp backend: bytes of each shared-memory ring. */
     static final String TCP_RING_BYTES_OPTION = "tcp.shm.ringBytes";
     /** Ring size for CPU groups that carry only control messages (the device moves the data). */
@@ -131,7 +133,9 @@ final class GroupFactory {
                 .groupName(spec.name())
                 .rank(spec.ranks().indexOf(config.rank())).size(spec.ranks().size()).globalRanks(spec.ranks())
                 .backend(cpuBackend).timeout(timeout).codec(codec).hostname(hostname)
-                .option(TCP_HOST_ID_OPTION, config.hostId());
+                .option(TCP_HOST_ID_OPTION, config.hostId())
+                // the spec's namespace is this incarnation's alone (it names the state's generation)
+                .option(TCP_FRESH_NAMESPACE_OPTION, "true");
         if (!checkCodec) {
             // the world group already checked that every rank registered the same classes
             b.option(CpuGroups.CODEC_CHECK_OPTION, "false");

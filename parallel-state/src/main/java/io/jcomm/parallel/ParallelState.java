@@ -182,9 +182,11 @@ public final class ParallelState implements AutoCloseable {
         HostExchange.Result hx = HostExchange.run(config, new PrefixStore(options.storePrefix(), store), factory.timeout);
         List<Integer> all = IntStream.range(0, config.worldSize()).boxed().collect(Collectors.toList());
         List<GroupFactory.Spec> specs = new ArrayList<>();
-        specs.add(new GroupFactory.Spec(WORLD, all, false, "w", true));
+        // namespaces of this state's groups: fresh on every incarnation of the state on the store
+        String ns = "s" + hx.generation() + "-";
+        specs.add(new GroupFactory.Spec(WORLD, all, false, ns + "w", true));
         if (l != null) {
-            specs.addAll(modelParallelSpecs(l, config.rank(), options, hx.topology(), "mp1"));
+            specs.addAll(modelParallelSpecs(l, config.rank(), options, hx.topology(), ns + "mp1"));
         }
         boolean wantMedia = l != null && needsHostMedia(options, l, hx.topology());
         HostMedia media = wantMedia && !factory.lateBroadcasters
@@ -237,7 +239,8 @@ public final class ParallelState implements AutoCloseable {
         }
         RankLayout l = RankLayout.of(config.worldSize(), tensorParallelSize, pipelineParallelSize, dataParallelSize);
         // every rank counts its initializeModelParallel calls alike: a fresh namespace each time
-        List<GroupFactory.Spec> specs = modelParallelSpecs(l, config.rank(), options, topology, "mp" + (epoch + 1));
+        List<GroupFactory.Spec> specs = modelParallelSpecs(l, config.rank(), options, topology,
+                "s" + generation + "-mp" + (epoch + 1));
         for (GroupFactory.Spec s : specs) {
             registry.requireFree(s.name());
         }
@@ -525,7 +528,7 @@ public final class ParallelState implements AutoCloseable {
         // members count their incarnations of this (name, members) alike: a fresh namespace each time
         String key = name + ranks;
         int incarnation = newGroupCounts.merge(key, 1, Integer::sum);
-        String gen = "g" + incarnation + "-" + Integer.toHexString(key.hashCode());
+        String gen = "s" + generation + "-g" + incarnation + "-" + Integer.toHexString(key.hashCode());
         GroupFactory.Spec s = new GroupFactory.Spec(name, ranks, messageQueue && ranks.size() > 1, gen, false);
         CompletableFuture<AeronMedia> shared = s.messageQueue() && hostMedia != null ? hostMedia.future() : null;
         CompletableFuture<AeronMedia> media = s.messageQueue() && !factory.lateBroadcasters && shared == null

@@ -697,7 +697,9 @@ final class Engine {
         server = bind.channel();
         int port = ((InetSocketAddress) server.localAddress()).getPort();
 
-        generation = store.add("tcp/instance/" + rank, 1);
+        // which incarnation of the group this is (keys of an earlier one in the same namespace are never
+        // read); a namespace the caller keeps for this incarnation needs no counting
+        generation = cfg.freshNamespace ? 1 : store.add("tcp/instance/" + rank, 1);
         String hostId = cfg.hostId != null ? cfg.hostId : HostIdentity.get();
         if (cfg.shm) {
             shmRings = new ShmRings(cfg, group, rank, generation);

@@ -29,6 +29,9 @@ import java.util.Locale;
  *   <tr><td>{@value #SHM_COLLECTIVE_MIN_BYTES}</td><td>from this size such groups run all-reduce,
  *       reduce-scatter, all-gather and broadcast through the staging regions</td><td>256 KiB</td></tr>
  *   <tr><td>{@value #SHM_DIR}</td><td>directory of the ring files</td><td>/dev/shm</td></tr>
+ *   <tr><td>{@value #FRESH_NAMESPACE}</td><td>{@code true}: the caller guarantees that the group's store
+ *       namespace is used by this incarnation of the group only (as {@code ParallelState} does), so creation
+ *       skips the per-rank incarnation counter: one store round trip fewer</td><td>false</td></tr>
  *   <tr><td>{@value #HOST_ID}</td><td>identity of this host (ranks with equal ids try shared memory)</td><td>boot id + host name</td></tr>
  * </table>
  */
@@ -47,6 +50,7 @@ final class TcpConfig {
     static final String SHM_STAGING_BYTES = "tcp.shm.stagingBytes";
     static final String SHM_COLLECTIVE_MIN_BYTES = "tcp.shm.collectiveMinBytes";
     static final String HOST_ID = "tcp.hostId";
+    static final String FRESH_NAMESPACE = "tcp.freshNamespace";
 
     final String transport;
     final long spinNanos;
@@ -61,6 +65,7 @@ final class TcpConfig {
     final int shmStagingBytes;
     final int shmCollectiveMinBytes;
     final String hostId;
+    final boolean freshNamespace;
 
     TcpConfig(CpuBackendContext ctx) {
         transport = ctx.option(TRANSPORT, "auto").trim().toLowerCase(Locale.ROOT);
@@ -86,6 +91,11 @@ final class TcpConfig {
         shmStagingBytes = intOption(ctx, SHM_STAGING_BYTES, 16 << 20, 0, 1 << 30) & ~16383;
         shmCollectiveMinBytes = intOption(ctx, SHM_COLLECTIVE_MIN_BYTES, 256 << 10, 0, Integer.MAX_VALUE);
         hostId = ctx.option(HOST_ID, null);
+        String fresh = ctx.option(FRESH_NAMESPACE, "false").trim().toLowerCase(Locale.ROOT);
+        if (!fresh.equals("true") && !fresh.equals("false")) {
+            throw new IllegalArgumentException(FRESH_NAMESPACE + " must be true or false, got " + fresh);
+        }
+        freshNamespace = fresh.equals("true");
     }
 
     private static int intOption(CpuBackendContext ctx, String key, int def, int min, int max) {
