@@ -51,7 +51,11 @@ import org.agrona.CloseHelper;
  *       when every member is on one host, else over the CPU group.</li>
  *   <li>{@link #broadcastObject} goes through the broadcaster when the group has one and the source
  *       is its writer (group rank 0); else through shared memory when every member is on one host
- *       and the encoded object fits; else over the CPU group.</li>
+ *       and the encoded object fits; else over the CPU group. A broadcaster made in the background
+ *       after the group ({@link ParallelStateOptions#broadcasterInBackground()}) takes over at a
+ *       point the writer chooses: until then the writer's broadcasts carry one extra byte, and the
+ *       first one sent once the writer's queue is ready tells every member to use its queue from the
+ *       next broadcast on ({@link #broadcastsThroughQueue()}). No broadcast is lost or reordered.</li>
  *   <li>Objects and tensor-dict metadata are encoded with the job's registered {@link ObjectCodec};
  *       nothing uses Java serialization.</li>
  * </ul>

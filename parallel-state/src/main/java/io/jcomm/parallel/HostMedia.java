@@ -5,6 +5,8 @@ import io.jcomm.api.store.Store;
 import io.jcomm.mq.AeronMedia;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Function;
 
@@ -30,9 +32,13 @@ final class HostMedia implements AutoCloseable {
      * Starts (leader) or attaches (others) on a background thread. Collective over the world: every
      * rank starts it at the same point, with the same {@code generation}.
      *
-     * @param lanes opens a store client of the background thread's own
+     * @param lanes          opens a store client of the background thread's own
+     * @param afterHostReady the leader launches only once every rank of its host has started this
+     *                       (called when its groups are ready): launching costs tens of milliseconds
+     *                       of CPU that ranks still creating groups should not lose
      */
-    static HostMedia start(GroupFactory factory, HostTopology topology, String generation, Function<Store, Store> lanes) {
+    static HostMedia start(GroupFactory factory, HostTopology topology, String generation, Function<Store, Store> lanes,
+                           boolean afterHostReady) {
         HostMedia hm = new HostMedia();
         int rank = factory.config.rank();
         boolean leader = topology.ranksOnHostOf(rank).get(0) == rank;
@@ -44,6 +50,21 @@ final class HostMedia implements AutoCloseable {
                 Store lane = lanes.apply(factory.rawStore);
                 try {
                     Store store = new PrefixStore(factory.options.storePrefix(), lane);
+                    String ready = "ps/" + generation + "/ready/";
+                    if (afterHostReady && !leader) {
+                        store.set(ready + rank, new byte[] {1});
+                    }
+                    if (afterHostReady && leader) {
+                        List<String> keys = new ArrayList<>();
+                        for (int r : topology.ranksOnHostOf(rank)) {
+                            if (r != rank) {
+                                keys.add(ready + r);
+                            }
+                        }
+                        if (!keys.isEmpty()) {
+                            store.wait(keys, factory.timeout);
+                        }
+                    }
                     if (leader) {
                         try {
                             m = AeronMedia.launch(mo);

@@ -49,8 +49,10 @@ import org.slf4j.LoggerFactory;
  * {@code pp:i}, {@code dp:i}, {@code ep:i}, where i is the group's index in the layout). Each group
  * has its own store prefix, so the groups of one rank are created concurrently and no rank creates
  * groups it is not in (torch's {@code new_group} makes every rank create every group, in order).
- * TP groups get a shared-memory broadcaster; the media driver it needs is started on another thread
- * while the CPU groups connect.
+ * TP groups get a shared-memory broadcaster. By default it is made after the groups, on another
+ * thread and through the store (the media driver first, then the queue), so the groups are ready
+ * without waiting for it; broadcasts switch to it once it is ready everywhere
+ * ({@link ParallelStateOptions#broadcasterInBackground()}).
  *
  * <h2>Lifecycle</h2>
  * {@link #destroyModelParallel()} destroys TP, PP, DP then EP; {@link #close()} also the world
@@ -190,7 +192,7 @@ public final class ParallelState implements AutoCloseable {
         }
         boolean wantMedia = l != null && needsHostMedia(options, l, hx.topology());
         HostMedia media = wantMedia && !factory.lateBroadcasters
-                ? startHostMedia(factory, hx.topology(), hx.generation()) : null;
+                ? startHostMedia(factory, hx.topology(), hx.generation(), false) : null;
         GroupCoordinator[] made;
         try {
             made = createGroups(factory, hx.topology(), hx.nonce(), specs, media);
@@ -201,7 +203,7 @@ public final class ParallelState implements AutoCloseable {
             throw e;
         }
         if (wantMedia && factory.lateBroadcasters) {
-            media = startHostMedia(factory, hx.topology(), hx.generation());
+            media = startHostMedia(factory, hx.topology(), hx.generation(), true);
             startLateBroadcasters(factory, specs, made, media, hx.generation());
         }
         ParallelState ps = new ParallelState(config, options, owned, factory, made[0], hx.topology(), hx.nonce(),
@@ -247,12 +249,12 @@ public final class ParallelState implements AutoCloseable {
         epoch++;
         boolean wantMedia = needsHostMedia(options, l, topology);
         if (hostMedia == null && wantMedia && !factory.lateBroadcasters) {
-            hostMedia = startHostMedia(factory, topology, generation);
+            hostMedia = startHostMedia(factory, topology, generation, false);
         }
         GroupCoordinator[] made = createGroups(factory, topology, jobNonce, specs, hostMedia);
         if (wantMedia && factory.lateBroadcasters) {
             if (hostMedia == null) {
-                hostMedia = startHostMedia(factory, topology, generation);
+                hostMedia = startHostMedia(factory, topology, generation, true);
             }
             startLateBroadcasters(factory, specs, made, hostMedia, generation);
         }
@@ -289,11 +291,12 @@ public final class ParallelState implements AutoCloseable {
                 && !(options.messageQueueAcrossHostsOnly() && topology.allOnOneHost(ranks));
     }
 
-    private static HostMedia startHostMedia(GroupFactory factory, HostTopology topology, long generation) {
+    private static HostMedia startHostMedia(GroupFactory factory, HostTopology topology, long generation,
+                                            boolean afterHostReady) {
         if (!concurrentStores(factory.rawStore)) {
             return null; // each broadcaster then starts its own driver
         }
-        return HostMedia.start(factory, topology, "m" + generation, ParallelState::openLane);
+        return HostMedia.start(factory, topology, "m" + generation, ParallelState::openLane, afterHostReady);
     }
 
     /** This rank's TP, PP, DP and EP groups of {@code l}. */

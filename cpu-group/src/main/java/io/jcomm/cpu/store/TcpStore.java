@@ -79,7 +79,12 @@ import java.util.concurrent.locks.ReentrantLock;
 public final class TcpStore implements Store {
 
     private static final byte[] EMPTY = new byte[0];
-    private static final long BACKOFF_START_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
+    /**
+     * First pause between connection attempts; each next one is 1.5 times longer (up to
+     * {@link #BACKOFF_MAX_NANOS}), so a client that starts before the server connects at most half
+     * the time it has waited after the server began to listen (a refused attempt is one cheap syscall).
+     */
+    private static final long BACKOFF_START_NANOS = TimeUnit.MICROSECONDS.toNanos(100);
     private static final long BACKOFF_MAX_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
     private static final int MAX_RETRIES = 3;
     /** How long a CANCEL_WAIT may take before the connection is dropped instead. */
@@ -616,7 +621,7 @@ public final class TcpStore implements Store {
                 break;
             }
             LockSupport.parkNanos(Math.min(backoff, left));
-            backoff = Math.min(backoff * 2, BACKOFF_MAX_NANOS);
+            backoff = Math.min(backoff + backoff / 2, BACKOFF_MAX_NANOS);
         }
         throw new StoreException(ctx(op), "cannot reach the store server at " + where + " (" + attempts
                 + " attempts): " + (last == null ? "deadline passed" : last.getMessage()), last);

@@ -321,7 +321,13 @@ public final class NodeLocalChannel implements AutoCloseable {
                 long now = System.nanoTime();
                 if (now - nextCheck >= 0) {
                     nextCheck = now + LIVENESS_CHECK_NANOS;
-                    checkPeer(c, r);
+                    CommException gone = peerProblem(c, r);
+                    // a peer may finish operation k and close (or exit) between the read above and
+                    // this check: it failed only if it still has not done k now (DONE is written before
+                    // CLOSED, both with release semantics)
+                    if (gone != null && (buf.getLongAcquire(s + DONE) >>> TAG_BITS) < k) {
+                        throw fail(gone);
+                    }
                     if (deadline.isExpired()) {
                         throw fail(new CommTimeoutException(c, "ranks " + missing(k) + " did not arrive at operation "
                                 + k + " within the deadline (node-local)"));
@@ -349,7 +355,10 @@ public final class NodeLocalChannel implements AutoCloseable {
             long now = System.nanoTime();
             if (now - nextCheck >= 0) {
                 nextCheck = now + LIVENESS_CHECK_NANOS;
-                checkPeer(c, src);
+                CommException gone = peerProblem(c, src);
+                if (gone != null && buf.getLongAcquire(PUB_SEQ) < k) {
+                    throw fail(gone); // (it may have published k and closed since the loop's read)
+                }
                 long word = buf.getLongAcquire(slot(src) + DONE);
                 if ((word >>> TAG_BITS) >= k && buf.getLongAcquire(PUB_SEQ) < k) {
                     throw fail(new CollectiveMismatchException(c, "rank " + src + " ran " + kindName(word & TAG_MASK)
@@ -381,14 +390,16 @@ public final class NodeLocalChannel implements AutoCloseable {
         return "unknown(" + kind + ")";
     }
 
-    private void checkPeer(OpContext c, int r) {
+    /** Why peer {@code r} will not make progress (it closed its end, or its process is gone), or null. */
+    private CommException peerProblem(OpContext c, int r) {
         int s = slot(r);
         if (buf.getLongAcquire(s + CLOSED) != 0) {
-            throw fail(new CommClosedException(c, "rank " + r + " closed the group (node-local) while this rank waited"));
+            return new CommClosedException(c, "rank " + r + " closed the group (node-local) while this rank waited");
         }
         if (peerCheckable[r] && !ProcStat.alive(peerPid[r], peerStart[r])) {
-            throw fail(new PeerFailureException(c, r, "process " + peerPid[r] + " is gone (node-local)"));
+            return new PeerFailureException(c, r, "process " + peerPid[r] + " is gone (node-local)");
         }
+        return null;
     }
 
     private List<Integer> missing(long k) {
