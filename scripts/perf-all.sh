@@ -43,5 +43,6 @@ run store               bin/commbench store
 run init                bin/commbench init --tp 2 --pp 2 --iterations 20
 run init-warm           bin/commbench init --tp 2 --pp 2 --iterations 20 --warmup 40
 run init-warm-mq-local  bin/commbench init --tp 2 --pp 2 --iterations 20 --warmup 40 --mq-across-hosts-only
+run init-warm-mq-during  bin/commbench init --tp 2 --pp 2 --iterations 20 --warmup 40 --mq-background=false
 run demo                bash -c 'time bin/commrun --nproc-per-node 4 demo --tp 2 --pp 2'
 echo "raw output in $OUT"
