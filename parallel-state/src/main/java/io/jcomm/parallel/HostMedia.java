@@ -5,6 +5,7 @@ import io.jcomm.api.store.Store;
 import io.jcomm.mq.AeronMedia;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -23,7 +24,14 @@ final class HostMedia implements AutoCloseable {
     private static final String READY = "ok ";
     private static final String FAILED = "failed ";
 
+    /** Longest wait in {@link #close()} for the background thread (a cold launch takes about a second). */
+    private static final Duration JOIN_BOUND = Duration.ofSeconds(10);
+
     private final CompletableFuture<AeronMedia> media = new CompletableFuture<>();
+    /** The background thread's own store client, once open (not the job's store). */
+    private volatile Store lane;
+    private volatile Thread thread;
+    private volatile Duration joinBound = JOIN_BOUND;
 
     private HostMedia() {
     }
@@ -48,6 +56,9 @@ final class HostMedia implements AutoCloseable {
             AeronMedia m = null;
             try {
                 Store lane = lanes.apply(factory.rawStore);
+                if (lane != factory.rawStore) {
+                    hm.lane = lane;
+                }
                 try {
                     Store store = new PrefixStore(factory.options.storePrefix(), lane);
                     String ready = "ps/" + generation + "/ready/";
@@ -99,6 +110,8 @@ final class HostMedia implements AutoCloseable {
             }
         }, "jcomm-ps-media");
         t.setDaemon(true);
+        hm.thread = t;
+        hm.joinBound = factory.timeout.compareTo(JOIN_BOUND) < 0 ? factory.timeout : JOIN_BOUND;
         t.start();
         return hm;
     }
@@ -108,10 +121,25 @@ final class HostMedia implements AutoCloseable {
         return media;
     }
 
-    /** Closes the media when it is (or becomes) ready. */
+    /**
+     * Closes the media, waiting (bounded) for a launch or attach under way: the driver and its
+     * directory must be gone when the state's close returns, even if the process exits right after.
+     */
     @Override
     public void close() {
         media.completeExceptionally(new IllegalStateException("closed"));
+        Store l = lane;
+        if (l != null) {
+            l.close(); // a wait for the host's ranks or for the leader's answer ends at once
+        }
+        Thread t = thread;
+        if (t != null && t != Thread.currentThread()) {
+            try {
+                t.join(joinBound.toMillis()); // a launch that completes now closes what it made
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
         media.whenComplete((m, e) -> {
             if (m != null) {
                 m.close();

@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.Tensor;
+import io.jcomm.mq.AeronMedia;
 import io.jcomm.mq.MessageQueueOptions;
 import io.jcomm.parallel.testkit.ThreadJob;
 import java.net.InetAddress;
@@ -106,12 +107,20 @@ class ParallelStateFeaturesTest {
     @Test
     void closingLeavesNoAeronThreadBehind() throws Exception {
         long before = aeronThreads();
-        for (int round = 0; round < 3; round++) {
+        for (int round = 0; round < 4; round++) {
+            boolean await = round % 2 == 0; // else close while the driver and queues are still being made
             try (ThreadJob job = ThreadJob.start(4, withBroadcaster().build(), T)) {
                 job.run(ps -> {
                     ps.initializeModelParallel(2, 2);
-                    assertTrue(ps.tp().awaitMessageQueue(T).isPresent());
+                    if (await) {
+                        assertTrue(ps.tp().awaitMessageQueue(T).isPresent());
+                    }
                 }, T);
+            }
+            // close returned: the driver's directory is gone even if the process exited now
+            String mine = AeronMedia.DIR_PREFIX + "job-" + ProcessHandle.current().pid() + "-";
+            try (java.util.stream.Stream<java.nio.file.Path> dirs = java.nio.file.Files.list(java.nio.file.Path.of("/dev/shm"))) {
+                assertEquals(List.of(), dirs.map(d -> d.getFileName().toString()).filter(n -> n.startsWith(mine)).toList());
             }
         }
         // the clients' and drivers' threads end with close (give their last duty cycle a moment)
