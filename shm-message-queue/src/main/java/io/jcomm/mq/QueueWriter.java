@@ -552,6 +552,8 @@ public final class QueueWriter implements AutoCloseable {
             if (f != null) {
                 throw f;
             }
+            // goodbyes first: a reader that consumed the message and then closed has received it
+            pollControl();
             boolean all = true;
             for (ReaderState r : readers) {
                 if (!delivered(r, sequence, target)) {
@@ -566,8 +568,7 @@ public final class QueueWriter implements AutoCloseable {
             if (closed) {
                 throw new CommClosedException(ctx("awaitDelivered"), "queue is closed");
             }
-            pollControl();
-            checkReaders("awaitDelivered");
+            checkReaders("awaitDelivered", sequence);
             if (System.nanoTime() - deadlineNanos >= 0) {
                 List<String> behind = new ArrayList<>();
                 for (ReaderState r : readers) {
@@ -583,7 +584,9 @@ public final class QueueWriter implements AutoCloseable {
     }
 
     private boolean delivered(ReaderState r, long sequence, long target) {
-        if (r.remote) {
+        if (r.remote || r.bye) {
+            // remote readers acknowledge; a local one's counter is gone after its goodbye, which
+            // carries what it consumed
             return r.ackedSeq >= sequence;
         }
         return r.counterId >= 0 && counters.getCounterValue(r.counterId) >= target;
@@ -810,12 +813,20 @@ public final class QueueWriter implements AutoCloseable {
 
     /** Throws if a reader closed or died, or the media driver is gone. */
     private void checkReaders(String op) {
+        checkReaders(op, Long.MAX_VALUE);
+    }
+
+    /**
+     * {@link #checkReaders(String)}, except that a reader which said goodbye after consuming message
+     * {@code consumed} is fine (waiting for that message, it has received it).
+     */
+    private void checkReaders(String op, long consumed) {
         CommException f = failure;
         if (f != null) {
             throw f;
         }
         for (ReaderState r : readers) {
-            if (!r.hello) {
+            if (!r.hello || (r.bye && r.ackedSeq >= consumed)) {
                 continue;
             }
             if (r.bye) {
@@ -823,6 +834,9 @@ public final class QueueWriter implements AutoCloseable {
             }
             if ((r.image != null && r.image.isClosed()) || (!r.remote && localReaderGone(r))) {
                 drainControl();
+                if (r.bye && r.ackedSeq >= consumed) {
+                    continue;
+                }
                 if (r.bye) {
                     throw poison(new CommClosedException(ctx(op), "reader rank " + r.rank + " closed the queue"));
                 }
