@@ -43,20 +43,18 @@ class MessageQueueThreadsTest {
         String run(MessageQueue q) throws Exception;
     }
 
-    private static List<String> runRanks(int size, IntFunction<MessageQueueOptions> options, RankBody body)
-            throws Exception {
-        InMemoryStore store = new InMemoryStore(T);
+    private interface RankTask {
+        String run(int rank) throws Exception;
+    }
+
+    /** Runs {@code task} for every rank on a thread of its own; a rank that throws yields "threw ...". */
+    private static List<String> onRankThreads(int size, RankTask task) throws Exception {
         ExecutorService pool = Executors.newFixedThreadPool(size);
         try {
             List<Future<String>> fs = new ArrayList<>();
             for (int r = 0; r < size; r++) {
                 final int rank = r;
-                fs.add(pool.submit(() -> {
-                    try (ProcessGroup g = group(store, rank, size);
-                         MessageQueue q = MessageQueue.create(g, 0, options.apply(rank))) {
-                        return body.run(q);
-                    }
-                }));
+                fs.add(pool.submit(() -> task.run(rank)));
             }
             List<String> out = new ArrayList<>();
             for (Future<String> f : fs) {
@@ -70,6 +68,17 @@ class MessageQueueThreadsTest {
         } finally {
             pool.shutdownNow();
         }
+    }
+
+    private static List<String> runRanks(int size, IntFunction<MessageQueueOptions> options, RankBody body)
+            throws Exception {
+        InMemoryStore store = new InMemoryStore(T);
+        return onRankThreads(size, rank -> {
+            try (ProcessGroup g = group(store, rank, size);
+                 MessageQueue q = MessageQueue.create(g, 0, options.apply(rank))) {
+                return body.run(q);
+            }
+        });
     }
 
     private static ProcessGroup group(InMemoryStore store, int rank, int size) {
@@ -119,40 +128,26 @@ class MessageQueueThreadsTest {
         AeronMedia.Options mo = AeronMedia.Options.builder().tag(tag).build();
         InMemoryStore store = new InMemoryStore(T);
         int size = 3;
-        ExecutorService pool = Executors.newFixedThreadPool(size);
-        try {
-            List<Future<String>> fs = new ArrayList<>();
-            for (int r = 0; r < size; r++) {
-                final int rank = r;
-                fs.add(pool.submit(() -> {
-                    MessageQueueOptions o = MessageQueueOptions.builder().mediaOptions(mo).hostId("hostA").codec(CODEC)
-                            .timeout(T).build();
-                    try (MessageQueue q = MessageQueue.create(QueueExchange.overStore(store, "q/", "tp:7", rank, size), 0, o)) {
-                        assertEquals("tp:7", q.groupName());
-                        assertEquals(List.of(1, 2), q.localReaders());
-                        if (q.isWriter()) {
-                            long last = 0;
-                            for (int i = 0; i < 50; i++) {
-                                last = q.enqueueObject(new Step(i, List.of("s" + i)));
-                            }
-                            q.awaitDelivered(last);
-                            return "writer " + last;
-                        }
-                        for (int i = 0; i < 50; i++) {
-                            assertEquals(new Step(i, List.of("s" + i)), q.dequeueObject(Step.class));
-                        }
-                        return "reader " + q.rank();
+        MessageQueueOptions o = MessageQueueOptions.builder().mediaOptions(mo).hostId("hostA").codec(CODEC).timeout(T).build();
+        List<String> out = onRankThreads(size, rank -> {
+            try (MessageQueue q = MessageQueue.create(QueueExchange.overStore(store, "q/", "tp:7", rank, size), 0, o)) {
+                assertEquals("tp:7", q.groupName());
+                assertEquals(List.of(1, 2), q.localReaders());
+                if (q.isWriter()) {
+                    long last = 0;
+                    for (int i = 0; i < 50; i++) {
+                        last = q.enqueueObject(new Step(i, List.of("s" + i)));
                     }
-                }));
+                    q.awaitDelivered(last);
+                    return "writer " + last;
+                }
+                for (int i = 0; i < 50; i++) {
+                    assertEquals(new Step(i, List.of("s" + i)), q.dequeueObject(Step.class));
+                }
+                return "reader " + q.rank();
             }
-            List<String> out = new ArrayList<>();
-            for (Future<String> f : fs) {
-                out.add(f.get(90, TimeUnit.SECONDS));
-            }
-            assertEquals(List.of("writer 50", "reader 1", "reader 2"), out);
-        } finally {
-            pool.shutdownNow();
-        }
+        });
+        assertEquals(List.of("writer 50", "reader 1", "reader 2"), out);
         // five rounds (hosts, media, handle, subscribed, ready), one key per rank each, all under the prefix
         assertEquals(5 * size, store.numKeys());
         assertTrue(store.check(List.of("q/0/0", "q/4/2")));
