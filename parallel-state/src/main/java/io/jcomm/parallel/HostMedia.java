@@ -31,9 +31,11 @@ final class HostMedia implements AutoCloseable {
     /** The background thread's own store client, once open (not the job's store). */
     private volatile Store lane;
     private volatile Thread thread;
-    private volatile Duration joinBound = JOIN_BOUND;
+    /** How long {@link #close()} waits for the background thread: the job timeout, at most {@link #JOIN_BOUND}. */
+    private final Duration joinBound;
 
-    private HostMedia() {
+    private HostMedia(Duration timeout) {
+        this.joinBound = timeout.compareTo(JOIN_BOUND) < 0 ? timeout : JOIN_BOUND;
     }
 
     /**
@@ -47,7 +49,7 @@ final class HostMedia implements AutoCloseable {
      */
     static HostMedia start(GroupFactory factory, HostTopology topology, String generation, Function<Store, Store> lanes,
                            boolean afterHostReady) {
-        HostMedia hm = new HostMedia();
+        HostMedia hm = new HostMedia(factory.timeout);
         int rank = factory.config.rank();
         boolean leader = topology.ranksOnHostOf(rank).get(0) == rank;
         String key = "ps/" + generation + "/media/" + topology.nodeRankOf(rank);
@@ -111,7 +113,6 @@ final class HostMedia implements AutoCloseable {
         }, "jcomm-ps-media");
         t.setDaemon(true);
         hm.thread = t;
-        hm.joinBound = factory.timeout.compareTo(JOIN_BOUND) < 0 ? factory.timeout : JOIN_BOUND;
         t.start();
         return hm;
     }
