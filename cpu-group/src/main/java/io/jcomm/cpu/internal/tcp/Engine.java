@@ -49,10 +49,18 @@ import org.slf4j.LoggerFactory;
  * {@code tcp.spinMicros}, then blocks in epoll/select until I/O arrives or the deadline passes; while a
  * shared-memory transfer is in progress it yields and parks briefly instead. An idle group uses no CPU.
  *
+ * <h2>Progress between calls</h2>
+ * Once created, the engine is registered with the process's {@link Progress} thread, which drives it
+ * whenever no caller does: bytes a finished call left for the socket go out, credit reaches waiting
+ * peers, early messages are read (within their budget), and a lost connection is noticed, all without
+ * the caller's help. Sends are bounded by the per-peer credit of {@link Link}.
+ *
  * <h2>Failures</h2>
  * The first failure (peer connection lost, abort from a peer, mismatch, timeout) is kept; every later
- * call fails with it. {@link #close()} tells the peers: a clean close sends BYE, a close after a
- * failure sends ABORT with the reason, so that they fail at once instead of at their deadline.
+ * call fails with it. A connection lost without a goodbye also fails every other group of this process
+ * that has a member in the same process ({@link Progress#peerProcessDied}). {@link #close()} tells the
+ * peers: a clean close sends BYE, a close after a failure sends ABORT with the reason, so that they fail
+ * at once instead of at their deadline.
  */
 final class Engine {
 
@@ -61,6 +69,23 @@ final class Engine {
     private static final long PARK_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
     /** While a shared-memory transfer is in progress, yield (not park) this long after the last progress. */
     private static final long SHM_YIELD_NANOS = TimeUnit.MILLISECONDS.toNanos(2);
+    /** How long a call spins for the driver lock (held briefly by the progress thread) before it blocks. */
+    private static final long LOCK_SPIN_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
+    /** The operation name of failures noticed while no call was running. */
+    static final String BETWEEN_CALLS = "between calls";
+    /** A peer whose address refuses connections this long has gone (it listens from before it publishes). */
+    private static final long REFUSED_GRACE_NANOS = TimeUnit.SECONDS.toNanos(1);
+    /** While set-up waits for peers, this often it asks the store whether a member of the job left. */
+    private static final long LIVENESS_PROBE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
+    private static final java.time.Duration LIVENESS_PROBE_WAIT = java.time.Duration.ofMillis(2);
+    private static final java.lang.invoke.VarHandle FAILURE;
+    static {
+        try {
+            FAILURE = java.lang.invoke.MethodHandles.lookup().findVarHandle(Engine.class, "failure", CommException.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
 
     final String group;
     final int rank;
@@ -72,7 +97,12 @@ final class Engine {
     private final ReentrantLock driverLock = new ReentrantLock();
     private volatile Thread driver;
     private volatile boolean closed;
+    @SuppressWarnings("unused") // through FAILURE
     private volatile CommException failure;
+    private final Progress progress = Progress.shared();
+    /** Process identity of each member (from its published address), 0 for this rank. */
+    private final long[] peerProcess;
+    private boolean registered;
     private boolean shutDown;
     private boolean closedPeers;
     private long spinNanos;
@@ -106,6 +136,7 @@ final class Engine {
         this.size = ctx.size();
         this.cfg = cfg;
         this.links = new Link[size];
+        this.peerProcess = new long[size];
         this.spinNanos = cfg.spinNanos;
         boolean useEpoll = cfg.transport.equals("epoll") || (cfg.transport.equals("auto") && Epoll.isAvailable());
         if (cfg.transport.equals("epoll") && !Epoll.isAvailable()) {
@@ -124,11 +155,13 @@ final class Engine {
         try {
             e.bootstrap(ctx, Deadline.after(ctx.timeout()));
         } catch (RuntimeException ex) {
-            e.failure = e.failure != null ? e.failure : io.jcomm.cpu.internal.Errors.wrap(ex, e.ctx());
+            e.fail(io.jcomm.cpu.internal.Errors.wrap(ex, e.ctx()));
             e.exit();
             e.close();
             throw ex;
         }
+        e.registered = true;
+        e.progress.register(e);
         e.exit();
         return e;
     }
@@ -145,7 +178,7 @@ final class Engine {
 
     /** Takes the loop for the calling thread; every operation starts with it and ends with {@link #exit}. */
     void enter(String op) {
-        driverLock.lock();
+        lockDriver();
         opName = op;
         driver = Thread.currentThread();
         loop.own(driver);
@@ -156,18 +189,104 @@ final class Engine {
         CommException f = failure;
         if (f != null) {
             exit();
-            throw f;
+            throw f.operation().equals(BETWEEN_CALLS)
+                    ? io.jcomm.cpu.internal.Errors.sameType(f, ctx(), f.detail() + " (noticed between calls)", f) : f;
         }
+    }
+
+    /** The progress thread holds the lock only for a short pass: spin for it before blocking. */
+    private void lockDriver() {
+        if (driverLock.tryLock()) {
+            return;
+        }
+        long end = System.nanoTime() + LOCK_SPIN_NANOS;
+        while (System.nanoTime() - end < 0) {
+            Thread.onSpinWait();
+            if (driverLock.tryLock()) {
+                return;
+            }
+        }
+        driverLock.lock();
     }
 
     void exit() {
         try {
             if (closed && !shutDown) {
                 shutdownFromDriver();
+            } else if (registered && pendingOutput()) {
+                progress.kick(); // the socket did not take everything: the progress thread finishes it
             }
         } finally {
             driver = null;
             driverLock.unlock();
+        }
+    }
+
+    /** Whether bytes written by this rank still wait for a socket. Driving thread. */
+    private boolean pendingOutput() {
+        for (Link l : links) {
+            if (l != null && l.hasPendingOutput()) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * One pass of the progress thread: if no caller drives the engine, process what its sockets and
+     * rings have ready without blocking. Returns whether bytes still wait for a socket (pass again soon).
+     */
+    boolean progressInBackground() {
+        if (closed || shutDown || failure != null || !driverLock.tryLock()) {
+            return false;
+        }
+        try {
+            if (closed || shutDown || failure != null) {
+                return false;
+            }
+            opName = BETWEEN_CALLS;
+            Thread me = Thread.currentThread();
+            driver = me;
+            loop.own(me);
+            drainDirty();
+            loop.runNow();
+            drainDirty();
+            pollShm();
+            return failure == null && pendingOutput();
+        } catch (RuntimeException e) {
+            fail(io.jcomm.cpu.internal.Errors.wrap(e, ctx()));
+            return false;
+        } finally {
+            driver = null;
+            driverLock.unlock();
+        }
+    }
+
+    /**
+     * Another group of this process lost its connection to process {@code pid} without a goodbye: fail
+     * this group too if a member lives there. Any thread.
+     */
+    void peerProcessDied(long pid, String how) {
+        if (closed || shutDown) {
+            return;
+        }
+        for (int r = 0; r < size; r++) {
+            if (r != rank && peerProcess[r] == pid) {
+                failFromOutside(new PeerFailureException(OpContext.of(group, rank, BETWEEN_CALLS), r,
+                        "its process is gone (" + how + ")"));
+                return;
+            }
+        }
+    }
+
+    /** Records a failure found by another thread and wakes the driving thread, if any. */
+    private void failFromOutside(CommException e) {
+        if (FAILURE.compareAndSet(this, null, e)) {
+            loop.wakeup();
+            Thread t = driver;
+            if (t != null) {
+                LockSupport.unpark(t);
+            }
         }
     }
 
@@ -252,7 +371,20 @@ final class Engine {
 
     /** Drives I/O until {@code done} holds (set-up phases). */
     private void driveUntil(BooleanSupplier done, Deadline d, java.util.function.Supplier<String> what) {
+        driveUntil(done, d, what, null);
+    }
+
+    /**
+     * Drives I/O until {@code done} holds; while it does not, runs {@code probe} (if any) every
+     * {@link #LIVENESS_PROBE_NANOS}.
+     */
+    private void driveUntil(BooleanSupplier done, Deadline d, java.util.function.Supplier<String> what, Runnable probe) {
+        long nextProbe = System.nanoTime() + LIVENESS_PROBE_NANOS;
         while (!done.getAsBoolean()) {
+            if (probe != null && System.nanoTime() - nextProbe >= 0) {
+                probe.run();
+                nextProbe = System.nanoTime() + LIVENESS_PROBE_NANOS;
+            }
             check();
             drainDirty();
             int work = loop.runNow();
@@ -316,7 +448,11 @@ final class Engine {
 
     // ------------------------------------------------------------------ sending and receiving
 
-    /** Sends one message of {@code op} to {@code peer}; large payloads are read from caller memory. */
+    /**
+     * Sends one message of {@code op} to {@code peer}; large payloads are read from caller memory. The
+     * message goes now, or, when the peer's credit does not allow it, after the peer consumed enough:
+     * the operation is not complete before (see {@link Link}'s flow control).
+     */
     void send(Op op, int peer, Frame f, ByteBuffer payload) {
         Link l = links[peer];
         if (l.inactive) {
@@ -326,7 +462,7 @@ final class Engine {
         int n = payload == null ? 0 : payload.remaining();
         if (l.shm != null && n >= cfg.shmThresholdBytes && n > 0) {
             if (l.shm.canSend()) {
-                l.writeShmHeader(f, n);
+                l.sendShmHeader(op, f, n);
                 l.shm.send(op, payload);
                 return;
             }
@@ -334,10 +470,7 @@ final class Engine {
                 offerRing(l);
             }
         }
-        ChannelFuture cf = l.write(f, payload, true);
-        if (cf != null) {
-            op.track(cf);
-        }
+        l.sendData(op, f, payload);
     }
 
     /**
@@ -608,11 +741,9 @@ final class Engine {
 
     // ------------------------------------------------------------------ failures
 
-    /** Records the first failure and returns {@code e}. */
+    /** Records the first failure and returns {@code e}. Any thread. */
     CommException fail(CommException e) {
-        if (failure == null) {
-            failure = e;
-        }
+        FAILURE.compareAndSet(this, null, e);
         return e;
     }
 
@@ -637,6 +768,10 @@ final class Engine {
         } else {
             fail(new PeerFailureException(ctx(), l.peer, "connection lost (the process died or the network failed)"
                     + (cause != null ? ": " + cause : ""), cause));
+            if (registered) {
+                progress.peerProcessDied(this, peerProcess[l.peer], "group " + group + " lost its connection to rank "
+                        + l.peer + " there without a goodbye");
+            }
         }
     }
 
@@ -709,7 +844,7 @@ final class Engine {
         String stagingOffer = cfg.shm && cfg.shmStagingBytes > 0
                 ? cfg.shmStagingBytes + ":" + cfg.shmCollectiveMinBytes : "-";
         String me = ctx.hostname() + " " + port + " " + Long.toUnsignedString(nonce, 16) + " " + hostId + " "
-                + (cfg.shm ? "shm" : "-") + " " + stagingOffer;
+                + (cfg.shm ? "shm" : "-") + " " + stagingOffer + " " + Long.toUnsignedString(progress.processId(), 16);
         String prefix = "tcp/" + generation + "/rank/";
         store.set(prefix + rank, me.getBytes(StandardCharsets.UTF_8));
         List<String> keys = new ArrayList<>();
@@ -726,7 +861,12 @@ final class Engine {
                 continue;
             }
             String[] parts = new String(values.get(i++), StandardCharsets.UTF_8).split(" ");
-            if (parts.length != 6) {
+            if (parts.length != 7) {
+                throw fail(new ProtocolException(ctx(), "malformed address of rank " + r + " in the store"));
+            }
+            try {
+                peerProcess[r] = Long.parseUnsignedLong(parts[6], 16);
+            } catch (NumberFormatException e) {
                 throw fail(new ProtocolException(ctx(), "malformed address of rank " + r + " in the store"));
             }
             peers[r] = parts;
@@ -737,7 +877,9 @@ final class Engine {
         for (int r = 0; r < rank; r++) {
             connect(r, peers[r], clientClass, d);
         }
-        driveUntil(this::allConnected, d, this::missingConnections);
+        Store probe = store;
+        String probeKey = prefix + "liveness-probe";
+        driveUntil(this::allConnected, d, this::missingConnections, () -> probeLiveness(probe, probeKey));
 
         // shared memory to peers on this host: links that may take a ring later
         boolean stagingCandidate = !stagingOffer.equals("-") && size > 1;
@@ -759,7 +901,8 @@ final class Engine {
                 links[r].write(Frame.of(Frame.READY, 0, generation), null, true);
             }
         }
-        driveUntil(this::allReady, d, () -> "waiting for ranks to finish connecting: " + notReady());
+        driveUntil(this::allReady, d, () -> "waiting for ranks to finish connecting: " + notReady(),
+                () -> probeLiveness(probe, probeKey));
         server.close();
         server = null;
         LOG.debug("group {} rank {}: connected {} peers over {} (shared memory: {}, staging: {})", group, rank,
@@ -777,6 +920,7 @@ final class Engine {
         } catch (NumberFormatException e) {
             throw fail(new ProtocolException(ctx(), "malformed address of rank " + r + ": " + String.join(" ", addr)));
         }
+        long refusedSince = 0;
         while (true) {
             ChannelFuture cf = new Bootstrap().group(loop).channel(clientClass)
                     .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, (int) Math.max(1, Math.min(10_000, d.remainingMillis())))
@@ -797,13 +941,44 @@ final class Engine {
                 throw fail(new CommTimeoutException(ctx(), "cannot connect to rank " + r + " at " + host + ":" + port
                         + ": " + cf.cause()));
             }
+            if (cf.cause() instanceof java.net.ConnectException && String.valueOf(cf.cause().getMessage()).contains("refused")) {
+                long now = System.nanoTime();
+                if (refusedSince == 0) {
+                    refusedSince = now;
+                } else if (now - refusedSince > REFUSED_GRACE_NANOS) {
+                    // it listened before it published the address: it has closed or died since
+                    throw fail(new PeerFailureException(ctx(), r, "nothing listens at " + host + ":" + port
+                            + " any more (the rank left or died during group creation)"));
+                }
+            } else {
+                refusedSince = 0;
+            }
             LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(20));
+        }
+    }
+
+    /**
+     * Asks the store whether a member of the job left it without a goodbye: a short wait on a key nobody
+     * sets, which a jcomm store server answers at once with a failure naming the dead rank (other stores
+     * let it time out, and set-up goes on waiting for its deadline).
+     */
+    private void probeLiveness(Store store, String key) {
+        try {
+            store.wait(List.of(key), LIVENESS_PROBE_WAIT);
+        } catch (PeerFailureException e) {
+            throw fail(new PeerFailureException(ctx(), -1, "a member of the job died during group creation: "
+                    + e.detail(), e));
+        } catch (CommTimeoutException e) {
+            // nobody died (or the store cannot tell): keep waiting for the peers
+        } catch (CommException e) {
+            LOG.debug("group {} rank {}: liveness probe failed: {}", group, rank, e.toString());
         }
     }
 
     /** Closes a connection that sent bytes before a valid hello. */
     void rejectUnbound(Link l, CommException why) {
-        LOG.debug("group {} rank {}: dropping connection from {}: {}", group, rank, l.channel.remoteAddress(), why.detail());
+        LOG.warn("group {} rank {}: dropping a connection from {} that did not start with a valid hello: {}", group, rank,
+                l.channel.remoteAddress(), why.detail());
         l.channel.close();
     }
 
@@ -898,6 +1073,9 @@ final class Engine {
 
     private void shutdownFromDriver() {
         shutDown = true;
+        if (registered) {
+            progress.unregister(this);
+        }
         CommException f = failure;
         byte[] reason = null;
         int code = 0;

@@ -37,6 +37,13 @@ final class Frame {
     static final int RING = 7;
     /** Answer to {@link #RING}: {@code count} 1 when the receiver mapped the ring, 0 when it cannot use it. */
     static final int RING_ACK = 8;
+    /**
+     * Flow control: the sender of this frame consumed {@code count} more bytes of the receiver's data
+     * messages (see {@link #cost()}); the receiver may send that much more.
+     */
+    static final int CREDIT = 9;
+    /** Flow control: the sender of this frame waits for credit; answer with {@link #CREDIT} as soon as there is any. */
+    static final int CREDIT_WANTED = 10;
 
     // operations
     static final int OP_NONE = 0;
@@ -252,6 +259,20 @@ final class Frame {
             sb.append(" payload ").append(got.payload).append(" bytes vs ").append(expected.payload).append(';');
         }
         return sb.length() == 0 ? null : sb.toString();
+    }
+
+    /**
+     * What a data message ({@link #DATA}, {@link #P2P}) costs against the receiver's credit: its header,
+     * plus its payload when the payload travels through the socket (a shared-memory ring bounds its
+     * own bytes). Both ends compute it from the header alone.
+     */
+    long cost() {
+        return SIZE + ((flags & FLAG_SHM) != 0 ? 0 : (long) payload);
+    }
+
+    /** Whether this frame is a data message (counted by flow control). */
+    boolean isData() {
+        return kind == DATA || kind == P2P;
     }
 
     /** Short description for error messages. */

@@ -37,7 +37,22 @@ import java.util.List;
  * frees up). Payloads flagged {@link Frame#FLAG_SHM} travel through the shared-memory ring instead
  * of the socket.
  *
- * <p>Everything here runs on the thread that drives the event loop.
+ * <h2>Flow control</h2>
+ * Every data message costs its {@link Frame#cost()} against a per-peer budget
+ * ({@code tcp.sendBudgetBytes}): bytes sent to the peer that no receive there has consumed yet. A
+ * message that would exceed it (or that follows one that waits) is held, in order, until the peer's
+ * {@link Frame#CREDIT} frees room; its operation does not complete before it left. The receiving side
+ * counts what its receives consumed and credits it back once a quarter of its own budget has
+ * accumulated, or at once when the sender said it waits ({@link Frame#CREDIT_WANTED}). So what one rank
+ * buffers for a slower peer, and how far it runs ahead of it, is bounded by the budget.
+ *
+ * <h2>Strangers</h2>
+ * An accepted connection is bound to a peer only by a valid {@link Frame#HELLO} (the nonce the rank
+ * published in the store). Anything else it sends first is dropped with a log line, the connection is
+ * closed, and the group never sees it.
+ *
+ * <p>Everything here runs on the thread that drives the event loop (a caller inside the group, or the
+ * process's progress thread when no caller is).
  */
 final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllocator, RecvByteBufAllocator.ExtendedHandle {
 
@@ -59,6 +74,19 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
 
         Early(Frame header) {
             this.header = header;
+        }
+    }
+
+    /** A data message waiting for the peer's credit. */
+    private static final class Held {
+        final Op op;
+        final Frame header;
+        final ByteBuffer payload; // null for a header whose payload goes through shared memory
+
+        Held(Op op, Frame header, ByteBuffer payload) {
+            this.op = op;
+            this.header = header;
+            this.payload = payload;
         }
     }
 
@@ -109,6 +137,21 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
     /** Shared-memory transport to/from this peer, or null. */
     ShmLink shm;
 
+    // flow control
+    /** Cost of the data messages sent to the peer and not yet credited back by it. */
+    private long inFlight;
+    /** Data messages waiting for credit, in send order. */
+    private final ArrayDeque<Held> held = new ArrayDeque<>();
+    private long heldBytes;
+    /** When the first message now held started waiting (0: none waits). */
+    private long heldSince;
+    /** Cost of the peer's data messages consumed here and not yet credited to it. */
+    private long consumed;
+    /** The peer said it waits for credit: send it as soon as anything was consumed. */
+    private boolean creditWanted;
+    /** This rank told the peer it waits for credit and has not received any since. */
+    private boolean creditAsked;
+
     // read accounting for the allocator handle
     private int attempted;
     private int lastRead;
@@ -153,6 +196,8 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
             engine.releaseEarly(e);
         }
         early.clear();
+        held.clear();
+        heldBytes = 0;
         completionOrder.clear();
         collectiveRecvs.clear();
         p2pRecvs.clear();
@@ -195,13 +240,134 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
         return tracked;
     }
 
-    /** Writes a header whose payload travels through shared memory. */
-    void writeShmHeader(Frame f, int payloadBytes) {
+    /**
+     * Sends a data message of {@code op} whose payload goes by socket ({@code payload}, may be null), now
+     * if the peer's credit allows, else after the messages held before it.
+     */
+    void sendData(Op op, Frame f, ByteBuffer payload) {
+        f.payload = payload == null ? 0 : payload.remaining();
+        if (held.isEmpty() && fits(f.cost())) {
+            inFlight += f.cost();
+            track(op, write(f, payload, true));
+        } else {
+            hold(op, f, payload == null ? null : payload.duplicate());
+        }
+    }
+
+    /**
+     * Sends the header of a data message whose {@code payloadBytes} travel through shared memory (the
+     * caller queues them in the ring; the ring keeps the headers' order, so they may go ahead of a held header).
+     */
+    void sendShmHeader(Op op, Frame f, int payloadBytes) {
         f.payload = payloadBytes;
         f.flags |= Frame.FLAG_SHM;
+        if (held.isEmpty() && fits(f.cost())) {
+            inFlight += f.cost();
+            writeShmHeader(f);
+        } else {
+            hold(op, f, null);
+        }
+    }
+
+    private void writeShmHeader(Frame f) {
         ByteBuf b = channel.alloc().directBuffer(Frame.SIZE);
         f.writeTo(b);
         channel.writeAndFlush(b, channel.voidPromise());
+    }
+
+    private static void track(Op op, ChannelFuture cf) {
+        if (cf != null) {
+            op.track(cf);
+        }
+    }
+
+    /** Whether a message of {@code cost} may go now: within the budget, or alone when larger than it. */
+    private boolean fits(long cost) {
+        return inFlight == 0 || inFlight + cost <= engine.cfg.sendBudgetBytes;
+    }
+
+    private void hold(Op op, Frame f, ByteBuffer payload) {
+        held.addLast(new Held(op, f, payload));
+        heldBytes += f.cost();
+        op.pendingHeld++;
+        if (heldSince == 0) {
+            heldSince = System.nanoTime();
+        }
+        askCredit();
+    }
+
+    private void askCredit() {
+        if (!creditAsked) {
+            creditAsked = true;
+            writeControl(Frame.CREDIT_WANTED, 0, 0, null);
+        }
+    }
+
+    /** The peer consumed {@code bytes} more of this rank's data messages: send what it now has room for. */
+    private void onCredit(long bytes) {
+        if (bytes <= 0 || bytes > inFlight) {
+            throw new ProtocolException(engine.ctx(), who() + " credited " + bytes + " bytes; only " + inFlight
+                    + " were outstanding");
+        }
+        inFlight -= bytes;
+        creditAsked = false;
+        boolean wrote = false;
+        Held h;
+        while ((h = held.peekFirst()) != null && fits(h.header.cost())) {
+            held.pollFirst();
+            heldBytes -= h.header.cost();
+            inFlight += h.header.cost();
+            if ((h.header.flags & Frame.FLAG_SHM) != 0) {
+                ByteBuf b = channel.alloc().directBuffer(Frame.SIZE);
+                h.header.writeTo(b);
+                channel.write(b, channel.voidPromise());
+            } else {
+                track(h.op, write(h.header, h.payload, false));
+            }
+            h.op.pendingHeld--;
+            wrote = true;
+        }
+        if (wrote) {
+            channel.flush();
+        }
+        if (held.isEmpty()) {
+            heldSince = 0;
+        } else {
+            askCredit();
+        }
+    }
+
+    /** This rank's receive consumed a data message of the peer: credit it back when due. */
+    private void consumed(Frame f) {
+        consumed += f.cost();
+        if (creditWanted || consumed >= engine.cfg.sendBudgetBytes / 4) {
+            sendCredit();
+        }
+    }
+
+    private void sendCredit() {
+        long n = consumed;
+        consumed = 0;
+        creditWanted = false;
+        writeControl(Frame.CREDIT, 0, n, null);
+    }
+
+    /** Bytes sent to the peer that it has not consumed yet, and bytes held for its credit (tests, diagnostics). */
+    long inFlightBytes() {
+        return inFlight;
+    }
+
+    long heldBytes() {
+        return heldBytes;
+    }
+
+    /** Whether bytes written to this connection still wait in its outbound buffer for the socket. */
+    boolean hasPendingOutput() {
+        if (channel == null || !channel.isActive()) {
+            return false;
+        }
+        io.netty.channel.ChannelOutboundBuffer ob = channel.unsafe().outboundBuffer();
+        return ob != null && !ob.isEmpty();
     }
 
     void writeControl(int kind, int code, long seq, byte[] payload) {
@@ -270,6 +436,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
             checkVariable(r, e.header);
         }
         e.claimedBy = r;
+        consumed(e.header);
         if (e.complete) {
             // delivered from the wait loop, never inside post(): a continuation must not run before
             // the operation's own first sends were issued
@@ -331,7 +498,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
 
     /** Whether this rank waits for anything from this peer (posted receives, payload in progress). */
     boolean awaitsData() {
-        return !collectiveRecvs.isEmpty() || !p2pRecvs.isEmpty() || current != null
+        return !collectiveRecvs.isEmpty() || !p2pRecvs.isEmpty() || current != null || !held.isEmpty()
                 || (shm != null && shm.receiving()) || early.stream().anyMatch(e -> e.claimedBy != null && !e.complete);
     }
 
@@ -427,13 +594,29 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
         if (f.payload < 0) {
             throw new ProtocolException(engine.ctx(), who() + " announced a negative payload length");
         }
+        if (peer < 0 && f.kind != Frame.HELLO) {
+            // an unauthenticated connection: nothing but a hello is acted on (the caller drops it)
+            throw new ProtocolException(engine.ctx(), "frame kind " + f.kind + " before a hello from " + who());
+        }
         switch (f.kind) {
             case Frame.DATA:
             case Frame.P2P:
-                if (peer < 0) {
-                    throw new ProtocolException(engine.ctx(), "data before hello from " + who());
-                }
                 return dispatchData(f);
+            case Frame.CREDIT:
+                if (f.payload != 0) {
+                    throw new ProtocolException(engine.ctx(), "malformed credit from " + who());
+                }
+                onCredit(f.seq);
+                return true;
+            case Frame.CREDIT_WANTED:
+                if (f.payload != 0) {
+                    throw new ProtocolException(engine.ctx(), "malformed credit request from " + who());
+                }
+                creditWanted = true;
+                if (consumed > 0) {
+                    sendCredit();
+                }
+                return true;
             case Frame.HELLO:
                 if (f.payload != 0 || helloSeen) {
                     throw new ProtocolException(engine.ctx(), "unexpected hello from " + who());
@@ -498,6 +681,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
             if (r.variable()) {
                 checkVariable(r, f);
             }
+            consumed(f);
             if ((f.flags & Frame.FLAG_SHM) != 0) {
                 requireShm(f).expect(f, r, null);
                 return true;
@@ -717,6 +901,14 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
         if (current != null) {
             sb.append(sb.length() > 0 ? "; " : "").append("receiving ").append(current.filled).append('/')
                     .append(current.total).append(" bytes from rank ").append(peer);
+        }
+        if (!held.isEmpty()) {
+            sb.append(sb.length() > 0 ? "; " : "").append(held.size()).append(" message(s) (").append(heldBytes)
+                    .append(" bytes) wait for credit from rank ").append(peer).append(", which has not consumed the ")
+                    .append(inFlight).append(" bytes sent to it (budget ").append(engine.cfg.sendBudgetBytes)
+                    .append(", option ").append(TcpConfig.SEND_BUDGET_BYTES).append(") for ")
+                    .append(String.format(java.util.Locale.ROOT, "%.1f", (System.nanoTime() - heldSince) / 1e9))
+                    .append(" s: the peer is slower than this rank, or stuck");
         }
         return sb.toString();
     }

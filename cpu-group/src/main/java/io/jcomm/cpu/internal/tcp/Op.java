@@ -19,6 +19,8 @@ final class Op {
     final Frame template;
     int pendingRecvs;
     int pendingShmSends;
+    /** Messages of this operation waiting for a peer's credit (see {@link Link}). */
+    int pendingHeld;
     private final List<ChannelFuture> writes = new ArrayList<>(4);
 
     Op(String name, int kind, int code, long seq, Deadline deadline) {
@@ -44,7 +46,7 @@ final class Op {
     }
 
     boolean isComplete() {
-        if (pendingRecvs != 0 || pendingShmSends != 0) {
+        if (pendingRecvs != 0 || pendingShmSends != 0 || pendingHeld != 0) {
             return false;
         }
         for (int i = writes.size() - 1; i >= 0; i--) {
@@ -59,6 +61,6 @@ final class Op {
     @Override
     public String toString() {
         return name + (seq > 0 ? " #" + seq : "") + " (recvs " + pendingRecvs + ", writes " + writes.size()
-                + ", shm sends " + pendingShmSends + ")";
+                + ", shm sends " + pendingShmSends + ", held " + pendingHeld + ")";
     }
 }

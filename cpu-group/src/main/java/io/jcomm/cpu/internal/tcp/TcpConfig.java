@@ -16,6 +16,10 @@ import java.util.Locale;
  *   <tr><td>{@value #SMALL_BYTES}</td><td>up to this size collectives use direct (one-round) algorithms,
  *       above it ring/chain algorithms</td><td>64 KiB</td></tr>
  *   <tr><td>{@value #MAX_UNEXPECTED_BYTES}</td><td>memory for messages that arrive before their receive is posted</td><td>256 MiB</td></tr>
+ *   <tr><td>{@value #SEND_BUDGET_BYTES}</td><td>per peer: bytes of data messages (headers, and payloads that
+ *       go by socket) sent to the peer and not yet consumed by a receive there. A send that would exceed it
+ *       waits for the peer's credit, bounded by its deadline (a message larger than the budget goes alone).
+ *       Bounds what a rank buffers for a slower peer, and how far it runs ahead of it</td><td>4 MiB</td></tr>
  *   <tr><td>{@value #SOCKET_BUFFER_BYTES}</td><td>SO_SNDBUF/SO_RCVBUF (0: the OS default)</td><td>0</td></tr>
  *   <tr><td>{@value #SHM}</td><td>{@code auto}/{@code true}: peers on the same host move large payloads
  *       through a shared-memory ring; {@code false}: sockets only</td><td>auto</td></tr>
@@ -42,6 +46,7 @@ final class TcpConfig {
     static final String SEGMENT_BYTES = "tcp.segmentBytes";
     static final String SMALL_BYTES = "tcp.smallBytes";
     static final String MAX_UNEXPECTED_BYTES = "tcp.maxUnexpectedBytes";
+    static final String SEND_BUDGET_BYTES = "tcp.sendBudgetBytes";
     static final String SOCKET_BUFFER_BYTES = "tcp.socketBufferBytes";
     static final String SHM = "tcp.shm";
     static final String SHM_THRESHOLD_BYTES = "tcp.shm.thresholdBytes";
@@ -57,6 +62,7 @@ final class TcpConfig {
     final int segmentBytes;
     final int smallBytes;
     final long maxUnexpectedBytes;
+    final long sendBudgetBytes;
     final int socketBufferBytes;
     final boolean shm;
     final int shmThresholdBytes;
@@ -76,6 +82,7 @@ final class TcpConfig {
         segmentBytes = intOption(ctx, SEGMENT_BYTES, 1 << 20, 4096, 1 << 30);
         smallBytes = intOption(ctx, SMALL_BYTES, 64 << 10, 0, 1 << 30);
         maxUnexpectedBytes = longOption(ctx, MAX_UNEXPECTED_BYTES, 256L << 20, 0, Long.MAX_VALUE);
+        sendBudgetBytes = longOption(ctx, SEND_BUDGET_BYTES, 4L << 20, Frame.SIZE, 1L << 30);
         socketBufferBytes = intOption(ctx, SOCKET_BUFFER_BYTES, 0, 0, 1 << 30);
         String s = ctx.option(SHM, "auto").trim().toLowerCase(Locale.ROOT);
         if (!s.equals("auto") && !s.equals("true") && !s.equals("false")) {
