@@ -522,6 +522,11 @@ final class Engine {
 
     // ------------------------------------------------------------------ early messages
 
+    /** Bytes of messages buffered before their receive was posted (tests, diagnostics). */
+    long earlyBytes() {
+        return earlyBytes;
+    }
+
     boolean reserveEarly(int bytes) {
         if (earlyBytes > 0 && earlyBytes + bytes > cfg.maxUnexpectedBytes) {
             return false;

@@ -75,6 +75,11 @@ final class TcpBackend implements CpuBackend {
         return bytes > 0 && bytes >= cfg.shmCollectiveMinBytes ? e.stagingFor(this, deadline) : null;
     }
 
+    /** The transport (tests of this package). */
+    Engine engine() {
+        return e;
+    }
+
     /** Whether payloads to {@code peer} go through shared memory. */
     boolean sharedMemoryTo(int peer) {
         return e.sharedMemoryTo(peer);
