@@ -200,7 +200,11 @@ public interface ProcessGroup extends AutoCloseable {
 
     Work<Void> recvAsync(Tensor tensor, int src, int tag, Duration timeout);
 
-    /** True once the group failed (peer death, timeout) or was closed; later calls fail fast. */
+    /**
+     * True once the group failed (peer death, timeout) or was closed; later calls fail fast. A backend
+     * that watches its connections between calls (tcp) reports a peer's death here as soon as it
+     * noticed it, before any call.
+     */
     boolean isPoisoned();
 
     /** Releases connections and native resources; blocked calls fail. Idempotent. */

@@ -135,7 +135,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
 
     @Override
     public boolean isPoisoned() {
-        return closed || poison.get() != null;
+        return closed || poison.get() != null || (backend != null && backend.hasFailed());
     }
 
     /** The backend (null for a group of one); for tests and tools of this SDK. */

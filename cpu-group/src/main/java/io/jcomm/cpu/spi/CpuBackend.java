@@ -176,6 +176,15 @@ public interface CpuBackend extends AutoCloseable {
         return (int) length;
     }
 
+    /**
+     * Whether the backend already knows that its next call cannot succeed (a peer died, the group was
+     * aborted or closed), even when it found out between calls. A backend that finds out only inside
+     * calls returns false. Any thread; cheap.
+     */
+    default boolean hasFailed() {
+        return false;
+    }
+
     /** Releases resources and fails any call in progress. Idempotent; never blocks for long. */
     @Override
     void close();

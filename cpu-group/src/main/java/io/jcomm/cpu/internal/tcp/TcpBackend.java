@@ -845,6 +845,11 @@ final class TcpBackend implements CpuBackend {
     }
 
     @Override
+    public boolean hasFailed() {
+        return e.hasFailed();
+    }
+
+    @Override
     public void close() {
         e.close();
     }
