@@ -128,6 +128,14 @@ final class HostMedia implements AutoCloseable {
      */
     @Override
     public void close() {
+        close(false);
+    }
+
+    /**
+     * {@link #close()}; with {@code abort} (the job failed) the driver stops without waiting for the
+     * host's other clients ({@link AeronMedia#abort()}).
+     */
+    void close(boolean abort) {
         media.completeExceptionally(new IllegalStateException("closed"));
         Store l = lane;
         if (l != null) {
@@ -143,7 +151,11 @@ final class HostMedia implements AutoCloseable {
         }
         media.whenComplete((m, e) -> {
             if (m != null) {
-                m.close();
+                if (abort) {
+                    m.abort();
+                } else {
+                    m.close();
+                }
             }
         });
     }

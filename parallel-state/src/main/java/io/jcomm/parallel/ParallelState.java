@@ -644,12 +644,18 @@ public final class ParallelState implements AutoCloseable {
 
     /**
      * Destroys the model-parallel groups (TP, PP, DP, EP), the groups made with {@link #newGroup},
-     * then the world group, and closes the store when this state made it. Idempotent.
+     * then the world group, and closes the store when this state made it. After a failure (a group is
+     * poisoned) the host's media driver, if this rank runs it, stops without waiting for the other
+     * ranks of the host to leave it. Idempotent.
      */
     @Override
     public synchronized void close() {
         if (closed) {
             return;
+        }
+        boolean failed = false;
+        for (String name : registry.names()) {
+            failed |= registry.get(name).cpuGroup().isPoisoned();
         }
         for (String name : registry.names()) {
             registry.get(name).closeTransports(); // first what peers notice, in every group
@@ -665,7 +671,9 @@ public final class ParallelState implements AutoCloseable {
         registry.remove(WORLD);
         options.listener().destroyed(WORLD);
         if (hostMedia != null) {
-            hostMedia.close(); // after every broadcaster that used it
+            // after every broadcaster that used it; after a failure without waiting for the host's
+            // other ranks to leave the driver (they are failing too, and a dead one would hold it)
+            hostMedia.close(failed);
         }
         if (ownedStore != null) {
             ownedStore.close();

@@ -388,6 +388,25 @@ public final class AeronMedia implements AutoCloseable {
         }
     }
 
+    /**
+     * Closes at once, without waiting for the driver's other clients to leave: for a job that failed,
+     * whose other ranks are failing too (a killed rank's client would hold the owner for the driver's
+     * client liveness timeout). Idempotent; {@link #close()} after it does nothing.
+     */
+    public void abort() {
+        if (!closed.compareAndSet(false, true)) {
+            return;
+        }
+        shutdownNow();
+        if (shutdownHook != null) {
+            try {
+                Runtime.getRuntime().removeShutdownHook(shutdownHook);
+            } catch (IllegalStateException e) {
+                // JVM shutting down: the hook runs (and finds everything closed)
+            }
+        }
+    }
+
     private synchronized void shutdownNow() {
         closed.set(true);
         try {

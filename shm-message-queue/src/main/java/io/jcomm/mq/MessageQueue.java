@@ -189,6 +189,11 @@ public final class MessageQueue implements AutoCloseable {
             if (rank == writerRank) {
                 try {
                     writer = QueueWriter.create(media, groupName, rank, local, remote, myOwner, opts);
+                    Map<Integer, Long> pids = new java.util.HashMap<>();
+                    for (int r : local) {
+                        pids.put(r, peers.get(r).pid());
+                    }
+                    writer.watchReaderProcesses(pids);
                     handleStep = Step.ok("", writer.handle().encode());
                 } catch (RuntimeException e) {
                     handleStep = Step.failed(e);
@@ -212,6 +217,9 @@ public final class MessageQueue implements AutoCloseable {
             if (rank != writerRank) {
                 try {
                     reader = QueueReader.open(media, handle, rank, myOwner, opts, deadline);
+                    if (writerHost.equals(hostId)) {
+                        reader.watchWriterProcess(peers.get(writerRank).pid());
+                    }
                 } catch (RuntimeException e) {
                     openStep = Step.failed(e);
                     mine = e;

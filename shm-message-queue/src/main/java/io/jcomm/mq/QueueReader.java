@@ -246,8 +246,33 @@ public final class QueueReader implements AutoCloseable {
         return new QueueReader(media, handle, rank, driverOwnerRank, options, deadline);
     }
 
+    private ProcessHandle writerProcess;
+    private boolean writerGone;
+    private long nextProcessCheck;
+
     private OpContext ctx(String op) {
         return context.withOperation(op);
+    }
+
+    /**
+     * Watches the writer's process, when it runs on this host: its exit is noticed at once instead of
+     * after the media driver's client liveness timeout.
+     */
+    public void watchWriterProcess(long pid) {
+        writerProcess = ProcessHandle.of(pid).orElse(null);
+    }
+
+    /** Whether the watched writer process exited (asked at most every {@value QueueWriter#PROCESS_CHECK_MILLIS} ms). */
+    private boolean writerProcessGone() {
+        if (writerProcess == null) {
+            return false;
+        }
+        long now = System.nanoTime();
+        if (now - nextProcessCheck >= 0) {
+            nextProcessCheck = now + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(QueueWriter.PROCESS_CHECK_MILLIS);
+            writerGone = !writerProcess.isAlive();
+        }
+        return writerGone;
     }
 
     /** True if this reader reads over UDP. */
@@ -385,6 +410,10 @@ public final class QueueReader implements AutoCloseable {
                 int who = driverOwnerRank >= 0 ? driverOwnerRank : handle.writerRank();
                 throw poison(new PeerFailureException(ctx(op), who, "the media driver in " + media.directory()
                         + " stopped (owner process " + media.ownerPid() + " died?)", media.clientError()));
+            }
+            if (writerProcessGone()) {
+                throw poison(new PeerFailureException(ctx(op), handle.writerRank(), "the writer's process (pid "
+                        + writerProcess.pid() + ") exited after " + assembler.sequence() + " messages"));
             }
             if (image.isClosed() || image.isEndOfStream()) {
                 throw poison(new PeerFailureException(ctx(op), handle.writerRank(), "the writer's stream ended without"

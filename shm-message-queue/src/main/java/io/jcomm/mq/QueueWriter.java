@@ -127,6 +127,8 @@ public final class QueueWriter implements AutoCloseable {
     private boolean anyWakeable;
     private final ByteBuffer wakeByte = ByteBuffer.allocateDirect(1);
     private long lastCheckNanos = System.nanoTime();
+    /** How often a waiting writer asks whether a local reader's process still lives. */
+    static final long PROCESS_CHECK_MILLIS = 5;
     /** An enqueue after this long without one checks the readers before sending. */
     private static final long CHECK_INTERVAL_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
     private volatile CommException failure;
@@ -148,6 +150,10 @@ public final class QueueWriter implements AutoCloseable {
         DatagramChannel wake;
         long ackedSeq;
         long ackedPosition;
+        /** The reader's process, for readers on this host whose pid is known (see {@link #watchReaderProcesses}). */
+        ProcessHandle process;
+        boolean processGone;
+        long nextProcessCheck;
 
         ReaderState(int rank, boolean remote) {
             this.rank = rank;
@@ -462,6 +468,10 @@ public final class QueueWriter implements AutoCloseable {
                     streamBroken |= started;
                     throw e;
                 }
+            } else if (anyReaderGone()) {
+                // the close message is a courtesy: a reader that left holds the window until the driver
+                // drops it, and the others see the stream end when the publication closes
+                throw new CommClosedException(ctx(op), "a reader left before the close message could be sent");
             }
             if (System.nanoTime() - deadlineNanos >= 0) {
                 CommTimeoutException e = backPressureTimeout(op, s, started);
@@ -807,8 +817,45 @@ public final class QueueWriter implements AutoCloseable {
     }
 
     private boolean localReaderGone(ReaderState r) {
-        return r.counterId >= 0 && (counters.getCounterState(r.counterId) != CountersReader.RECORD_ALLOCATED
-                || counters.getCounterRegistrationId(r.counterId) != r.counterRegistrationId);
+        return (r.counterId >= 0 && (counters.getCounterState(r.counterId) != CountersReader.RECORD_ALLOCATED
+                || counters.getCounterRegistrationId(r.counterId) != r.counterRegistrationId)) || processGone(r);
+    }
+
+    /**
+     * Watches the processes of the readers on this host: a reader whose process exited is taken for
+     * gone at once, instead of after the media driver's client liveness timeout. {@code pids} maps
+     * reader ranks to pids; ranks not among this writer's local readers are ignored.
+     */
+    public void watchReaderProcesses(java.util.Map<Integer, Long> pids) {
+        for (ReaderState r : readers) {
+            Long pid = pids.get(r.rank);
+            if (!r.remote && pid != null) {
+                r.process = ProcessHandle.of(pid).orElse(null);
+            }
+        }
+    }
+
+    /** Whether a watched reader's process exited (asked at most every {@value #PROCESS_CHECK_MILLIS} ms per reader). */
+    private static boolean processGone(ReaderState r) {
+        if (r.process == null || r.processGone) {
+            return r.processGone;
+        }
+        long now = System.nanoTime();
+        if (now - r.nextProcessCheck >= 0) {
+            r.nextProcessCheck = now + TimeUnit.MILLISECONDS.toNanos(PROCESS_CHECK_MILLIS);
+            r.processGone = !r.process.isAlive();
+        }
+        return r.processGone;
+    }
+
+    /** Whether a reader said goodbye, or died (for a closing writer, which need not wait for it). */
+    private boolean anyReaderGone() {
+        for (ReaderState r : readers) {
+            if (r.hello && (r.bye || (r.image != null && r.image.isClosed()) || (!r.remote && localReaderGone(r)))) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** Throws if a reader closed or died, or the media driver is gone. */
@@ -840,9 +887,11 @@ public final class QueueWriter implements AutoCloseable {
                 if (r.bye) {
                     throw poison(new CommClosedException(ctx(op), "reader rank " + r.rank + " closed the queue"));
                 }
-                throw poison(new PeerFailureException(ctx(op), r.rank, (r.remote ? "remote" : "local")
-                        + " reader died: its Aeron " + (r.remote ? "stream went silent" : "client timed out")
-                        + " without a goodbye (liveness timeout " + media.options().livenessTimeout().toMillis() + " ms)"));
+                throw poison(new PeerFailureException(ctx(op), r.rank, r.processGone
+                        ? "local reader died: its process (pid " + r.process.pid() + ") exited without a goodbye"
+                        : (r.remote ? "remote" : "local") + " reader died: its Aeron "
+                        + (r.remote ? "stream went silent" : "client timed out") + " without a goodbye (liveness timeout "
+                        + media.options().livenessTimeout().toMillis() + " ms)"));
             }
         }
         if (media != null && !media.driverAlive()) {

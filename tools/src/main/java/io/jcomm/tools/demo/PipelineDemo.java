@@ -68,6 +68,10 @@ public final class PipelineDemo implements Callable<Integer> {
                     + "cpu: the CPU communicator everywhere (e.g. more ranks than GPUs) (default ${DEFAULT-VALUE})")
     String device;
 
+    @Option(names = "--phases", description = "print a line (\"demo: phase NAME\") when each phase starts: init, "
+            + "ready (groups made), warmup, steps, done; for tests that inject failures at a phase")
+    boolean phases;
+
     private final PrintStream out;
 
     public PipelineDemo() {
@@ -99,8 +103,10 @@ public final class PipelineDemo implements Callable<Integer> {
             return 2;
         }
         ParallelSizes sizes = ParallelSizes.of(tp, pp, cfg.worldSize() / (tp * pp));
+        phase("init");
         // every group of the job at once (the fastest start)
         try (ParallelState ps = ParallelState.initialize(cfg, options(), sizes)) {
+            phase("ready");
             int actors = mapActors(ps, cfg);
             double readySeconds = secondsSinceJvmStart();
             // the TP broadcaster is made in the background; the measured steps should not share the
@@ -108,10 +114,12 @@ public final class PipelineDemo implements Callable<Integer> {
             ps.tp().awaitMessageQueue(ps.tp().cpuGroup().defaultTimeout());
             double broadcasterSeconds = secondsSinceJvmStart();
             Stage stage = new Stage(ps, hidden);
+            phase("warmup");
             for (int s = 0; s < warmup; s++) {
                 stage.step(s, false);
             }
             ps.world().barrier();
+            phase("steps");
             long t0 = System.nanoTime();
             for (int s = warmup; s < warmup + steps; s++) {
                 stage.step(s, true);
@@ -120,7 +128,15 @@ public final class PipelineDemo implements Callable<Integer> {
             ps.world().barrier();
             report(ps, stage, elapsed, readySeconds, broadcasterSeconds, actors);
         }
+        phase("done");
         return 0;
+    }
+
+    private void phase(String name) {
+        if (phases) {
+            out.println("demo: phase " + name);
+            out.flush();
+        }
     }
 
     /** The SDK's defaults, or the CPU device communicator everywhere with {@code --device cpu}. */
