@@ -38,8 +38,8 @@ final class Frame {
     /** Answer to {@link #RING}: {@code count} 1 when the receiver mapped the ring, 0 when it cannot use it. */
     static final int RING_ACK = 8;
     /**
-     * Flow control: the sender of this frame consumed {@code count} more bytes of the receiver's data
-     * messages (see {@link #cost()}); the receiver may send that much more.
+     * Flow control: the sender of this frame consumed {@code count} more of the receiver's data messages,
+     * costing {@code seq} bytes (see {@link #cost()}); the receiver may send that much more.
      */
     static final int CREDIT = 9;
     /** Flow control: the sender of this frame waits for credit; answer with {@link #CREDIT} as soon as there is any. */

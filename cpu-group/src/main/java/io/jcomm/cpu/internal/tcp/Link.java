@@ -38,12 +38,12 @@ import java.util.List;
  * of the socket.
  *
  * <h2>Flow control</h2>
- * Every data message costs its {@link Frame#cost()} against a per-peer budget
- * ({@code tcp.sendBudgetBytes}): bytes sent to the peer that no receive there has consumed yet. A
- * message that would exceed it (or that follows one that waits) is held, in order, until the peer's
- * {@link Frame#CREDIT} frees room; its operation does not complete before it left. The receiving side
- * counts what its receives consumed and credits it back once a quarter of its own budget has
- * accumulated, or at once when the sender said it waits ({@link Frame#CREDIT_WANTED}). So what one rank
+ * Every data message costs its {@link Frame#cost()} and one message against a per-peer budget
+ * ({@code tcp.sendBudgetBytes}, {@code tcp.sendBudgetMessages}): what was sent to the peer and no receive
+ * there has consumed yet. A message that would exceed it (or that follows one that waits) is held, in
+ * order, until the peer's {@link Frame#CREDIT} frees room; its operation does not complete before it
+ * left. The receiving side counts what its receives consumed and credits it back once a quarter of its
+ * own budget (bytes or messages) has accumulated, or at once when the sender said it waits ({@link Frame#CREDIT_WANTED}). So what one rank
  * buffers for a slower peer, and how far it runs ahead of it, is bounded by the budget.
  *
  * <h2>Strangers</h2>
@@ -138,15 +138,17 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
     ShmLink shm;
 
     // flow control
-    /** Cost of the data messages sent to the peer and not yet credited back by it. */
+    /** Cost of the data messages sent to the peer and not yet credited back by it, and their number. */
     private long inFlight;
+    private int inFlightMessages;
     /** Data messages waiting for credit, in send order. */
     private final ArrayDeque<Held> held = new ArrayDeque<>();
     private long heldBytes;
     /** When the first message now held started waiting (0: none waits). */
     private long heldSince;
-    /** Cost of the peer's data messages consumed here and not yet credited to it. */
+    /** Cost of the peer's data messages consumed here and not yet credited to it, and their number. */
     private long consumed;
+    private int consumedMessages;
     /** The peer said it waits for credit: send it as soon as anything was consumed. */
     private boolean creditWanted;
     /** This rank told the peer it waits for credit and has not received any since. */
@@ -247,7 +249,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
     void sendData(Op op, Frame f, ByteBuffer payload) {
         f.payload = payload == null ? 0 : payload.remaining();
         if (held.isEmpty() && fits(f.cost())) {
-            inFlight += f.cost();
+            charge(f);
             track(op, write(f, payload, true));
         } else {
             hold(op, f, payload == null ? null : payload.duplicate());
@@ -262,7 +264,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
         f.payload = payloadBytes;
         f.flags |= Frame.FLAG_SHM;
         if (held.isEmpty() && fits(f.cost())) {
-            inFlight += f.cost();
+            charge(f);
             writeShmHeader(f);
         } else {
             hold(op, f, null);
@@ -283,7 +285,13 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
 
     /** Whether a message of {@code cost} may go now: within the budget, or alone when larger than it. */
     private boolean fits(long cost) {
-        return inFlight == 0 || inFlight + cost <= engine.cfg.sendBudgetBytes;
+        return inFlightMessages == 0
+                || (inFlight + cost <= engine.cfg.sendBudgetBytes && inFlightMessages < engine.cfg.sendBudgetMessages);
+    }
+
+    private void charge(Frame f) {
+        inFlight += f.cost();
+        inFlightMessages++;
     }
 
     private void hold(Op op, Frame f, ByteBuffer payload) {
@@ -303,20 +311,24 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
         }
     }
 
-    /** The peer consumed {@code bytes} more of this rank's data messages: send what it now has room for. */
-    private void onCredit(long bytes) {
-        if (bytes <= 0 || bytes > inFlight) {
-            throw new ProtocolException(engine.ctx(), who() + " credited " + bytes + " bytes; only " + inFlight
-                    + " were outstanding");
+    /**
+     * The peer consumed {@code messages} more of this rank's data messages, costing {@code bytes}: send
+     * what it now has room for.
+     */
+    private void onCredit(long bytes, long messages) {
+        if (messages <= 0 || messages > inFlightMessages || bytes < messages * Frame.SIZE || bytes > inFlight) {
+            throw new ProtocolException(engine.ctx(), who() + " credited " + messages + " messages of " + bytes
+                    + " bytes; " + inFlightMessages + " of " + inFlight + " bytes were outstanding");
         }
         inFlight -= bytes;
+        inFlightMessages -= (int) messages;
         creditAsked = false;
         boolean wrote = false;
         Held h;
         while ((h = held.peekFirst()) != null && fits(h.header.cost())) {
             held.pollFirst();
             heldBytes -= h.header.cost();
-            inFlight += h.header.cost();
+            charge(h.header);
             if ((h.header.flags & Frame.FLAG_SHM) != 0) {
                 ByteBuf b = channel.alloc().directBuffer(Frame.SIZE);
                 h.header.writeTo(b);
@@ -340,21 +352,31 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
     /** This rank's receive consumed a data message of the peer: credit it back when due. */
     private void consumed(Frame f) {
         consumed += f.cost();
-        if (creditWanted || consumed >= engine.cfg.sendBudgetBytes / 4) {
+        consumedMessages++;
+        if (creditWanted || consumed >= engine.cfg.sendBudgetBytes / 4
+                || consumedMessages >= Math.max(1, engine.cfg.sendBudgetMessages / 4)) {
             sendCredit();
         }
     }
 
     private void sendCredit() {
-        long n = consumed;
+        Frame f = Frame.of(Frame.CREDIT, 0, consumed);
+        f.count = consumedMessages;
         consumed = 0;
+        consumedMessages = 0;
         creditWanted = false;
-        writeControl(Frame.CREDIT, 0, n, null);
+        if (channel != null && channel.isActive()) {
+            write(f, null, true);
+        }
     }
 
     /** Bytes sent to the peer that it has not consumed yet, and bytes held for its credit (tests, diagnostics). */
     long inFlightBytes() {
         return inFlight;
+    }
+
+    int inFlightMessages() {
+        return inFlightMessages;
     }
 
     long heldBytes() {
@@ -606,14 +628,14 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
                 if (f.payload != 0) {
                     throw new ProtocolException(engine.ctx(), "malformed credit from " + who());
                 }
-                onCredit(f.seq);
+                onCredit(f.seq, f.count);
                 return true;
             case Frame.CREDIT_WANTED:
                 if (f.payload != 0) {
                     throw new ProtocolException(engine.ctx(), "malformed credit request from " + who());
                 }
                 creditWanted = true;
-                if (consumed > 0) {
+                if (consumedMessages > 0) {
                     sendCredit();
                 }
                 return true;
@@ -905,8 +927,10 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
         if (!held.isEmpty()) {
             sb.append(sb.length() > 0 ? "; " : "").append(held.size()).append(" message(s) (").append(heldBytes)
                     .append(" bytes) wait for credit from rank ").append(peer).append(", which has not consumed the ")
-                    .append(inFlight).append(" bytes sent to it (budget ").append(engine.cfg.sendBudgetBytes)
-                    .append(", option ").append(TcpConfig.SEND_BUDGET_BYTES).append(") for ")
+                    .append(inFlightMessages).append(" messages (").append(inFlight).append(" bytes) sent to it (budget ")
+                    .append(engine.cfg.sendBudgetMessages).append(" messages, ").append(engine.cfg.sendBudgetBytes)
+                    .append(" bytes: options ").append(TcpConfig.SEND_BUDGET_MESSAGES).append(", ")
+                    .append(TcpConfig.SEND_BUDGET_BYTES).append(") for ")
                     .append(String.format(java.util.Locale.ROOT, "%.1f", (System.nanoTime() - heldSince) / 1e9))
                     .append(" s: the peer is slower than this rank, or stuck");
         }

@@ -20,6 +20,9 @@ import java.util.Locale;
  *       go by socket) sent to the peer and not yet consumed by a receive there. A send that would exceed it
  *       waits for the peer's credit, bounded by its deadline (a message larger than the budget goes alone).
  *       Bounds what a rank buffers for a slower peer, and how far it runs ahead of it</td><td>4 MiB</td></tr>
+ *   <tr><td>{@value #SEND_BUDGET_MESSAGES}</td><td>per peer: data messages sent and not yet consumed (the same
+ *       credit, counted in messages: bounds how far a pipeline of small messages runs ahead, in steps)</td>
+ *       <td>64</td></tr>
  *   <tr><td>{@value #SOCKET_BUFFER_BYTES}</td><td>SO_SNDBUF/SO_RCVBUF (0: the OS default)</td><td>0</td></tr>
  *   <tr><td>{@value #SHM}</td><td>{@code auto}/{@code true}: peers on the same host move large payloads
  *       through a shared-memory ring; {@code false}: sockets only</td><td>auto</td></tr>
@@ -47,6 +50,7 @@ final class TcpConfig {
     static final String SMALL_BYTES = "tcp.smallBytes";
     static final String MAX_UNEXPECTED_BYTES = "tcp.maxUnexpectedBytes";
     static final String SEND_BUDGET_BYTES = "tcp.sendBudgetBytes";
+    static final String SEND_BUDGET_MESSAGES = "tcp.sendBudgetMessages";
     static final String SOCKET_BUFFER_BYTES = "tcp.socketBufferBytes";
     static final String SHM = "tcp.shm";
     static final String SHM_THRESHOLD_BYTES = "tcp.shm.thresholdBytes";
@@ -63,6 +67,7 @@ final class TcpConfig {
     final int smallBytes;
     final long maxUnexpectedBytes;
     final long sendBudgetBytes;
+    final int sendBudgetMessages;
     final int socketBufferBytes;
     final boolean shm;
     final int shmThresholdBytes;
@@ -83,6 +88,7 @@ final class TcpConfig {
         smallBytes = intOption(ctx, SMALL_BYTES, 64 << 10, 0, 1 << 30);
         maxUnexpectedBytes = longOption(ctx, MAX_UNEXPECTED_BYTES, 256L << 20, 0, Long.MAX_VALUE);
         sendBudgetBytes = longOption(ctx, SEND_BUDGET_BYTES, 4L << 20, Frame.SIZE, 1L << 30);
+        sendBudgetMessages = intOption(ctx, SEND_BUDGET_MESSAGES, 64, 1, 1 << 20);
         socketBufferBytes = intOption(ctx, SOCKET_BUFFER_BYTES, 0, 0, 1 << 30);
         String s = ctx.option(SHM, "auto").trim().toLowerCase(Locale.ROOT);
         if (!s.equals("auto") && !s.equals("true") && !s.equals("false")) {

@@ -138,6 +138,41 @@ class ProgressAndFlowControlTest {
         }
     }
 
+    /**
+     * Small messages: the message budget, not the byte budget, holds the sender back, so a pipeline of
+     * small steps runs at most that many messages ahead of its consumer.
+     */
+    @Test
+    void smallMessagesAreBoundedByTheMessageBudget() {
+        int budget = 8;
+        int messages = 200;
+        try (ThreadRanks t = ThreadRanks.start(2, r -> opts("msgbudget").option("tcp.sendBudgetMessages", String.valueOf(budget)), T)) {
+            List<Integer> maxSeen = t.call(g -> {
+                Engine e = engine(g);
+                Tensor x = Tensor.allocate(DType.I32, 4);
+                int max = 0;
+                try {
+                    for (int m = 0; m < messages; m++) {
+                        if (g.rank() == 0) {
+                            x.fill(m);
+                            g.send(x, 1, 0);
+                            max = Math.max(max, e.links[1].inFlightMessages());
+                        } else {
+                            Thread.sleep(1);
+                            g.recv(x, 0, 0);
+                            assertEquals(m, x.getDouble(3), 0.0);
+                        }
+                    }
+                } catch (InterruptedException ie) {
+                    throw new AssertionError(ie);
+                }
+                return max;
+            }, Duration.ofSeconds(60));
+            assertTrue(maxSeen.get(0) <= budget, "sender had " + maxSeen.get(0) + " messages unconsumed, budget " + budget);
+            assertTrue(maxSeen.get(0) >= budget / 2, "the budget was never approached: " + maxSeen.get(0));
+        }
+    }
+
     /** A receiver that is alive but never receives: the sender fails at its deadline, naming it. */
     @Test
     void aSenderOverBudgetTimesOutNamingTheSlowPeer() {
