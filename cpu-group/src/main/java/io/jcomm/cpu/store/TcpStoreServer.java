@@ -50,6 +50,13 @@ import java.util.concurrent.TimeoutException;
  * to ten a second). Waits are served by the server: a WAIT stays pending until its keys are set;
  * nobody polls.
  *
+ * <p>Stuck connections: one that holds part of a request for longer than
+ * {@link TcpStoreServerConfig#incompleteRequestTimeout()} is closed (a pending WAIT, and commands held
+ * behind it, are not incomplete). Connections without a complete request yet (not authenticated yet,
+ * with a token) are capped apart ({@link TcpStoreServerConfig#maxPendingConnections()}): a newcomer
+ * closes the oldest of them, so they cannot lock legitimate clients out;
+ * {@link TcpStoreServerConfig#maxConnections()} bounds the established ones.
+ *
  * <h2>Job token (beyond PyTorch)</h2>
  * With a token configured, every connection must first pass a mutual HMAC-SHA256 challenge-response
  * over fresh nonces (see {@code internal.Auth}); a connection that starts with anything else is
@@ -114,8 +121,9 @@ public final class TcpStoreServer implements AutoCloseable {
                 new DefaultThreadFactory("jcomm-" + config.name(), true), factory);
         ServerContext ctx = new ServerContext(config.name(), config.token().orElse(null), config.maxKeyBytes(),
                 config.maxValueBytes(), config.maxKeysPerRequest(), config.maxRequestBytes(), config.maxStoreBytes(),
-                config.maxConnections(), config.handshakeTimeout().toNanos(),
-                ServerContext.LegacyPolicy.valueOf(config.legacyMode().name()), config.logConnections());
+                config.maxConnections(), config.maxPendingConnections(), config.handshakeTimeout().toNanos(),
+                config.incompleteRequestTimeout().toNanos(), ServerContext.LegacyPolicy.valueOf(config.legacyMode().name()),
+                config.logConnections());
         ChannelGroup connections = new DefaultChannelGroup("jcomm-" + config.name(), group.next());
         try {
             ServerBootstrap b = new ServerBootstrap()
@@ -174,8 +182,8 @@ public final class TcpStoreServer implements AutoCloseable {
     public Stats stats() {
         ServerStats s = context.stats();
         Callable<long[]> read = () -> new long[] {context.engine().size(), context.engine().storedBytes(),
-                context.engine().pendingWaits()};
-        long[] e = new long[] {-1, -1, -1};
+                context.engine().pendingWaits(), context.pendingConnections()};
+        long[] e = new long[] {-1, -1, -1, -1};
         if (!closed) {
             try {
                 e = group.submit(read).get(5, TimeUnit.SECONDS);
@@ -187,7 +195,7 @@ public final class TcpStoreServer implements AutoCloseable {
         }
         return new Stats(s.connectionsOpened(), s.connectionsOpen(), s.connectionsFaulted(), s.commands(),
                 s.droppedWaits(), e[0], e[1], e[2], s.largestRequestBytes(), s.peakBufferedBytes(),
-                s.peakBufferCapacity());
+                s.peakBufferCapacity(), e[3], s.pendingEvicted(), s.incompleteDropped());
     }
 
     /**
@@ -204,10 +212,14 @@ public final class TcpStoreServer implements AutoCloseable {
      * @param largestRequestBytes largest request executed
      * @param peakBufferedBytes  most bytes ever buffered for one connection's undecoded input
      * @param peakBufferCapacity largest receive buffer ever allocated for one connection
+     * @param pendingConnections connections without a complete request now
+     * @param pendingEvicted     pending connections closed to admit a newer one ({@code maxPendingConnections})
+     * @param incompleteRequestsDropped connections closed for holding an incomplete request too long
      */
     public record Stats(long connectionsOpened, long connectionsOpen, long connectionsFaulted, long commands,
                         long droppedWaits, long keys, long storedBytes, long pendingWaits, long largestRequestBytes,
-                        long peakBufferedBytes, long peakBufferCapacity) {
+                        long peakBufferedBytes, long peakBufferCapacity, long pendingConnections, long pendingEvicted,
+                        long incompleteRequestsDropped) {
     }
 
     /** Stops listening, closes every connection and stops the event loop. Idempotent; bounded. */

@@ -36,6 +36,16 @@ import java.util.concurrent.ScheduledFuture;
  * <p>Replies of one read batch are gathered in one buffer and flushed at the end of the batch. The
  * connection stops reading while its outbound buffer is over the high-water mark, so a client that
  * pipelines requests without reading replies cannot make the server buffer without bound.
+ *
+ * <h2>Stuck and pending connections</h2>
+ * A connection is <em>pending</em> from its accept until its first complete request (with a job
+ * token, that comes after authentication); pending connections are bounded by
+ * {@code maxPendingConnections} (to admit a newcomer, the oldest one that sent part of a request is
+ * closed, else the oldest silent one; see {@link ServerContext#admitPending}), established ones by
+ * {@code maxConnections}. A connection that leaves an incomplete request in its buffer (not bytes
+ * held behind a pending WAIT) for longer than {@code incompleteRequestTimeout} is closed: the time is
+ * taken once when a read ends inside a frame, and one timer per connection checks it, re-armed only
+ * when it fires, so reading costs nothing extra per byte or per request.
  */
 public final class ServerConnection extends ChannelInboundHandlerAdapter
         implements StoreEngine.WaitListener, StoreEngine.WatchListener {
@@ -77,6 +87,19 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
     private ScheduledFuture<?> handshakeTimer;
     private List<Key> watched;
 
+    // pending-connection list (ServerContext) and connection limits
+    ServerConnection pendingPrev;
+    ServerConnection pendingNext;
+    ServerContext.PendingList pendingList;
+    private boolean established;
+    private long openedNanos;
+
+    // incomplete-request limit: since when the buffer ends inside a frame; one lazily re-armed timer
+    private boolean incomplete;
+    private long incompleteSince;
+    private ScheduledFuture<?> incompleteTimer;
+    private final Runnable incompleteCheck = this::checkIncomplete;
+
     // scanner state of the command being received
     private Op op;
     private boolean ambiguous8;
@@ -107,12 +130,9 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
         ServerStats st = sc.stats;
         st.connectionsOpened++;
         st.connectionsOpen++;
-        if (st.connectionsOpen > sc.maxConnections) {
-            phase = Phase.COMMANDS;
-            fail("too many connections (maxConnections " + sc.maxConnections + ")");
-            return;
-        }
+        openedNanos = System.nanoTime();
         sc.info(sc.name + ": open #" + id + " " + remote);
+        sc.admitPending(this); // may close the oldest pending connection first
         if (sc.token != null) {
             phase = Phase.AUTH_HELLO;
             handshakeTimer = ctx.executor().schedule(() -> {
@@ -128,6 +148,15 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
     @Override
     public void channelInactive(ChannelHandlerContext ctx) {
         phase = Phase.CLOSED;
+        sc.unlinkPending(this);
+        if (established) {
+            established = false;
+            sc.established--;
+        }
+        if (incompleteTimer != null) {
+            incompleteTimer.cancel(false);
+            incompleteTimer = null;
+        }
         if (pendingWait != null) {
             engine.cancelWait(pendingWait);
             pendingWait = null;
@@ -180,6 +209,9 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
             in.release();
             return;
         }
+        if (!established) {
+            sc.pendingSpoke(this);
+        }
         acc = acc == null ? in : ByteToMessageDecoder.MERGE_CUMULATOR.cumulate(ctx.alloc(), acc, in);
         sc.stats.buffered(acc.readableBytes(), acc.capacity());
         process();
@@ -212,6 +244,62 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
         sc.stats.connectionsFaulted++;
         flushReplies();
         ctx.close();
+    }
+
+    /** Closed by {@link ServerContext#admitPending} to make room: this was the oldest pending connection. */
+    void evict(int maxPending, boolean silent) {
+        if (phase == Phase.CLOSED) {
+            return;
+        }
+        sc.stats.pendingEvicted++;
+        fail("closed to admit a newer connection: " + maxPending + " connections had no complete request "
+                + "(maxPendingConnections) and this was the oldest " + (silent ? "silent one" : "one holding part of a "
+                + "request") + ", open for " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - openedNanos) + " ms");
+    }
+
+    /** The first complete request: the connection leaves the pending list and counts as established. */
+    private void establish() {
+        sc.unlinkPending(this);
+        if (sc.established >= sc.maxConnections) {
+            throw new StoreFault("too many connections (maxConnections " + sc.maxConnections + ")");
+        }
+        sc.established++;
+        established = true;
+    }
+
+    // ------------------------------------------------------------------ incomplete requests
+
+    /** After decoding: notes when the buffer starts to end inside a frame, and arms the timer once. */
+    private void trackIncomplete() {
+        if (phase == Phase.CLOSED || acc == null || pendingWait != null || readPaused) {
+            incomplete = false; // nothing buffered, or bytes held behind a WAIT / by backpressure
+            return;
+        }
+        if (!incomplete) {
+            incomplete = true;
+            incompleteSince = System.nanoTime();
+            if (incompleteTimer == null) {
+                incompleteTimer = ctx.executor().schedule(incompleteCheck, sc.incompleteRequestTimeoutNanos,
+                        TimeUnit.NANOSECONDS);
+            }
+        }
+    }
+
+    private void checkIncomplete() {
+        incompleteTimer = null;
+        if (phase == Phase.CLOSED || !incomplete) {
+            return;
+        }
+        long held = System.nanoTime() - incompleteSince;
+        long left = sc.incompleteRequestTimeoutNanos - held;
+        if (left > 0) {
+            incompleteTimer = ctx.executor().schedule(incompleteCheck, left, TimeUnit.NANOSECONDS);
+            return;
+        }
+        sc.stats.incompleteDropped++;
+        fail("incomplete request held for " + TimeUnit.NANOSECONDS.toMillis(held) + " ms (incompleteRequestTimeout "
+                + TimeUnit.NANOSECONDS.toMillis(sc.incompleteRequestTimeoutNanos) + " ms, " + acc.readableBytes()
+                + " bytes buffered, phase " + phase + ")");
     }
 
     // ------------------------------------------------------------------ replies
@@ -292,6 +380,7 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
                 acc.discardSomeReadBytes();
             }
         }
+        trackIncomplete();
     }
 
     private boolean authHello() {
@@ -354,6 +443,7 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
                 return false;
             }
             if (acc.getIntLE(r + 1) == Wire.VALIDATION_MAGIC) {
+                establish();
                 acc.skipBytes(5);
                 numbering = Numbering.TORCH_2_2;
                 dialect = jcomm ? "jcomm/2.2+" : "torch-2.2+";
@@ -440,6 +530,9 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
         int len = scan();
         if (len == 0) {
             return false;
+        }
+        if (!established) {
+            establish();
         }
         execute(len);
         op = null;

@@ -13,6 +13,8 @@ public final class ServerStats {
     volatile long largestRequestBytes;
     volatile long peakBufferedBytes;
     volatile long peakBufferCapacity;
+    volatile long pendingEvicted;
+    volatile long incompleteDropped;
 
     public long connectionsOpened() {
         return connectionsOpened;
@@ -44,6 +46,16 @@ public final class ServerStats {
 
     public long peakBufferCapacity() {
         return peakBufferCapacity;
+    }
+
+    /** Pending connections closed to make room for a newer one (maxPendingConnections). */
+    public long pendingEvicted() {
+        return pendingEvicted;
+    }
+
+    /** Connections closed because they held an incomplete request too long. */
+    public long incompleteDropped() {
+        return incompleteDropped;
     }
 
     void buffered(int readable, int capacity) {
