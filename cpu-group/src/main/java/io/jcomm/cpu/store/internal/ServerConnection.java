@@ -7,6 +7,7 @@ import io.netty.handler.codec.ByteToMessageDecoder;
 import java.io.IOException;
 import java.net.SocketAddress;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.ScheduledFuture;
@@ -46,6 +47,14 @@ import java.util.concurrent.ScheduledFuture;
  * held behind a pending WAIT) for longer than {@code incompleteRequestTimeout} is closed: the time is
  * taken once when a read ends inside a frame, and one timer per connection checks it, re-armed only
  * when it fires, so reading costs nothing extra per byte or per request.
+ *
+ * <h2>Member liveness (jcomm extension)</h2>
+ * A probed connection may declare itself rank R of job J ({@link Wire#MEMBER_KEY}). If it then ends
+ * without a goodbye ({@link Wire#GOODBYE_KEY}, processed in order or found at the end of the
+ * unprocessed input) and without the server having closed it, R is recorded as dead in J
+ * ({@link Members}): every pending WAIT of J's declared connections, and every later one whose keys
+ * are missing, is answered {@link Wire#WAIT_MEMBER_FAILED} and R, and that connection is closed.
+ * Undeclared and torch connections never see the reply.
  */
 public final class ServerConnection extends ChannelInboundHandlerAdapter
         implements StoreEngine.WaitListener, StoreEngine.WatchListener {
@@ -99,6 +108,12 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
     private long incompleteSince;
     private ScheduledFuture<?> incompleteTimer;
     private final Runnable incompleteCheck = this::checkIncomplete;
+
+    // member liveness
+    private Members.Job job;
+    private int memberRank = -1;
+    private boolean goodbye;
+    private boolean closedByServer;
 
     // scanner state of the command being received
     private Op op;
@@ -157,6 +172,9 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
             incompleteTimer.cancel(false);
             incompleteTimer = null;
         }
+        if (job != null) {
+            memberLeft();
+        }
         if (pendingWait != null) {
             engine.cancelWait(pendingWait);
             pendingWait = null;
@@ -180,6 +198,7 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
         }
         sc.stats.connectionsOpen--;
         String line = sc.name + ": close #" + id + " " + remote + " dialect=" + dialect + " commands=" + commands
+                + (memberRank >= 0 ? " member=rank " + memberRank + (goodbye ? " (goodbye)" : "") : "")
                 + " reason=" + (closeReason == null ? "closed by client" : closeReason);
         if (faulted) {
             sc.warnRateLimited(line);
@@ -240,8 +259,23 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
             return;
         }
         faulted = true;
+        closedByServer = true;
         phase = Phase.CLOSED;
         sc.stats.connectionsFaulted++;
+        flushReplies();
+        ctx.close();
+    }
+
+    /** Closes this connection on the server's initiative without a fault (after a final reply). */
+    private void closeByServer(String reason) {
+        if (closeReason == null) {
+            closeReason = reason;
+        }
+        if (phase == Phase.CLOSED) {
+            return;
+        }
+        closedByServer = true;
+        phase = Phase.CLOSED;
         flushReplies();
         ctx.close();
     }
@@ -788,6 +822,16 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
             replyU8(Wire.CHECK_READY);
             return;
         }
+        if (jcomm) {
+            if (n == 3 && keyIs(q, Wire.MEMBER_KEY)) {
+                declareMember(q + 8 + Wire.MEMBER_KEY.length);
+                return;
+            }
+            if (n == 1 && keyIs(q, Wire.GOODBYE_KEY)) {
+                goodbye = true; // no reply: the client closes next
+                return;
+            }
+        }
         boolean all = true;
         for (long i = 0; i < n; i++) {
             Key k = keyAt(q);
@@ -798,6 +842,91 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
             }
         }
         replyU8(all ? Wire.CHECK_READY : Wire.CHECK_NOT_READY);
+    }
+
+    private boolean keyIs(int idx, byte[] key) {
+        return fieldLen(idx) == key.length && keyAt(idx).contentEquals(key);
+    }
+
+    /** A member declaration: job id and rank follow the member key at {@code q}. */
+    private void declareMember(int q) {
+        int jobLen = fieldLen(q);
+        String jobId = Members.decodeJobId(bytesAt(q));
+        if (jobId == null) {
+            throw new StoreFault("member declaration with an invalid job id of " + jobLen + " bytes (1 to "
+                    + io.jcomm.api.DistributedConfig.MAX_JOB_ID_BYTES + " bytes of UTF-8, no control characters)");
+        }
+        int r = q + 8 + jobLen;
+        if (fieldLen(r) != Wire.MEMBER_RANK_BYTES) {
+            throw new StoreFault("member declaration with a rank field of " + fieldLen(r) + " bytes ("
+                    + Wire.MEMBER_RANK_BYTES + " expected)");
+        }
+        int rank = acc.getIntLE(r + 8);
+        if (rank < 0) {
+            throw new StoreFault("member declaration with rank " + Integer.toUnsignedString(rank)
+                    + " (at most " + Integer.MAX_VALUE + ")");
+        }
+        if (job != null) {
+            throw new StoreFault("a second member declaration on one connection (already rank " + memberRank
+                    + " of job " + job.id + ")");
+        }
+        job = sc.members.declare(jobId, this);
+        memberRank = rank;
+        replyU8(Wire.CHECK_READY);
+    }
+
+    /** This declared connection ended: a death unless it said goodbye or the server closed it. */
+    private void memberLeft() {
+        Members.Job j = job;
+        job = null;
+        boolean died = !goodbye && !closedByServer && !sc.shuttingDown && !endsWithGoodbye();
+        List<ServerConnection> waiting = sc.members.left(j, this, memberRank, died);
+        if (!died) {
+            return;
+        }
+        sc.stats.memberDeaths++;
+        sc.warnRateLimited(sc.name + ": rank " + memberRank + " of job " + j.id + " left the store without a goodbye (#"
+                + id + " " + remote + ", " + (closeReason == null ? "closed by client" : closeReason) + "); the pending "
+                + "and later WAITs of the job's " + waiting.size() + " other declared connection(s) fail, naming rank "
+                + j.deadRank + " (the job's first dead rank)");
+        for (ServerConnection c : waiting) {
+            c.memberFailed(j);
+        }
+    }
+
+    private static final byte[] GOODBYE_21 = Wire.goodbyeFrame(Numbering.TORCH_2_1);
+    private static final byte[] GOODBYE_22 = Wire.goodbyeFrame(Numbering.TORCH_2_2);
+
+    /** Whether the unprocessed input ends with a goodbye (one held behind a pending WAIT). */
+    private boolean endsWithGoodbye() {
+        if (acc == null || numbering == null) {
+            return false;
+        }
+        byte[] g = numbering == Numbering.TORCH_2_2 ? GOODBYE_22 : GOODBYE_21;
+        int n = acc.readableBytes();
+        if (n < g.length) {
+            return false;
+        }
+        byte[] tail = new byte[g.length];
+        acc.getBytes(acc.writerIndex() - g.length, tail);
+        return Arrays.equals(tail, g);
+    }
+
+    /** A rank of this connection's job died: a pending WAIT is answered with the failure. */
+    void memberFailed(Members.Job j) {
+        if (phase == Phase.CLOSED || pendingWait == null) {
+            return;
+        }
+        engine.cancelWait(pendingWait);
+        pendingWait = null;
+        sendMemberFailure(j);
+    }
+
+    private void sendMemberFailure(Members.Job j) {
+        sc.stats.memberFailuresSent++;
+        reply(5).writeByte(Wire.WAIT_MEMBER_FAILED).writeIntLE(j.deadRank);
+        // commands may be held behind the WAIT (a pipelined GET): the connection cannot go on
+        closeByServer("told the WAIT that rank " + j.deadRank + " of job " + j.id + " left without a goodbye");
     }
 
     private void executeWait(int p) {
@@ -814,6 +943,10 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
         }
         if (all) {
             replyU8(Wire.WAIT_STOP_WAITING);
+            return;
+        }
+        if (job != null && job.deadRank >= 0) {
+            sendMemberFailure(job);
             return;
         }
         StoreEngine.WaitRecord rec = engine.beginWait(this);

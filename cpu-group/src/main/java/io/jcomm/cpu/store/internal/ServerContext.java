@@ -31,6 +31,9 @@ public final class ServerContext {
     final Key probe;
     final SecureRandom random;
     final ServerStats stats = new ServerStats();
+    final Members members = new Members();
+    /** Set when the server closes: connections that end now are not member deaths. */
+    volatile boolean shuttingDown;
     /** Connections that completed a first request (bounded by {@link #maxConnections}). */
     int established;
     /**
@@ -118,6 +121,16 @@ public final class ServerContext {
 
     long nextConnectionId() {
         return ++nextId;
+    }
+
+    /** Marks the server as closing (any thread): connections that end from now on are no deaths. */
+    public void shutDown() {
+        shuttingDown = true;
+    }
+
+    /** The declared members (event loop only). */
+    public Members members() {
+        return members;
     }
 
     /** Pending connections now (event loop only). */

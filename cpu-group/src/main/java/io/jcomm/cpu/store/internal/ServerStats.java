@@ -15,6 +15,8 @@ public final class ServerStats {
     volatile long peakBufferCapacity;
     volatile long pendingEvicted;
     volatile long incompleteDropped;
+    volatile long memberDeaths;
+    volatile long memberFailuresSent;
 
     public long connectionsOpened() {
         return connectionsOpened;
@@ -56,6 +58,16 @@ public final class ServerStats {
     /** Connections closed because they held an incomplete request too long. */
     public long incompleteDropped() {
         return incompleteDropped;
+    }
+
+    /** Declared connections that ended without a goodbye. */
+    public long memberDeaths() {
+        return memberDeaths;
+    }
+
+    /** WAITs answered with the member-failure reply. */
+    public long memberFailuresSent() {
+        return memberFailuresSent;
     }
 
     void buffered(int readable, int capacity) {
