@@ -2,6 +2,7 @@ package io.jcomm.api;
 
 import java.net.InetAddress;
 import java.net.UnknownHostException;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Locale;
@@ -33,6 +34,9 @@ import java.util.Optional;
  *   <tr><td>{@code JCOMM_TOKEN_FILE}</td><td>file holding the job token for the store</td><td>none</td></tr>
  *   <tr><td>{@code JCOMM_LAUNCHER_STORE}</td><td>{@code 1}: a launcher ({@code commrun}) already hosts the
  *       store at {@code MASTER_ADDR:MASTER_PORT}, so no rank hosts one (torchrun's agent store)</td><td>{@code 0}</td></tr>
+ *   <tr><td>{@code JCOMM_JOB_ID}</td><td>identity of the job, under which each rank declares itself to the
+ *       store so that a rank that dies is noticed by the others (at most {@value #MAX_JOB_ID_BYTES} bytes of
+ *       UTF-8)</td><td>{@code TORCHELASTIC_RUN_ID} when set, else {@value #JOB_ID_DEFAULT}</td></tr>
  * </table>
  */
 public final class DistributedConfig {
@@ -50,10 +54,16 @@ public final class DistributedConfig {
     public static final String DEVICE_COMM = "JCOMM_DEVICE_COMM";
     public static final String TOKEN_FILE = "JCOMM_TOKEN_FILE";
     public static final String LAUNCHER_STORE = "JCOMM_LAUNCHER_STORE";
+    public static final String JOB_ID = "JCOMM_JOB_ID";
+    /** torchelastic's run id, used as the job id when {@value #JOB_ID} is not set. */
+    public static final String TORCHELASTIC_RUN_ID = "TORCHELASTIC_RUN_ID";
 
     public static final String MASTER_ADDR_DEFAULT = "127.0.0.1";
     public static final int MASTER_PORT_DEFAULT = 29500;
     public static final Duration TIMEOUT_DEFAULT = Duration.ofSeconds(60);
+    public static final String JOB_ID_DEFAULT = "jcomm-job";
+    /** Longest job id, in bytes of UTF-8. */
+    public static final int MAX_JOB_ID_BYTES = 256;
 
     private final String masterAddr;
     private final int masterPort;
@@ -68,6 +78,7 @@ public final class DistributedConfig {
     private final String deviceCommunicator;
     private final Path tokenFile;
     private final boolean launcherStore;
+    private final String jobId;
 
     private DistributedConfig(Builder b) {
         this.masterAddr = Objects.requireNonNull(b.masterAddr, "masterAddr");
@@ -83,6 +94,7 @@ public final class DistributedConfig {
         this.deviceCommunicator = Objects.requireNonNull(b.deviceCommunicator, "deviceCommunicator");
         this.tokenFile = b.tokenFile;
         this.launcherStore = b.launcherStore;
+        this.jobId = Objects.requireNonNull(b.jobId, "jobId");
         if (masterPort < 0 || masterPort > 65535) {
             throw new IllegalArgumentException(MASTER_PORT + " out of range: " + masterPort);
         }
@@ -100,6 +112,11 @@ public final class DistributedConfig {
         }
         if (timeout.isNegative() || timeout.isZero()) {
             throw new IllegalArgumentException("timeout must be positive, got " + timeout);
+        }
+        int jobIdBytes = jobId.getBytes(StandardCharsets.UTF_8).length;
+        if (jobId.isEmpty() || jobIdBytes > MAX_JOB_ID_BYTES) {
+            throw new IllegalArgumentException(JOB_ID + " must be 1 to " + MAX_JOB_ID_BYTES + " bytes of UTF-8, got "
+                    + jobIdBytes);
         }
     }
 
@@ -166,6 +183,11 @@ public final class DistributedConfig {
         }
         if ((v = env.get(LAUNCHER_STORE)) != null && !v.isBlank()) {
             b.launcherStore(parseFlag(LAUNCHER_STORE, v));
+        }
+        if ((v = env.get(JOB_ID)) != null && !v.isBlank()) {
+            b.jobId(v.trim());
+        } else if ((v = env.get(TORCHELASTIC_RUN_ID)) != null && !v.isBlank()) {
+            b.jobId(v.trim());
         }
         return b.build();
     }
@@ -267,12 +289,21 @@ public final class DistributedConfig {
         return launcherStore;
     }
 
+    /**
+     * The job's identity ({@value #JOB_ID}, else {@value #TORCHELASTIC_RUN_ID}, else
+     * {@value #JOB_ID_DEFAULT}): ranks declare themselves to the store under it, and the store tells
+     * the ranks of one job when one of them dies.
+     */
+    public String jobId() {
+        return jobId;
+    }
+
     /** A builder initialised with this configuration's values. */
     public Builder toBuilder() {
         return builder().masterAddr(masterAddr).masterPort(masterPort).rank(rank).worldSize(worldSize)
                 .localRank(localRank).localWorldSize(localWorldSize).timeout(timeout).hostId(hostId).hostname(hostname)
                 .cpuBackend(cpuBackend).deviceCommunicator(deviceCommunicator).tokenFile(tokenFile)
-                .launcherStore(launcherStore);
+                .launcherStore(launcherStore).jobId(jobId);
     }
 
     @Override
@@ -280,7 +311,7 @@ public final class DistributedConfig {
         return "DistributedConfig{master=" + masterAddr + ":" + masterPort + ", rank=" + rank + "/" + worldSize
                 + ", local=" + localRank + "/" + localWorldSize + ", host=" + hostId + ", timeout=" + timeout
                 + ", cpu=" + cpuBackend + ", device=" + deviceCommunicator
-                + (tokenFile != null ? ", token=" + tokenFile : "") + (launcherStore ? ", launcher store" : "") + "}";
+                + (tokenFile != null ? ", token=" + tokenFile : "") + (launcherStore ? ", launcher store" : "") + ", job=" + jobId + "}";
     }
 
     /** Mutable builder; {@link #build()} validates and returns an immutable config. */
@@ -298,6 +329,7 @@ public final class DistributedConfig {
         private String deviceCommunicator = "auto";
         private Path tokenFile;
         private boolean launcherStore;
+        private String jobId = JOB_ID_DEFAULT;
 
         private Builder() {
         }
@@ -317,6 +349,8 @@ public final class DistributedConfig {
         public Builder tokenFile(Path v) { this.tokenFile = v; return this; }
         /** A launcher hosts the store; no rank hosts one. */
         public Builder launcherStore(boolean v) { this.launcherStore = v; return this; }
+        /** The job's identity (1 to {@value DistributedConfig#MAX_JOB_ID_BYTES} bytes of UTF-8). */
+        public Builder jobId(String v) { this.jobId = v; return this; }
 
         public DistributedConfig build() {
             return new DistributedConfig(this);

@@ -81,6 +81,22 @@ class DeviceAndConfigTest {
     }
 
     @Test
+    void jobIdComesFromJcommJobIdElseTorchelasticRunIdElseTheDefault() {
+        assertEquals(DistributedConfig.JOB_ID_DEFAULT, DistributedConfig.fromEnvironment(Map.of()).jobId());
+        assertEquals("elastic-7", DistributedConfig.fromEnvironment(Map.of("TORCHELASTIC_RUN_ID", "elastic-7")).jobId());
+        DistributedConfig both = DistributedConfig.fromEnvironment(Map.of("TORCHELASTIC_RUN_ID", "elastic-7",
+                "JCOMM_JOB_ID", " train-42 "));
+        assertEquals("train-42", both.jobId());
+        assertEquals("train-42", both.toBuilder().build().jobId());
+        assertTrue(both.toString().contains("job=train-42"), both.toString());
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> DistributedConfig.fromEnvironment(Map.of("JCOMM_JOB_ID", "x".repeat(257))));
+        assertTrue(e.getMessage().contains("JCOMM_JOB_ID"), e.getMessage());
+        assertThrows(IllegalArgumentException.class, () -> DistributedConfig.builder().jobId("").build());
+        assertEquals(256, DistributedConfig.builder().jobId("é".repeat(128)).build().jobId().length() * 2);
+    }
+
+    @Test
     void exceptionsNameGroupRankAndOperation() {
         PeerFailureException e = new PeerFailureException(OpContext.of("tp:0", 1, "allReduce"), 3, "connection reset");
         assertEquals("[group=tp:0 rank=1 op=allReduce] peer rank 3: connection reset", e.getMessage());

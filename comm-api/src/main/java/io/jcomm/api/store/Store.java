@@ -10,7 +10,9 @@ import java.util.List;
  * <p>Keys are non-empty strings (UTF-8 on the wire); values are byte arrays. Every blocking method
  * is bounded: the overloads without a timeout use {@link #timeout()}, and a wait that runs out
  * throws {@link io.jcomm.api.CommTimeoutException} naming the missing keys. Failures of the store
- * itself (connection lost, server refused) throw {@link io.jcomm.api.StoreException}.
+ * itself (connection lost, server refused) throw {@link io.jcomm.api.StoreException}. A store that
+ * knows the job's members may end a wait early with {@link io.jcomm.api.PeerFailureException} when
+ * a member process died (the TCP store with a member identity does).
  *
  * <p>Implementations are thread safe.
  */

@@ -20,6 +20,13 @@ import java.util.concurrent.locks.LockSupport;
  * <p>The server binds the address {@code MASTER_ADDR} names (loopback by default), so that the
  * configuration explicitly decides which interface is exposed.
  *
+ * <p>Every client declares itself a member of the job ({@link TcpStoreConfig#member()}: rank
+ * {@link DistributedConfig#rank()} of job {@link DistributedConfig#jobId()}), so that when a rank's
+ * process dies the others' store waits fail within moments with a
+ * {@link io.jcomm.api.PeerFailureException} naming it, instead of at their timeout. Close the store
+ * before a rank exits: an exit without {@link TcpStore#close()} counts as a death.
+ * {@link Options.Builder#declareMember(boolean)} turns this off.
+ *
  * <pre>{@code
  * try (TcpStore store = TcpRendezvous.connect(DistributedConfig.fromEnvironment())) { ... }
  * }</pre>
@@ -52,6 +59,9 @@ public final class TcpRendezvous {
             server = TcpStoreServer.start(sb.build());
         }
         TcpStoreConfig.Builder cb = TcpStoreConfig.builder(config).dialect(options.dialect);
+        if (options.declareMember) {
+            cb.member(config.jobId(), config.rank());
+        }
         if (server != null) {
             cb.port(server.port());
         }
@@ -101,9 +111,11 @@ public final class TcpRendezvous {
         private final boolean waitForWorkers;
         private final TcpStoreDialect dialect;
         private final TcpStoreServerConfig serverConfig;
+        private final boolean declareMember;
 
         private Options(Builder b) {
             this.hostServer = b.hostServer;
+            this.declareMember = b.declareMember;
             this.waitForWorkers = b.waitForWorkers;
             this.dialect = Objects.requireNonNull(b.dialect, "dialect");
             this.serverConfig = Objects.requireNonNull(b.serverConfig, "serverConfig");
@@ -123,6 +135,7 @@ public final class TcpRendezvous {
             private boolean waitForWorkers;
             private TcpStoreDialect dialect = TcpStoreDialect.TORCH_1_13;
             private TcpStoreServerConfig serverConfig = TcpStoreServerConfig.defaults();
+            private boolean declareMember = true;
 
             private Builder() {
             }
@@ -134,6 +147,11 @@ public final class TcpRendezvous {
             public Builder dialect(TcpStoreDialect v) { this.dialect = v; return this; }
             /** Limits and transport of the hosted server; its host, port and token come from the config. */
             public Builder serverConfig(TcpStoreServerConfig v) { this.serverConfig = v; return this; }
+            /**
+             * Declare this rank a member of the job (default true): its death fails the other ranks'
+             * waits at once (see the class documentation).
+             */
+            public Builder declareMember(boolean v) { this.declareMember = v; return this; }
 
             public Options build() {
                 return new Options(this);

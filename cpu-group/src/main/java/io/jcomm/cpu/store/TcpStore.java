@@ -4,6 +4,7 @@ import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.Deadline;
 import io.jcomm.api.OpContext;
+import io.jcomm.api.PeerFailureException;
 import io.jcomm.api.ProtocolException;
 import io.jcomm.api.StoreException;
 import io.jcomm.api.store.Store;
@@ -15,6 +16,7 @@ import io.jcomm.cpu.store.internal.Op;
 import io.jcomm.cpu.store.internal.Wire;
 import java.io.IOException;
 import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -73,6 +75,17 @@ import java.util.concurrent.locks.ReentrantLock;
  * A server that demands a job token the client lacks, or refuses its token, fails at once with a
  * {@link StoreException} (no retry). Timeouts throw {@link CommTimeoutException} naming the keys.
  *
+ * <h2>Member liveness (jcomm servers)</h2>
+ * With {@link TcpStoreConfig#member()} set and a jcomm server, each connection declares this client
+ * rank R of job J right after the probe (one more round trip; nothing is sent to a torch server, and
+ * an older jcomm server that does not know the declaration simply leaves it unused). Every intended
+ * close of a declared connection ({@link #close()}, and the drops and reconnects described above)
+ * sends a goodbye first (best effort, at most 0.5 s). When a declared client
+ * of J goes away without one (its process died), every pending or later {@link #wait} / {@link #get}
+ * / {@link #multiGet} of J's declared clients whose keys are missing fails at once with a
+ * {@link PeerFailureException} naming the dead rank; keys that exist are still served. The death is
+ * final for the server's life. A process that exits without closing its store counts as dead.
+ *
  * <p>Thread safe: one request in flight at a time, under a lock. {@link #close()} may be called from
  * any thread; a call blocked in it fails with {@link CommClosedException}.
  */
@@ -99,6 +112,8 @@ public final class TcpStore implements Store {
     private volatile ClientChannel conn;
     private Numbering numbering;
     private boolean jcommServer;
+    /** The current connection declared this client a member (see the class documentation). */
+    private boolean declared;
     private volatile boolean closed;
 
     private TcpStore(TcpStoreConfig config, AutoCloseable owned) {
@@ -138,6 +153,16 @@ public final class TcpStore implements Store {
 
     public TcpStoreConfig config() {
         return config;
+    }
+
+    /** True when the current connection declared this client a member of its job to a jcomm server. */
+    public boolean isDeclaredMember() {
+        lock.lock();
+        try {
+            return conn != null && declared;
+        } finally {
+            lock.unlock();
+        }
     }
 
     /** True when the current connection is to a jcomm server (pipelined get, 2.1+ commands). */
@@ -389,7 +414,11 @@ public final class TcpStore implements Store {
         }
     }
 
-    /** Closes the connection (and an in-process server this store owns). Idempotent; any thread. */
+    /**
+     * Closes the connection (and an in-process server this store owns). Idempotent; any thread. A
+     * declared member says goodbye first (bounded), so that the server does not take the close for a
+     * death; a call blocked in another thread fails with {@link CommClosedException}.
+     */
     @Override
     public void close() {
         if (closed) {
@@ -493,7 +522,7 @@ public final class TcpStore implements Store {
             r = c.readU8(d);
         } catch (TimeoutSignal t) {
             if (!pipelined && numbering.supports(Op.CANCEL_WAIT)) {
-                if (cancelWait(c)) {
+                if (cancelWait(c, op, keys)) {
                     return; // the keys appeared while cancelling
                 }
             } else {
@@ -503,18 +532,46 @@ public final class TcpStore implements Store {
                     + " ms waiting for keys " + (keys instanceof String ? List.of(keys) : keys) + " in the store at "
                     + where);
         }
+        if (r == Wire.WAIT_MEMBER_FAILED && declared) {
+            throw memberFailed(c, op, keys);
+        }
         if (r != Wire.WAIT_STOP_WAITING) {
             throw new IOException("unexpected WAIT reply " + r);
         }
     }
 
-    /** Sends CANCEL_WAIT; true if the wait had completed meanwhile. Drops the connection on trouble. */
-    private boolean cancelWait(ClientChannel c) {
+    /**
+     * After the member-failure byte: reads the dead rank, drops the connection (the server closes it)
+     * and returns the error to throw.
+     */
+    private PeerFailureException memberFailed(ClientChannel c, String op, Object keys) {
+        int dead = -1;
+        try {
+            dead = c.readU32(Deadline.after(timeout().compareTo(CANCEL_GRACE) < 0 ? timeout() : CANCEL_GRACE));
+        } catch (IOException | TimeoutSignal e) {
+            // the rank stays unknown
+        }
+        drop();
+        String job = config.member().map(TcpStoreConfig.Member::jobId).orElse("?");
+        return new PeerFailureException(ctx(op), dead, "rank " + (dead < 0 ? "?" : Integer.toString(dead)) + " of job "
+                + job + " left the store without a goodbye (process died?) while this rank waited for keys "
+                + (keys instanceof String ? List.of(keys) : keys) + " (store at " + where + ")");
+    }
+
+    /**
+     * Sends CANCEL_WAIT; true if the wait had completed meanwhile. Drops the connection on trouble.
+     *
+     * @throws PeerFailureException when the server answered the wait with a member failure first
+     */
+    private boolean cancelWait(ClientChannel c, String op, Object keys) {
         try {
             Deadline g = Deadline.after(timeout().compareTo(CANCEL_GRACE) < 0 ? timeout() : CANCEL_GRACE);
             c.begin().u8(code(Op.CANCEL_WAIT));
             c.send(g);
             int r = c.readU8(g);
+            if (r == Wire.WAIT_MEMBER_FAILED && declared) {
+                throw memberFailed(c, op, keys);
+            }
             if (r == Wire.WAIT_CANCELED) {
                 return false;
             }
@@ -566,9 +623,11 @@ public final class TcpStore implements Store {
         }
     }
 
+    /** Closes the current connection (a declared one says goodbye first: this is no death). */
     private void drop() {
         ClientChannel c = conn;
         conn = null;
+        declared = false;
         if (c != null) {
             c.close();
         }
@@ -711,8 +770,33 @@ public final class TcpStore implements Store {
         if (jcomm && num == Numbering.TORCH_1_13) {
             num = Numbering.TORCH_2_1; // the probe upgraded the connection on the server
         }
+        boolean member = jcomm && config.member().isPresent() && declare(c, num, config.member().get(), d);
         this.numbering = num;
         this.jcommServer = jcomm;
+        this.declared = member;
+    }
+
+    /**
+     * Declares this client a member on a jcomm connection: {@code CHECK [MEMBER_KEY, jobId, rank u32]}.
+     * True when the server took it (READY); false when it does not know the extension (NOT_READY).
+     */
+    private boolean declare(ClientChannel c, Numbering num, TcpStoreConfig.Member m, Deadline d)
+            throws IOException, TimeoutSignal, Refused {
+        // armed before sending: from now on every close of this connection says goodbye, so that a
+        // declaration the server took is never followed by a silent close
+        c.armGoodbye(Wire.goodbyeFrame(num));
+        c.begin().u8(num.code(Op.CHECK)).i64(3).bytes(Wire.MEMBER_KEY)
+                .bytes(m.jobId().getBytes(StandardCharsets.UTF_8)).i64(Wire.MEMBER_RANK_BYTES).u32(m.rank());
+        c.send(d);
+        int r = firstReplyByte(c, d);
+        if (r == Wire.CHECK_READY) {
+            return true;
+        }
+        if (r == Wire.CHECK_NOT_READY) {
+            c.armGoodbye(null); // a jcomm server without member liveness
+            return false;
+        }
+        throw new IOException("unexpected reply " + r + " to the member declaration");
     }
 
     /** Reads the first byte of a reply, recognising a token refusal ({@code FA status}). */

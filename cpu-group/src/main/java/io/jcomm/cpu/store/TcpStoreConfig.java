@@ -1,6 +1,7 @@
 package io.jcomm.cpu.store;
 
 import io.jcomm.api.DistributedConfig;
+import io.jcomm.cpu.store.internal.Members;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Objects;
@@ -24,11 +25,42 @@ import java.util.Optional;
  *   <tr><td>{@code probe}</td><td>true</td><td>send the jcomm capability probe on connect (off: behave
  *       exactly like a torch client)</td></tr>
  *   <tr><td>{@code group}, {@code rank}</td><td>{@code store}, -1</td><td>labels of error messages</td></tr>
+ *   <tr><td>{@code member}</td><td>none</td><td>declare this client rank R of job J to a jcomm server
+ *       ({@link Member}): when a declared client of J goes away without {@link TcpStore#close()}, the
+ *       waits of J's other declared clients fail at once instead of at their timeout. Clients made
+ *       from this configuration (e.g. {@code TcpStore.connect(store.config())}) declare the same
+ *       identity. Nothing is sent for it to a torch server</td></tr>
  * </table>
  */
 public final class TcpStoreConfig {
 
     public static final Duration TIMEOUT_DEFAULT = Duration.ofSeconds(60);
+
+    /**
+     * A job member's identity, declared to a jcomm server (the member-liveness extension).
+     *
+     * @param jobId the job, 1 to {@link DistributedConfig#MAX_JOB_ID_BYTES} bytes of UTF-8 without
+     *              control characters; only clients of the same job are told about each other
+     * @param rank  this process's rank in the job, {@code >= 0}; named in the other members' errors
+     */
+    public record Member(String jobId, int rank) {
+
+        /** @throws IllegalArgumentException when the job id or the rank is out of bounds */
+        public Member {
+            String why = Members.checkJobId(jobId);
+            if (why != null) {
+                throw new IllegalArgumentException("bad member identity: " + why);
+            }
+            if (rank < 0) {
+                throw new IllegalArgumentException("bad member identity: rank " + rank + " < 0");
+            }
+        }
+
+        @Override
+        public String toString() {
+            return "rank " + rank + " of job " + jobId;
+        }
+    }
 
     private final String host;
     private final int port;
@@ -41,6 +73,7 @@ public final class TcpStoreConfig {
     private final boolean probe;
     private final String group;
     private final int rank;
+    private final Member member;
 
     private TcpStoreConfig(Builder b) {
         this.host = Objects.requireNonNull(b.host, "host");
@@ -54,6 +87,7 @@ public final class TcpStoreConfig {
         this.probe = b.probe;
         this.group = Objects.requireNonNull(b.group, "group");
         this.rank = b.rank;
+        this.member = b.member;
         if (port < 1 || port > 65535) {
             throw new IllegalArgumentException("port out of range: " + port);
         }
@@ -62,6 +96,9 @@ public final class TcpStoreConfig {
         }
         if (maxKeyBytes < 2 || maxValueBytes < 0) {
             throw new IllegalArgumentException("bad limits");
+        }
+        if (member != null && !probe && token == null) {
+            throw new IllegalArgumentException("a member identity needs the capability probe (probe(false) was set)");
         }
     }
 
@@ -124,6 +161,11 @@ public final class TcpStoreConfig {
         return rank;
     }
 
+    /** The member identity this client declares to a jcomm server, if any. */
+    public Optional<Member> member() {
+        return Optional.ofNullable(member);
+    }
+
     public Builder toBuilder() {
         Builder b = new Builder();
         b.host = host;
@@ -137,13 +179,15 @@ public final class TcpStoreConfig {
         b.probe = probe;
         b.group = group;
         b.rank = rank;
+        b.member = member;
         return b;
     }
 
     @Override
     public String toString() {
         return "TcpStoreConfig{" + host + ":" + port + ", " + dialect + ", timeout=" + timeout
-                + (token != null ? ", token" : "") + (probe ? "" : ", no probe") + "}";
+                + (token != null ? ", token" : "") + (probe ? "" : ", no probe")
+                + (member != null ? ", member " + member : "") + "}";
     }
 
     /** Mutable builder. */
@@ -159,6 +203,7 @@ public final class TcpStoreConfig {
         private boolean probe = true;
         private String group = "store";
         private int rank = -1;
+        private Member member;
 
         private Builder() {
         }
@@ -175,6 +220,10 @@ public final class TcpStoreConfig {
         public Builder probe(boolean v) { this.probe = v; return this; }
         public Builder group(String v) { this.group = v; return this; }
         public Builder rank(int v) { this.rank = v; return this; }
+        /** Declare this client rank {@code rank} of job {@code jobId} (see {@link Member}). */
+        public Builder member(String jobId, int rank) { this.member = new Member(jobId, rank); return this; }
+        /** The member identity to declare; {@code null}: none (the default). */
+        public Builder member(Member v) { this.member = v; return this; }
 
         public TcpStoreConfig build() {
             return new TcpStoreConfig(this);

@@ -50,6 +50,24 @@ import java.util.concurrent.TimeoutException;
  * to ten a second). Waits are served by the server: a WAIT stays pending until its keys are set;
  * nobody polls.
  *
+ * <p>Stuck connections: one that holds part of a request for longer than
+ * {@link TcpStoreServerConfig#incompleteRequestTimeout()} is closed (a pending WAIT, and commands held
+ * behind it, are not incomplete). Connections without a complete request yet (not authenticated yet,
+ * with a token) are capped apart ({@link TcpStoreServerConfig#maxPendingConnections()}): a newcomer
+ * closes the oldest of them, so they cannot lock legitimate clients out;
+ * {@link TcpStoreServerConfig#maxConnections()} bounds the established ones.
+ *
+ * <h2>Member liveness (beyond PyTorch)</h2>
+ * A jcomm client with a member identity ({@link TcpStoreConfig#member()}) declares itself rank R of
+ * job J on each connection, after the capability probe. When a declared connection ends without the
+ * client's goodbye (its process died: EOF or reset, not a close by this server), the server
+ * remembers R as dead in J, answers every pending WAIT of J's declared connections with a
+ * member-failure reply naming R, and from then on does the same at once for every WAIT of J whose
+ * keys are missing (WAITs on existing keys are served as always). The client throws
+ * {@link io.jcomm.api.PeerFailureException}. Torch clients and undeclared clients never receive the
+ * reply. A death is final for the server's life (no elasticity: a rank that declares itself again
+ * is accepted, but its job stays failed). Wire format: {@code internal.Wire#MEMBER_KEY}.
+ *
  * <h2>Job token (beyond PyTorch)</h2>
  * With a token configured, every connection must first pass a mutual HMAC-SHA256 challenge-response
  * over fresh nonces (see {@code internal.Auth}); a connection that starts with anything else is
@@ -114,8 +132,9 @@ public final class TcpStoreServer implements AutoCloseable {
                 new DefaultThreadFactory("jcomm-" + config.name(), true), factory);
         ServerContext ctx = new ServerContext(config.name(), config.token().orElse(null), config.maxKeyBytes(),
                 config.maxValueBytes(), config.maxKeysPerRequest(), config.maxRequestBytes(), config.maxStoreBytes(),
-                config.maxConnections(), config.handshakeTimeout().toNanos(),
-                ServerContext.LegacyPolicy.valueOf(config.legacyMode().name()), config.logConnections());
+                config.maxConnections(), config.maxPendingConnections(), config.handshakeTimeout().toNanos(),
+                config.incompleteRequestTimeout().toNanos(), ServerContext.LegacyPolicy.valueOf(config.legacyMode().name()),
+                config.logConnections());
         ChannelGroup connections = new DefaultChannelGroup("jcomm-" + config.name(), group.next());
         try {
             ServerBootstrap b = new ServerBootstrap()
@@ -174,8 +193,8 @@ public final class TcpStoreServer implements AutoCloseable {
     public Stats stats() {
         ServerStats s = context.stats();
         Callable<long[]> read = () -> new long[] {context.engine().size(), context.engine().storedBytes(),
-                context.engine().pendingWaits()};
-        long[] e = new long[] {-1, -1, -1};
+                context.engine().pendingWaits(), context.pendingConnections()};
+        long[] e = new long[] {-1, -1, -1, -1};
         if (!closed) {
             try {
                 e = group.submit(read).get(5, TimeUnit.SECONDS);
@@ -187,7 +206,8 @@ public final class TcpStoreServer implements AutoCloseable {
         }
         return new Stats(s.connectionsOpened(), s.connectionsOpen(), s.connectionsFaulted(), s.commands(),
                 s.droppedWaits(), e[0], e[1], e[2], s.largestRequestBytes(), s.peakBufferedBytes(),
-                s.peakBufferCapacity());
+                s.peakBufferCapacity(), e[3], s.pendingEvicted(), s.incompleteDropped(), s.memberDeaths(),
+                s.memberFailuresSent());
     }
 
     /**
@@ -204,10 +224,16 @@ public final class TcpStoreServer implements AutoCloseable {
      * @param largestRequestBytes largest request executed
      * @param peakBufferedBytes  most bytes ever buffered for one connection's undecoded input
      * @param peakBufferCapacity largest receive buffer ever allocated for one connection
+     * @param pendingConnections connections without a complete request now
+     * @param pendingEvicted     pending connections closed to admit a newer one ({@code maxPendingConnections})
+     * @param incompleteRequestsDropped connections closed for holding an incomplete request too long
+     * @param memberDeaths       declared connections that ended without a goodbye
+     * @param memberFailuresSent WAITs answered with the member-failure reply
      */
     public record Stats(long connectionsOpened, long connectionsOpen, long connectionsFaulted, long commands,
                         long droppedWaits, long keys, long storedBytes, long pendingWaits, long largestRequestBytes,
-                        long peakBufferedBytes, long peakBufferCapacity) {
+                        long peakBufferedBytes, long peakBufferCapacity, long pendingConnections, long pendingEvicted,
+                        long incompleteRequestsDropped, long memberDeaths, long memberFailuresSent) {
     }
 
     /** Stops listening, closes every connection and stops the event loop. Idempotent; bounded. */
@@ -217,6 +243,7 @@ public final class TcpStoreServer implements AutoCloseable {
             return;
         }
         closed = true;
+        context.shutDown(); // connections ended by the shutdown are no member deaths
         serverChannel.close().awaitUninterruptibly(5, TimeUnit.SECONDS);
         connections.close().awaitUninterruptibly(5, TimeUnit.SECONDS);
         group.shutdownGracefully(0, 2, TimeUnit.SECONDS).awaitUninterruptibly(10, TimeUnit.SECONDS);

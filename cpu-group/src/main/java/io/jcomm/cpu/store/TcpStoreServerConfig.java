@@ -22,8 +22,21 @@ import java.util.Optional;
  *   <tr><td>{@code maxKeysPerRequest}</td><td>131072</td><td>keys in one CHECK/WAIT/MULTI_GET/MULTI_SET</td></tr>
  *   <tr><td>{@code maxRequestBytes}</td><td>64 MiB</td><td>largest single request (all its fields)</td></tr>
  *   <tr><td>{@code maxStoreBytes}</td><td>1 GiB</td><td>all keys and values together</td></tr>
- *   <tr><td>{@code maxConnections}</td><td>4096</td><td>open connections</td></tr>
+ *   <tr><td>{@code maxConnections}</td><td>4096</td><td>established connections (those that completed a
+ *       first request); one more is closed when it completes its first request</td></tr>
+ *   <tr><td>{@code maxPendingConnections}</td><td>256</td><td>connections that have not completed a first
+ *       request yet (with a token: not authenticated yet, or authenticated without a request yet),
+ *       counted apart from {@code maxConnections}; when a connection arrives while this many are
+ *       pending, the oldest pending one that sent part of a request is closed, else the oldest silent
+ *       one (logged), so idle or half-open connections can never lock legitimate clients out. Each torch
+ *       1.13/2.0 client keeps one silent connection open (its callback connection) and spins a CPU core
+ *       if the server closes it: with more than a few hundred torch &le; 2.0 clients, raise this above
+ *       their number</td></tr>
  *   <tr><td>{@code handshakeTimeout}</td><td>10 s</td><td>time a connection has to authenticate (token only)</td></tr>
+ *   <tr><td>{@code incompleteRequestTimeout}</td><td>10 s</td><td>longest time a connection may hold part of a
+ *       request (some bytes of a frame, not the whole frame) before it is closed (logged); counted from
+ *       when its buffer first ended inside that frame, so a large request must arrive whole within it.
+ *       Commands held behind a pending WAIT and a WAIT itself are not incomplete</td></tr>
  *   <tr><td>{@code legacyMode}</td><td>{@code AUTO}</td><td>how to read the command bytes 7 and 8 on a
  *       connection without VALIDATE (see {@link LegacyMode})</td></tr>
  *   <tr><td>{@code transport}</td><td>{@code AUTO}</td><td>epoll when available, else NIO</td></tr>
@@ -63,7 +76,9 @@ public final class TcpStoreServerConfig {
     public static final long MAX_REQUEST_BYTES_DEFAULT = 64L * 1024 * 1024;
     public static final long MAX_STORE_BYTES_DEFAULT = 1L << 30;
     public static final int MAX_CONNECTIONS_DEFAULT = 4096;
+    public static final int MAX_PENDING_CONNECTIONS_DEFAULT = 256;
     public static final Duration HANDSHAKE_TIMEOUT_DEFAULT = Duration.ofSeconds(10);
+    public static final Duration INCOMPLETE_REQUEST_TIMEOUT_DEFAULT = Duration.ofSeconds(10);
 
     private final String host;
     private final int port;
@@ -74,7 +89,9 @@ public final class TcpStoreServerConfig {
     private final long maxRequestBytes;
     private final long maxStoreBytes;
     private final int maxConnections;
+    private final int maxPendingConnections;
     private final Duration handshakeTimeout;
+    private final Duration incompleteRequestTimeout;
     private final LegacyMode legacyMode;
     private final Transport transport;
     private final boolean logConnections;
@@ -90,7 +107,9 @@ public final class TcpStoreServerConfig {
         this.maxRequestBytes = b.maxRequestBytes;
         this.maxStoreBytes = b.maxStoreBytes;
         this.maxConnections = b.maxConnections;
+        this.maxPendingConnections = b.maxPendingConnections;
         this.handshakeTimeout = Objects.requireNonNull(b.handshakeTimeout, "handshakeTimeout");
+        this.incompleteRequestTimeout = Objects.requireNonNull(b.incompleteRequestTimeout, "incompleteRequestTimeout");
         this.legacyMode = Objects.requireNonNull(b.legacyMode, "legacyMode");
         this.transport = Objects.requireNonNull(b.transport, "transport");
         this.logConnections = b.logConnections;
@@ -98,7 +117,8 @@ public final class TcpStoreServerConfig {
         if (port < 0 || port > 65535) {
             throw new IllegalArgumentException("port out of range: " + port);
         }
-        if (maxKeyBytes < 1 || maxValueBytes < 0 || maxKeysPerRequest < 1 || maxConnections < 1) {
+        if (maxKeyBytes < 1 || maxValueBytes < 0 || maxKeysPerRequest < 1 || maxConnections < 1
+                || maxPendingConnections < 1) {
             throw new IllegalArgumentException("limits must be positive: " + this);
         }
         if (maxRequestBytes < 1 + 8L + maxKeyBytes + 8L + maxValueBytes) {
@@ -110,6 +130,9 @@ public final class TcpStoreServerConfig {
         }
         if (handshakeTimeout.isNegative() || handshakeTimeout.isZero()) {
             throw new IllegalArgumentException("handshakeTimeout must be positive");
+        }
+        if (incompleteRequestTimeout.isNegative() || incompleteRequestTimeout.isZero()) {
+            throw new IllegalArgumentException("incompleteRequestTimeout must be positive");
         }
     }
 
@@ -163,12 +186,23 @@ public final class TcpStoreServerConfig {
         return maxStoreBytes;
     }
 
+    /** Most established connections (that completed a first request). */
     public int maxConnections() {
         return maxConnections;
     }
 
+    /** Most connections without a complete request yet; the oldest gives way to a newcomer. */
+    public int maxPendingConnections() {
+        return maxPendingConnections;
+    }
+
     public Duration handshakeTimeout() {
         return handshakeTimeout;
+    }
+
+    /** Longest time a connection may hold an incomplete request. */
+    public Duration incompleteRequestTimeout() {
+        return incompleteRequestTimeout;
     }
 
     public LegacyMode legacyMode() {
@@ -199,7 +233,9 @@ public final class TcpStoreServerConfig {
         b.maxRequestBytes = maxRequestBytes;
         b.maxStoreBytes = maxStoreBytes;
         b.maxConnections = maxConnections;
+        b.maxPendingConnections = maxPendingConnections;
         b.handshakeTimeout = handshakeTimeout;
+        b.incompleteRequestTimeout = incompleteRequestTimeout;
         b.legacyMode = legacyMode;
         b.transport = transport;
         b.logConnections = logConnections;
@@ -212,6 +248,7 @@ public final class TcpStoreServerConfig {
         return "TcpStoreServerConfig{" + host + ":" + port + (token != null ? ", token" : "") + ", maxKey="
                 + maxKeyBytes + ", maxValue=" + maxValueBytes + ", maxKeys=" + maxKeysPerRequest + ", maxRequest="
                 + maxRequestBytes + ", maxStore=" + maxStoreBytes + ", maxConnections=" + maxConnections
+                + ", maxPending=" + maxPendingConnections + ", incompleteRequestTimeout=" + incompleteRequestTimeout
                 + ", legacy=" + legacyMode + ", transport=" + transport + "}";
     }
 
@@ -226,7 +263,9 @@ public final class TcpStoreServerConfig {
         private long maxRequestBytes = MAX_REQUEST_BYTES_DEFAULT;
         private long maxStoreBytes = MAX_STORE_BYTES_DEFAULT;
         private int maxConnections = MAX_CONNECTIONS_DEFAULT;
+        private int maxPendingConnections = MAX_PENDING_CONNECTIONS_DEFAULT;
         private Duration handshakeTimeout = HANDSHAKE_TIMEOUT_DEFAULT;
+        private Duration incompleteRequestTimeout = INCOMPLETE_REQUEST_TIMEOUT_DEFAULT;
         private LegacyMode legacyMode = LegacyMode.AUTO;
         private Transport transport = Transport.AUTO;
         private boolean logConnections;
@@ -248,7 +287,11 @@ public final class TcpStoreServerConfig {
         public Builder maxRequestBytes(long v) { this.maxRequestBytes = v; return this; }
         public Builder maxStoreBytes(long v) { this.maxStoreBytes = v; return this; }
         public Builder maxConnections(int v) { this.maxConnections = v; return this; }
+        /** Cap on connections without a complete request yet (see the class documentation). */
+        public Builder maxPendingConnections(int v) { this.maxPendingConnections = v; return this; }
         public Builder handshakeTimeout(Duration v) { this.handshakeTimeout = v; return this; }
+        /** Longest time a connection may hold an incomplete request before it is closed. */
+        public Builder incompleteRequestTimeout(Duration v) { this.incompleteRequestTimeout = v; return this; }
         public Builder legacyMode(LegacyMode v) { this.legacyMode = v; return this; }
         public Builder transport(Transport v) { this.transport = v; return this; }
         public Builder logConnections(boolean v) { this.logConnections = v; return this; }

@@ -142,6 +142,12 @@ final class RawConn implements AutoCloseable {
         }
     }
 
+    /** Closes with a TCP reset (SO_LINGER 0), like a process whose socket is torn down. */
+    void reset() throws IOException {
+        socket.setSoLinger(true, 0);
+        socket.close();
+    }
+
     @Override
     public void close() throws IOException {
         socket.close();

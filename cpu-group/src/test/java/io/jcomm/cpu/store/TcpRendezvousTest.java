@@ -112,6 +112,26 @@ class TcpRendezvousTest {
     }
 
     @Test
+    void everyRankDeclaresItselfAMemberOfTheConfiguredJob() throws Exception {
+        try (TcpStoreServer launcher = TcpStoreServer.start(TcpStoreServerConfig.builder().build())) {
+            DistributedConfig r1 = DistributedConfig.builder().masterPort(launcher.port()).rank(1).worldSize(2)
+                    .timeout(Duration.ofSeconds(5)).launcherStore(true).jobId("train-7").build();
+            try (TcpStore s = TcpRendezvous.connect(r1)) {
+                assertTrue(s.isDeclaredMember());
+                assertEquals(new TcpStoreConfig.Member("train-7", 1), s.config().member().orElseThrow());
+                try (TcpStore lane = TcpStore.connect(s.config())) { // a helper thread's clone, as ParallelState makes
+                    assertTrue(lane.isDeclaredMember());
+                }
+            }
+            try (TcpStore s = TcpRendezvous.connect(r1, TcpRendezvous.Options.builder().declareMember(false).build())) {
+                assertTrue(s.config().member().isEmpty());
+                assertTrue(!s.isDeclaredMember());
+            }
+            assertEquals(0, launcher.stats().memberDeaths(), launcher.stats().toString());
+        }
+    }
+
+    @Test
     void noRankHostsWhenTheLauncherDoes() throws Exception {
         try (TcpStoreServer launcher = TcpStoreServer.start(TcpStoreServerConfig.builder().host("127.0.0.1").port(0).build())) {
             DistributedConfig r0 = DistributedConfig.builder().masterPort(launcher.port()).rank(0).worldSize(2)

@@ -231,6 +231,74 @@ class TcpStoreClientWireTest {
     }
 
     @Test
+    void aDeclaredMemberSendsNothingNewToATorchServer() throws Exception {
+        try (FakeServer fs = new FakeServer()) {
+            CompletableFuture<TcpStore> cf = CompletableFuture.supplyAsync(() -> TcpStore.connect(cfg(fs,
+                    TcpStoreDialect.TORCH_1_13).member("job-x", 3).build()));
+            fs.accept().expect(PROBE).reply(hex("01")); // a torch server: NOT_READY
+            TcpStore s = cf.get(10, TimeUnit.SECONDS);
+            assertFalse(s.isDeclaredMember());
+            // the next bytes are the user's request, not a declaration
+            CompletableFuture<Long> add = CompletableFuture.supplyAsync(() -> s.add("n", 1));
+            fs.expect(f().u8(3).str("/n").u64(1)).reply(f().u64(1));
+            assertEquals(1L, add.get(10, TimeUnit.SECONDS));
+            s.close();
+            fs.expectClientClosed(); // and no goodbye either
+        }
+    }
+
+    @Test
+    void aDeclaredMemberAgainstAJcommServerDeclaresAfterTheProbeAndSaysGoodbyeOnClose() throws Exception {
+        byte[] declaration = f().u8(4).u64(3).str("\0jcomm-member/v1").str("job-x").u64(4).u32(3).bytes();
+        byte[] goodbye = f().u8(4).u64(1).str("\0jcomm-goodbye/v1").bytes();
+        try (FakeServer fs = new FakeServer()) {
+            TcpStoreConfig config = cfg(fs, TcpStoreDialect.TORCH_1_13).member("job-x", 3).rank(3).build();
+            CompletableFuture<TcpStore> cf = CompletableFuture.supplyAsync(() -> TcpStore.connect(config));
+            fs.accept().expect(PROBE).reply(hex("00")).expect(declaration).reply(hex("00"));
+            TcpStore s = cf.get(10, TimeUnit.SECONDS);
+            assertTrue(s.isDeclaredMember());
+            // the member-failure reply to a WAIT: FD + dead rank; the client drops the connection
+            CompletableFuture<Throwable> w = CompletableFuture.supplyAsync(() -> {
+                try {
+                    s.wait(List.of("k"), Duration.ofSeconds(10));
+                    return null;
+                } catch (RuntimeException e) {
+                    return e;
+                }
+            });
+            fs.expect(f().u8(5).u64(1).str("/k")).reply(hex("FD 05000000"));
+            Throwable t = w.get(10, TimeUnit.SECONDS);
+            assertTrue(t instanceof io.jcomm.api.PeerFailureException, String.valueOf(t));
+            assertEquals(5, ((io.jcomm.api.PeerFailureException) t).peerRank());
+            assertTrue(t.getMessage().contains("rank 5 of job job-x left the store without a goodbye (process died?) "
+                    + "while this rank waited for keys [k]"), t.getMessage());
+            fs.expect(goodbye).expectClientClosed(); // a drop of a declared connection says goodbye too
+            // reconnect: probe and declaration again, then close says goodbye
+            CompletableFuture<Long> n = CompletableFuture.supplyAsync(s::numKeys);
+            fs.accept().expect(PROBE).reply(hex("00")).expect(declaration).reply(hex("00"));
+            fs.expect(hex("06")).reply(f().u64(0));
+            assertEquals(0L, n.get(10, TimeUnit.SECONDS));
+            s.close();
+            fs.expect(goodbye).expectClientClosed();
+        }
+    }
+
+    @Test
+    void aJcommServerWithoutMemberLivenessLeavesTheClientUndeclared() throws Exception {
+        try (FakeServer fs = new FakeServer()) {
+            CompletableFuture<TcpStore> cf = CompletableFuture.supplyAsync(() -> TcpStore.connect(cfg(fs,
+                    TcpStoreDialect.TORCH_1_13).member("job-x", 0).build()));
+            fs.accept().expect(PROBE).reply(hex("00"));
+            fs.expect(f().u8(4).u64(3).str("\0jcomm-member/v1").str("job-x").u64(4).u32(0)).reply(hex("01"));
+            TcpStore s = cf.get(10, TimeUnit.SECONDS);
+            assertTrue(s.isJcommServer());
+            assertFalse(s.isDeclaredMember());
+            s.close();
+            fs.expectClientClosed(); // no goodbye for an undeclared connection
+        }
+    }
+
+    @Test
     void oversizedRepliesAreRefusedBeforeAllocating() throws Exception {
         try (FakeServer fs = new FakeServer()) {
             CompletableFuture<TcpStore> cf = CompletableFuture.supplyAsync(() -> TcpStore.connect(cfg(fs,

@@ -49,8 +49,18 @@ public final class CommStoreCommand implements Callable<Integer> {
     @Option(names = "--max-store-bytes", defaultValue = "1073741824")
     long maxStoreBytes;
 
-    @Option(names = "--max-connections", defaultValue = "4096")
+    @Option(names = "--max-connections", defaultValue = "4096",
+            description = "established connections (default ${DEFAULT-VALUE})")
     int maxConnections;
+
+    @Option(names = "--max-pending-connections", defaultValue = "256",
+            description = "connections without a complete request yet; the oldest gives way to a newcomer "
+                    + "(default ${DEFAULT-VALUE})")
+    int maxPendingConnections;
+
+    @Option(names = "--incomplete-request-timeout-ms", defaultValue = "10000",
+            description = "close a connection that holds part of a request this long (default ${DEFAULT-VALUE})")
+    long incompleteRequestTimeoutMs;
 
     @Option(names = "--handshake-timeout-ms", defaultValue = "10000")
     long handshakeTimeoutMs;
@@ -85,6 +95,8 @@ public final class CommStoreCommand implements Callable<Integer> {
         TcpStoreServerConfig.Builder b = TcpStoreServerConfig.builder().host(host).port(port).name("commstore")
                 .maxKeyBytes(maxKeyBytes).maxValueBytes(maxValueBytes).maxKeysPerRequest(maxKeysPerRequest)
                 .maxRequestBytes(maxRequestBytes).maxStoreBytes(maxStoreBytes).maxConnections(maxConnections)
+                .maxPendingConnections(maxPendingConnections)
+                .incompleteRequestTimeout(Duration.ofMillis(incompleteRequestTimeoutMs))
                 .handshakeTimeout(Duration.ofMillis(handshakeTimeoutMs)).legacyMode(legacyMode).transport(transport)
                 .logConnections(!quiet);
         if (tokenFile != null) {

@@ -12,6 +12,10 @@ import java.nio.channels.SelectionKey;
 import java.nio.channels.Selector;
 import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.LockSupport;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * One client connection: a non-blocking {@link SocketChannel} (TCP_NODELAY) with a private selector,
@@ -21,11 +25,17 @@ import java.nio.charset.StandardCharsets;
  *
  * <p>Every read and write is bounded by a {@link Deadline}: {@link TimeoutSignal} when it passes,
  * {@link IOException} when the connection fails, {@link AbortedSignal} after {@link #abort()}.
+ *
+ * <p>A connection may carry a final message ({@link #armGoodbye}): {@link #close()} and
+ * {@link #abort()} write it first (once, best effort, within {@link #GOODBYE_GRACE_NANOS}), never in
+ * the middle of another request's bytes.
  */
 public final class ClientChannel implements AutoCloseable {
 
     private static final int INITIAL_BUFFER = 64 * 1024;
     private static final int RETAINED_BUFFER = 1024 * 1024;
+    /** Longest time {@link #close()} / {@link #abort()} spend on the goodbye. */
+    public static final long GOODBYE_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
 
     /** The deadline passed while waiting for the peer. */
     public static final class TimeoutSignal extends Exception {
@@ -54,6 +64,9 @@ public final class ClientChannel implements AutoCloseable {
     /** Read index into {@link #in}; bytes [rpos, in.position()) are received and unread. */
     private int rpos;
     private volatile boolean aborted;
+    /** Held while request bytes are written, so that a goodbye never lands inside a request. */
+    private final ReentrantLock writeLock = new ReentrantLock();
+    private final AtomicReference<byte[]> goodbye = new AtomicReference<>();
 
     private ClientChannel(SocketChannel ch, Selector selector, SelectionKey key, String peer) {
         this.ch = ch;
@@ -200,6 +213,7 @@ public final class ClientChannel implements AutoCloseable {
      */
     public void send(Deadline deadline) throws IOException, TimeoutSignal {
         out.flip();
+        writeLock.lock();
         try {
             while (out.hasRemaining()) {
                 int n = ch.write(out);
@@ -208,6 +222,7 @@ public final class ClientChannel implements AutoCloseable {
                 }
             }
         } finally {
+            writeLock.unlock();
             if (out.capacity() > RETAINED_BUFFER) {
                 out = ByteBuffer.allocateDirect(INITIAL_BUFFER).order(ByteOrder.LITTLE_ENDIAN);
             } else {
@@ -378,9 +393,59 @@ public final class ClientChannel implements AutoCloseable {
         in.clear();
     }
 
-    /** Makes a blocked call of the owner thread fail promptly; callable from any thread. */
+    /**
+     * Sets the message {@link #close()} and {@link #abort()} send before closing ({@code null}: none).
+     * The bytes are not copied.
+     */
+    public void armGoodbye(byte[] frame) {
+        goodbye.set(frame);
+    }
+
+    /** Writes the armed goodbye once, best effort: never inside another request, within the grace. */
+    private void sayGoodbye() {
+        byte[] g = goodbye.getAndSet(null);
+        if (g == null || !ch.isOpen()) {
+            return;
+        }
+        long end = System.nanoTime() + GOODBYE_GRACE_NANOS;
+        boolean locked = false;
+        // an interrupted thread would close the channel on write (ClosedByInterruptException): park the flag
+        boolean interrupted = Thread.interrupted();
+        try {
+            while (!(locked = writeLock.tryLock())) { // no lockInterruptibly: an interrupted closer still says goodbye
+                if (System.nanoTime() - end > 0) {
+                    return; // a request is being written (and stuck): no goodbye
+                }
+                LockSupport.parkNanos(100_000);
+            }
+            ByteBuffer b = ByteBuffer.wrap(g);
+            while (b.hasRemaining()) {
+                if (ch.write(b) == 0) {
+                    if (System.nanoTime() - end > 0) {
+                        return;
+                    }
+                    LockSupport.parkNanos(100_000);
+                }
+            }
+        } catch (IOException e) {
+            // the connection is already gone: nothing to say goodbye on
+        } finally {
+            if (locked) {
+                writeLock.unlock();
+            }
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    /**
+     * Makes a blocked call of the owner thread fail promptly; callable from any thread. Sends the
+     * armed goodbye first.
+     */
     public void abort() {
         aborted = true;
+        sayGoodbye();
         try {
             ch.close();
         } catch (IOException ignored) {
@@ -389,8 +454,10 @@ public final class ClientChannel implements AutoCloseable {
         selector.wakeup();
     }
 
+    /** Sends the armed goodbye (if any), then closes the connection. */
     @Override
     public void close() {
+        sayGoodbye();
         try {
             ch.close();
         } catch (IOException ignored) {

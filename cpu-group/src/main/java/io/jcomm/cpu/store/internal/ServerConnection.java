@@ -7,6 +7,7 @@ import io.netty.handler.codec.ByteToMessageDecoder;
 import java.io.IOException;
 import java.net.SocketAddress;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.ScheduledFuture;
@@ -36,6 +37,24 @@ import java.util.concurrent.ScheduledFuture;
  * <p>Replies of one read batch are gathered in one buffer and flushed at the end of the batch. The
  * connection stops reading while its outbound buffer is over the high-water mark, so a client that
  * pipelines requests without reading replies cannot make the server buffer without bound.
+ *
+ * <h2>Stuck and pending connections</h2>
+ * A connection is <em>pending</em> from its accept until its first complete request (with a job
+ * token, that comes after authentication); pending connections are bounded by
+ * {@code maxPendingConnections} (to admit a newcomer, the oldest one that sent part of a request is
+ * closed, else the oldest silent one; see {@link ServerContext#admitPending}), established ones by
+ * {@code maxConnections}. A connection that leaves an incomplete request in its buffer (not bytes
+ * held behind a pending WAIT) for longer than {@code incompleteRequestTimeout} is closed: the time is
+ * taken once when a read ends inside a frame, and one timer per connection checks it, re-armed only
+ * when it fires, so reading costs nothing extra per byte or per request.
+ *
+ * <h2>Member liveness (jcomm extension)</h2>
+ * A probed connection may declare itself rank R of job J ({@link Wire#MEMBER_KEY}). If it then ends
+ * without a goodbye ({@link Wire#GOODBYE_KEY}, processed in order or found at the end of the
+ * unprocessed input) and without the server having closed it, R is recorded as dead in J
+ * ({@link Members}): every pending WAIT of J's declared connections, and every later one whose keys
+ * are missing, is answered {@link Wire#WAIT_MEMBER_FAILED} and R, and that connection is closed.
+ * Undeclared and torch connections never see the reply.
  */
 public final class ServerConnection extends ChannelInboundHandlerAdapter
         implements StoreEngine.WaitListener, StoreEngine.WatchListener {
@@ -77,6 +96,25 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
     private ScheduledFuture<?> handshakeTimer;
     private List<Key> watched;
 
+    // pending-connection list (ServerContext) and connection limits
+    ServerConnection pendingPrev;
+    ServerConnection pendingNext;
+    ServerContext.PendingList pendingList;
+    private boolean established;
+    private long openedNanos;
+
+    // incomplete-request limit: since when the buffer ends inside a frame; one lazily re-armed timer
+    private boolean incomplete;
+    private long incompleteSince;
+    private ScheduledFuture<?> incompleteTimer;
+    private final Runnable incompleteCheck = this::checkIncomplete;
+
+    // member liveness
+    private Members.Job job;
+    private int memberRank = -1;
+    private boolean goodbye;
+    private boolean closedByServer;
+
     // scanner state of the command being received
     private Op op;
     private boolean ambiguous8;
@@ -107,12 +145,9 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
         ServerStats st = sc.stats;
         st.connectionsOpened++;
         st.connectionsOpen++;
-        if (st.connectionsOpen > sc.maxConnections) {
-            phase = Phase.COMMANDS;
-            fail("too many connections (maxConnections " + sc.maxConnections + ")");
-            return;
-        }
+        openedNanos = System.nanoTime();
         sc.info(sc.name + ": open #" + id + " " + remote);
+        sc.admitPending(this); // may close the oldest pending connection first
         if (sc.token != null) {
             phase = Phase.AUTH_HELLO;
             handshakeTimer = ctx.executor().schedule(() -> {
@@ -128,6 +163,18 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
     @Override
     public void channelInactive(ChannelHandlerContext ctx) {
         phase = Phase.CLOSED;
+        sc.unlinkPending(this);
+        if (established) {
+            established = false;
+            sc.established--;
+        }
+        if (incompleteTimer != null) {
+            incompleteTimer.cancel(false);
+            incompleteTimer = null;
+        }
+        if (job != null) {
+            memberLeft();
+        }
         if (pendingWait != null) {
             engine.cancelWait(pendingWait);
             pendingWait = null;
@@ -151,6 +198,7 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
         }
         sc.stats.connectionsOpen--;
         String line = sc.name + ": close #" + id + " " + remote + " dialect=" + dialect + " commands=" + commands
+                + (memberRank >= 0 ? " member=rank " + memberRank + (goodbye ? " (goodbye)" : "") : "")
                 + " reason=" + (closeReason == null ? "closed by client" : closeReason);
         if (faulted) {
             sc.warnRateLimited(line);
@@ -180,6 +228,9 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
             in.release();
             return;
         }
+        if (!established) {
+            sc.pendingSpoke(this);
+        }
         acc = acc == null ? in : ByteToMessageDecoder.MERGE_CUMULATOR.cumulate(ctx.alloc(), acc, in);
         sc.stats.buffered(acc.readableBytes(), acc.capacity());
         process();
@@ -208,10 +259,81 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
             return;
         }
         faulted = true;
+        closedByServer = true;
         phase = Phase.CLOSED;
         sc.stats.connectionsFaulted++;
         flushReplies();
         ctx.close();
+    }
+
+    /** Closes this connection on the server's initiative without a fault (after a final reply). */
+    private void closeByServer(String reason) {
+        if (closeReason == null) {
+            closeReason = reason;
+        }
+        if (phase == Phase.CLOSED) {
+            return;
+        }
+        closedByServer = true;
+        phase = Phase.CLOSED;
+        flushReplies();
+        ctx.close();
+    }
+
+    /** Closed by {@link ServerContext#admitPending} to make room: this was the oldest pending connection. */
+    void evict(int maxPending, boolean silent) {
+        if (phase == Phase.CLOSED) {
+            return;
+        }
+        sc.stats.pendingEvicted++;
+        fail("closed to admit a newer connection: " + maxPending + " connections had no complete request "
+                + "(maxPendingConnections) and this was the oldest " + (silent ? "silent one" : "one holding part of a "
+                + "request") + ", open for " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - openedNanos) + " ms");
+    }
+
+    /** The first complete request: the connection leaves the pending list and counts as established. */
+    private void establish() {
+        sc.unlinkPending(this);
+        if (sc.established >= sc.maxConnections) {
+            throw new StoreFault("too many connections (maxConnections " + sc.maxConnections + ")");
+        }
+        sc.established++;
+        established = true;
+    }
+
+    // ------------------------------------------------------------------ incomplete requests
+
+    /** After decoding: notes when the buffer starts to end inside a frame, and arms the timer once. */
+    private void trackIncomplete() {
+        if (phase == Phase.CLOSED || acc == null || pendingWait != null || readPaused) {
+            incomplete = false; // nothing buffered, or bytes held behind a WAIT / by backpressure
+            return;
+        }
+        if (!incomplete) {
+            incomplete = true;
+            incompleteSince = System.nanoTime();
+            if (incompleteTimer == null) {
+                incompleteTimer = ctx.executor().schedule(incompleteCheck, sc.incompleteRequestTimeoutNanos,
+                        TimeUnit.NANOSECONDS);
+            }
+        }
+    }
+
+    private void checkIncomplete() {
+        incompleteTimer = null;
+        if (phase == Phase.CLOSED || !incomplete) {
+            return;
+        }
+        long held = System.nanoTime() - incompleteSince;
+        long left = sc.incompleteRequestTimeoutNanos - held;
+        if (left > 0) {
+            incompleteTimer = ctx.executor().schedule(incompleteCheck, left, TimeUnit.NANOSECONDS);
+            return;
+        }
+        sc.stats.incompleteDropped++;
+        fail("incomplete request held for " + TimeUnit.NANOSECONDS.toMillis(held) + " ms (incompleteRequestTimeout "
+                + TimeUnit.NANOSECONDS.toMillis(sc.incompleteRequestTimeoutNanos) + " ms, " + acc.readableBytes()
+                + " bytes buffered, phase " + phase + ")");
     }
 
     // ------------------------------------------------------------------ replies
@@ -292,6 +414,7 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
                 acc.discardSomeReadBytes();
             }
         }
+        trackIncomplete();
     }
 
     private boolean authHello() {
@@ -354,6 +477,7 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
                 return false;
             }
             if (acc.getIntLE(r + 1) == Wire.VALIDATION_MAGIC) {
+                establish();
                 acc.skipBytes(5);
                 numbering = Numbering.TORCH_2_2;
                 dialect = jcomm ? "jcomm/2.2+" : "torch-2.2+";
@@ -440,6 +564,9 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
         int len = scan();
         if (len == 0) {
             return false;
+        }
+        if (!established) {
+            establish();
         }
         execute(len);
         op = null;
@@ -695,6 +822,16 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
             replyU8(Wire.CHECK_READY);
             return;
         }
+        if (jcomm) {
+            if (n == 3 && keyIs(q, Wire.MEMBER_KEY)) {
+                declareMember(q + 8 + Wire.MEMBER_KEY.length);
+                return;
+            }
+            if (n == 1 && keyIs(q, Wire.GOODBYE_KEY)) {
+                goodbye = true; // no reply: the client closes next
+                return;
+            }
+        }
         boolean all = true;
         for (long i = 0; i < n; i++) {
             Key k = keyAt(q);
@@ -705,6 +842,91 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
             }
         }
         replyU8(all ? Wire.CHECK_READY : Wire.CHECK_NOT_READY);
+    }
+
+    private boolean keyIs(int idx, byte[] key) {
+        return fieldLen(idx) == key.length && keyAt(idx).contentEquals(key);
+    }
+
+    /** A member declaration: job id and rank follow the member key at {@code q}. */
+    private void declareMember(int q) {
+        int jobLen = fieldLen(q);
+        String jobId = Members.decodeJobId(bytesAt(q));
+        if (jobId == null) {
+            throw new StoreFault("member declaration with an invalid job id of " + jobLen + " bytes (1 to "
+                    + io.jcomm.api.DistributedConfig.MAX_JOB_ID_BYTES + " bytes of UTF-8, no control characters)");
+        }
+        int r = q + 8 + jobLen;
+        if (fieldLen(r) != Wire.MEMBER_RANK_BYTES) {
+            throw new StoreFault("member declaration with a rank field of " + fieldLen(r) + " bytes ("
+                    + Wire.MEMBER_RANK_BYTES + " expected)");
+        }
+        int rank = acc.getIntLE(r + 8);
+        if (rank < 0) {
+            throw new StoreFault("member declaration with rank " + Integer.toUnsignedString(rank)
+                    + " (at most " + Integer.MAX_VALUE + ")");
+        }
+        if (job != null) {
+            throw new StoreFault("a second member declaration on one connection (already rank " + memberRank
+                    + " of job " + job.id + ")");
+        }
+        job = sc.members.declare(jobId, this);
+        memberRank = rank;
+        replyU8(Wire.CHECK_READY);
+    }
+
+    /** This declared connection ended: a death unless it said goodbye or the server closed it. */
+    private void memberLeft() {
+        Members.Job j = job;
+        job = null;
+        boolean died = !goodbye && !closedByServer && !sc.shuttingDown && !endsWithGoodbye();
+        List<ServerConnection> waiting = sc.members.left(j, this, memberRank, died);
+        if (!died) {
+            return;
+        }
+        sc.stats.memberDeaths++;
+        sc.warnRateLimited(sc.name + ": rank " + memberRank + " of job " + j.id + " left the store without a goodbye (#"
+                + id + " " + remote + ", " + (closeReason == null ? "closed by client" : closeReason) + "); the pending "
+                + "and later WAITs of the job's " + waiting.size() + " other declared connection(s) fail, naming rank "
+                + j.deadRank + " (the job's first dead rank)");
+        for (ServerConnection c : waiting) {
+            c.memberFailed(j);
+        }
+    }
+
+    private static final byte[] GOODBYE_21 = Wire.goodbyeFrame(Numbering.TORCH_2_1);
+    private static final byte[] GOODBYE_22 = Wire.goodbyeFrame(Numbering.TORCH_2_2);
+
+    /** Whether the unprocessed input ends with a goodbye (one held behind a pending WAIT). */
+    private boolean endsWithGoodbye() {
+        if (acc == null || numbering == null) {
+            return false;
+        }
+        byte[] g = numbering == Numbering.TORCH_2_2 ? GOODBYE_22 : GOODBYE_21;
+        int n = acc.readableBytes();
+        if (n < g.length) {
+            return false;
+        }
+        byte[] tail = new byte[g.length];
+        acc.getBytes(acc.writerIndex() - g.length, tail);
+        return Arrays.equals(tail, g);
+    }
+
+    /** A rank of this connection's job died: a pending WAIT is answered with the failure. */
+    void memberFailed(Members.Job j) {
+        if (phase == Phase.CLOSED || pendingWait == null) {
+            return;
+        }
+        engine.cancelWait(pendingWait);
+        pendingWait = null;
+        sendMemberFailure(j);
+    }
+
+    private void sendMemberFailure(Members.Job j) {
+        sc.stats.memberFailuresSent++;
+        reply(5).writeByte(Wire.WAIT_MEMBER_FAILED).writeIntLE(j.deadRank);
+        // commands may be held behind the WAIT (a pipelined GET): the connection cannot go on
+        closeByServer("told the WAIT that rank " + j.deadRank + " of job " + j.id + " left without a goodbye");
     }
 
     private void executeWait(int p) {
@@ -721,6 +943,10 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
         }
         if (all) {
             replyU8(Wire.WAIT_STOP_WAITING);
+            return;
+        }
+        if (job != null && job.deadRank >= 0) {
+            sendMemberFailure(job);
             return;
         }
         StoreEngine.WaitRecord rec = engine.beginWait(this);

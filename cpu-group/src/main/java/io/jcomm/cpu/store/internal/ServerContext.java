@@ -22,13 +22,64 @@ public final class ServerContext {
     final int maxKeysPerRequest;
     final long maxRequestBytes;
     final int maxConnections;
+    final int maxPendingConnections;
     final long handshakeTimeoutNanos;
+    final long incompleteRequestTimeoutNanos;
     final LegacyPolicy legacyPolicy;
     final boolean logConnections;
     final StoreEngine engine;
     final Key probe;
     final SecureRandom random;
     final ServerStats stats = new ServerStats();
+    final Members members = new Members();
+    /** Set when the server closes: connections that end now are not member deaths. */
+    volatile boolean shuttingDown;
+    /** Connections that completed a first request (bounded by {@link #maxConnections}). */
+    int established;
+    /**
+     * Pending connections (no complete request yet), oldest first, in two intrusive lists: those that
+     * sent part of a request, and silent ones (a torch 1.13/2.0 client's idle callback connection looks
+     * like that, and such a client spins a core once that connection is closed: silent ones go last).
+     */
+    private final PendingList partial = new PendingList();
+    private final PendingList silent = new PendingList();
+
+    /** An intrusive doubly linked list of connections, oldest first. */
+    static final class PendingList {
+        ServerConnection head;
+        ServerConnection tail;
+        int count;
+
+        void add(ServerConnection c) {
+            c.pendingPrev = tail;
+            c.pendingNext = null;
+            if (tail == null) {
+                head = c;
+            } else {
+                tail.pendingNext = c;
+            }
+            tail = c;
+            c.pendingList = this;
+            count++;
+        }
+
+        void remove(ServerConnection c) {
+            if (c.pendingPrev == null) {
+                head = c.pendingNext;
+            } else {
+                c.pendingPrev.pendingNext = c.pendingNext;
+            }
+            if (c.pendingNext == null) {
+                tail = c.pendingPrev;
+            } else {
+                c.pendingNext.pendingPrev = c.pendingPrev;
+            }
+            c.pendingPrev = null;
+            c.pendingNext = null;
+            c.pendingList = null;
+            count--;
+        }
+    }
     private long nextId;
     private long warnWindowStart;
     private int warnsInWindow;
@@ -40,8 +91,9 @@ public final class ServerContext {
     }
 
     public ServerContext(String name, byte[] token, int maxKeyBytes, int maxValueBytes, int maxKeysPerRequest,
-                         long maxRequestBytes, long maxStoreBytes, int maxConnections, long handshakeTimeoutNanos,
-                         LegacyPolicy legacyPolicy, boolean logConnections) {
+                         long maxRequestBytes, long maxStoreBytes, int maxConnections, int maxPendingConnections,
+                         long handshakeTimeoutNanos, long incompleteRequestTimeoutNanos, LegacyPolicy legacyPolicy,
+                         boolean logConnections) {
         this.name = name;
         this.token = token == null ? null : token.clone();
         this.maxKeyBytes = maxKeyBytes;
@@ -49,7 +101,9 @@ public final class ServerContext {
         this.maxKeysPerRequest = maxKeysPerRequest;
         this.maxRequestBytes = maxRequestBytes;
         this.maxConnections = maxConnections;
+        this.maxPendingConnections = maxPendingConnections;
         this.handshakeTimeoutNanos = handshakeTimeoutNanos;
+        this.incompleteRequestTimeoutNanos = incompleteRequestTimeoutNanos;
         this.legacyPolicy = legacyPolicy;
         this.logConnections = logConnections;
         this.engine = new StoreEngine(maxStoreBytes);
@@ -67,6 +121,51 @@ public final class ServerContext {
 
     long nextConnectionId() {
         return ++nextId;
+    }
+
+    /** Marks the server as closing (any thread): connections that end from now on are no deaths. */
+    public void shutDown() {
+        shuttingDown = true;
+    }
+
+    /** The declared members (event loop only). */
+    public Members members() {
+        return members;
+    }
+
+    /** Pending connections now (event loop only). */
+    public int pendingConnections() {
+        return partial.count + silent.count;
+    }
+
+    /**
+     * Adds a new (silent) connection to the pending connections; when {@link #maxPendingConnections}
+     * are pending already, first closes the oldest one that sent part of a request, else the oldest
+     * silent one (through {@link ServerConnection#evict}), so that a newcomer is always served.
+     */
+    void admitPending(ServerConnection c) {
+        while (partial.count + silent.count >= maxPendingConnections) {
+            boolean fromSilent = partial.head == null;
+            ServerConnection oldest = fromSilent ? silent.head : partial.head;
+            unlinkPending(oldest);
+            oldest.evict(maxPendingConnections, fromSilent);
+        }
+        silent.add(c);
+    }
+
+    /** A pending connection sent its first bytes: it moves from the silent list to the partial one. */
+    void pendingSpoke(ServerConnection c) {
+        if (c.pendingList == silent) {
+            silent.remove(c);
+            partial.add(c);
+        }
+    }
+
+    /** Removes {@code c} from the pending connections; idempotent. */
+    void unlinkPending(ServerConnection c) {
+        if (c.pendingList != null) {
+            c.pendingList.remove(c);
+        }
     }
 
     /** Logs a dropped connection at WARN, at most {@value #WARNINGS_PER_SECOND} a second. */

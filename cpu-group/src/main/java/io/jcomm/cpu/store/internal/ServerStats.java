@@ -13,6 +13,10 @@ public final class ServerStats {
     volatile long largestRequestBytes;
     volatile long peakBufferedBytes;
     volatile long peakBufferCapacity;
+    volatile long pendingEvicted;
+    volatile long incompleteDropped;
+    volatile long memberDeaths;
+    volatile long memberFailuresSent;
 
     public long connectionsOpened() {
         return connectionsOpened;
@@ -44,6 +48,26 @@ public final class ServerStats {
 
     public long peakBufferCapacity() {
         return peakBufferCapacity;
+    }
+
+    /** Pending connections closed to make room for a newer one (maxPendingConnections). */
+    public long pendingEvicted() {
+        return pendingEvicted;
+    }
+
+    /** Connections closed because they held an incomplete request too long. */
+    public long incompleteDropped() {
+        return incompleteDropped;
+    }
+
+    /** Declared connections that ended without a goodbye. */
+    public long memberDeaths() {
+        return memberDeaths;
+    }
+
+    /** WAITs answered with the member-failure reply. */
+    public long memberFailuresSent() {
+        return memberFailuresSent;
     }
 
     void buffered(int readable, int capacity) {

@@ -31,6 +31,45 @@ public final class Wire {
      */
     public static final byte[] PROBE_KEY = "\0jcomm-store/v1".getBytes(StandardCharsets.US_ASCII);
 
+    // ---- member liveness (jcomm extension; only on connections that passed the probe) ----
+
+    /**
+     * Member declaration: a CHECK of exactly three keys, this one first, then the job id (1 to
+     * {@link io.jcomm.api.DistributedConfig#MAX_JOB_ID_BYTES} bytes of UTF-8 without control
+     * characters) and the rank (4 bytes, u32 little-endian, at most {@link Integer#MAX_VALUE}). A jcomm
+     * server answers READY and from then on treats an end of the connection without a goodbye as the
+     * death of that rank of that job. Sent only after the probe was answered READY, so a torch server
+     * never sees it (a torch server would answer NOT_READY, as an older jcomm server does).
+     */
+    public static final byte[] MEMBER_KEY = "\0jcomm-member/v1".getBytes(StandardCharsets.US_ASCII);
+
+    /**
+     * Goodbye: a CHECK of exactly this one key, the last thing a declared client sends before it
+     * closes the connection on purpose. No reply. The server also recognises it at the end of the
+     * unprocessed input when the connection ends (a goodbye held behind a pending WAIT).
+     */
+    public static final byte[] GOODBYE_KEY = "\0jcomm-goodbye/v1".getBytes(StandardCharsets.US_ASCII);
+
+    /** Length of the rank field of a member declaration. */
+    public static final int MEMBER_RANK_BYTES = 4;
+
+    /**
+     * Reply to a WAIT of a declared client, in place of STOP_WAITING, when a rank of its job left
+     * without a goodbye and a key of the WAIT is missing: this byte, then the dead rank as u32
+     * little-endian; then the server closes the connection. Only a declared client ever receives it.
+     */
+    public static final int WAIT_MEMBER_FAILED = 0xFD;
+
+    /** The goodbye frame in {@code numbering} (CHECK, one key). */
+    public static byte[] goodbyeFrame(Numbering numbering) {
+        byte[] f = new byte[1 + 8 + 8 + GOODBYE_KEY.length];
+        f[0] = (byte) numbering.code(Op.CHECK);
+        f[1] = 1;
+        f[9] = (byte) GOODBYE_KEY.length;
+        System.arraycopy(GOODBYE_KEY, 0, f, 17, GOODBYE_KEY.length);
+        return f;
+    }
+
     /** Counter key of torch's {@code world_size} rendezvous (sent without the "/" prefix). */
     public static final byte[] INIT_KEY = "init/".getBytes(StandardCharsets.US_ASCII);
 
