@@ -30,7 +30,10 @@ for t in $(seq 1 "$TRIALS"); do
   done
   # wait for the phase, plus a random delay inside it
   case $phase in
-    init) sleep 0.$(( RANDOM % 9 + 1 )) ;;
+    init) # while the victim makes its groups (a rank killed before it reached the store can only be
+          # noticed at the others' deadline: nobody knew it existed)
+          for i in $(seq 1 600); do grep -q "phase group" "$WORK/$t.$victim.out" 2>/dev/null && break; sleep 0.01; done
+          sleep 0.0$(( RANDOM % 10 )) ;;
     warmup) for i in $(seq 1 600); do grep -q "phase warmup" "$WORK/$t.$victim.out" 2>/dev/null && break; sleep 0.01; done ;;
     steps|stop) for i in $(seq 1 600); do grep -q "phase steps" "$WORK/$t.$victim.out" 2>/dev/null && break; sleep 0.05; done
            sleep 0.$(( RANDOM % 9 + 1 )) ;;

@@ -430,7 +430,7 @@ public final class ParallelState implements AutoCloseable {
     /** A store client for one creating thread. */
     private static Store openLane(Store store) {
         if (store instanceof TcpStore) {
-            return TcpStore.connect(((TcpStore) store).config());
+            return ((TcpStore) store).newClient();
         }
         return store;
     }

@@ -100,6 +100,12 @@ public final class TcpStore implements Store {
     private static final long BACKOFF_START_NANOS = TimeUnit.MICROSECONDS.toNanos(100);
     private static final long BACKOFF_MAX_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
     private static final int MAX_RETRIES = 3;
+    /**
+     * How long a server that already served this client (or the client it was made from) may refuse
+     * connections before the client takes it for gone: nothing listens on its port any more, so its
+     * process has exited or died (before, refusals mean it is not up yet, and are retried to the deadline).
+     */
+    static final long SERVER_GONE_NANOS = TimeUnit.SECONDS.toNanos(1);
     /** How long a CANCEL_WAIT may take before the connection is dropped instead. */
     private static final Duration CANCEL_GRACE = Duration.ofSeconds(1);
 
@@ -115,6 +121,9 @@ public final class TcpStore implements Store {
     /** The current connection declared this client a member (see the class documentation). */
     private boolean declared;
     private volatile boolean closed;
+
+    /** Whether the server answered this client, or the client it was made from ({@link #newClient()}). */
+    private volatile boolean serverSeen;
 
     private TcpStore(TcpStoreConfig config, AutoCloseable owned) {
         this.config = config;
@@ -133,10 +142,24 @@ public final class TcpStore implements Store {
         return connect(config, null);
     }
 
+    /**
+     * Another client of the same server with the same configuration (member identity included), for
+     * another thread. It knows that the server was up: should the server stop answering, it fails
+     * within about a second instead of retrying until its deadline.
+     */
+    public TcpStore newClient() {
+        return connect(config, null, true);
+    }
+
     /** Connects; {@code owned} (e.g. an in-process server) is closed with the store. */
     static TcpStore connect(TcpStoreConfig config, AutoCloseable owned) {
+        return connect(config, owned, false);
+    }
+
+    private static TcpStore connect(TcpStoreConfig config, AutoCloseable owned, boolean serverSeen) {
         Objects.requireNonNull(config, "config");
         TcpStore s = new TcpStore(config, owned);
+        s.serverSeen = serverSeen;
         try {
             s.lock.lock();
             try {
@@ -644,6 +667,7 @@ public final class TcpStore implements Store {
         }
         long backoff = BACKOFF_START_NANOS;
         int attempts = 0;
+        long refusedSince = 0;
         Exception last = null;
         while (true) {
             checkOpen(op);
@@ -659,6 +683,7 @@ public final class TcpStore implements Store {
                 c = ClientChannel.connect(address, d);
                 conn = c;
                 handshake(c, d);
+                serverSeen = true;
                 return c;
             } catch (Refused r) {
                 drop();
@@ -671,6 +696,16 @@ public final class TcpStore implements Store {
                 drop();
                 last = e;
                 address = null;
+                if (serverSeen && e instanceof java.net.ConnectException) {
+                    long now = System.nanoTime();
+                    if (refusedSince == 0) {
+                        refusedSince = now;
+                    } else if (now - refusedSince >= SERVER_GONE_NANOS) {
+                        throw new StoreException(ctx(op), "the store server at " + where + " is gone: it served this "
+                                + "client, and has refused connections for " + (now - refusedSince) / 1_000_000
+                                + " ms since (its process exited or died)", e);
+                    }
+                }
             }
             if (Thread.currentThread().isInterrupted()) {
                 throw new StoreException(ctx(op), "interrupted while connecting to the store at " + where);

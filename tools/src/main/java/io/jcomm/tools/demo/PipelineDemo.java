@@ -69,7 +69,8 @@ public final class PipelineDemo implements Callable<Integer> {
     String device;
 
     @Option(names = "--phases", description = "print a line (\"demo: phase NAME\") when each phase starts: init, "
-            + "ready (groups made), warmup, steps, done; for tests that inject failures at a phase")
+            + "group NAME (each group made), ready (all groups made), warmup, steps, done; for tests that inject "
+            + "failures at a phase")
     boolean phases;
 
     private final PrintStream out;
@@ -132,7 +133,7 @@ public final class PipelineDemo implements Callable<Integer> {
         return 0;
     }
 
-    private void phase(String name) {
+    private synchronized void phase(String name) {
         if (phases) {
             out.println("demo: phase " + name);
             out.flush();
@@ -141,13 +142,23 @@ public final class PipelineDemo implements Callable<Integer> {
 
     /** The SDK's defaults, or the CPU device communicator everywhere with {@code --device cpu}. */
     ParallelStateOptions options() {
+        ParallelStateOptions.Builder b;
         if (device.equalsIgnoreCase("cpu")) {
-            return ParallelStateOptions.builder().device(Device.CPU).deviceCommunicator("cpu").build();
-        }
-        if (!device.equalsIgnoreCase("auto")) {
+            b = ParallelStateOptions.builder().device(Device.CPU).deviceCommunicator("cpu");
+        } else if (device.equalsIgnoreCase("auto")) {
+            b = ParallelStateOptions.defaults().toBuilder();
+        } else {
             throw new CommandLine.ParameterException(new CommandLine(this), "--device must be auto or cpu, not " + device);
         }
-        return ParallelStateOptions.defaults();
+        if (phases) {
+            b.listener(new io.jcomm.parallel.GroupListener() {
+                @Override
+                public void created(GroupCoordinator group) {
+                    phase("group " + group.name());
+                }
+            });
+        }
+        return b.build();
     }
 
     /** The actor id of global rank {@code rank} in this job (as a Ray actor would have one). */
