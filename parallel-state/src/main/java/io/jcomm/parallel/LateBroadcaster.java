@@ -34,9 +34,14 @@ final class LateBroadcaster implements AutoCloseable {
     /** The background thread's own store client (not the job's), once open. */
     private volatile Store lane;
     private volatile boolean closed;
+    /** The host's media driver the queue is made on (null: the queue makes its own). */
+    private final CompletableFuture<AeronMedia> media;
+    /** How often {@link #await} looks whether the media driver died meanwhile. */
+    private static final long MEDIA_CHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(10);
 
-    private LateBroadcaster(String group) {
+    private LateBroadcaster(String group, CompletableFuture<AeronMedia> media) {
         this.group = group;
+        this.media = media;
     }
 
     /**
@@ -51,7 +56,7 @@ final class LateBroadcaster implements AutoCloseable {
      */
     static LateBroadcaster start(GroupFactory factory, GroupFactory.Spec spec, CompletableFuture<AeronMedia> media,
                                  String keyPrefix, Function<Store, Store> lanes) {
-        LateBroadcaster b = new LateBroadcaster(spec.name());
+        LateBroadcaster b = new LateBroadcaster(spec.name(), media);
         int rank = spec.ranks().indexOf(factory.config.rank());
         int size = spec.ranks().size();
         Duration timeout = factory.timeout;
@@ -127,16 +132,38 @@ final class LateBroadcaster implements AutoCloseable {
         }
     }
 
-    /** Waits up to {@code timeout} for the queue; null if it failed or is not ready in time. */
+    /**
+     * Waits up to {@code timeout} for the queue; null if it failed, cannot be made any more (the host's
+     * media driver died: its owner process exited), or is not ready in time.
+     */
     MessageQueue await(Duration timeout) {
-        try {
-            return queue.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
-        } catch (ExecutionException | TimeoutException e) {
-            return null;
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            return null;
+        long end = System.nanoTime() + timeout.toNanos();
+        while (true) {
+            long left = end - System.nanoTime();
+            if (left <= 0) {
+                return null;
+            }
+            try {
+                return queue.get(Math.min(left, MEDIA_CHECK_NANOS), TimeUnit.NANOSECONDS);
+            } catch (TimeoutException e) {
+                if (mediaDied()) {
+                    return null; // the creation waits for a dead driver's answers until its own timeout
+                }
+            } catch (ExecutionException e) {
+                return null;
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return null;
+            }
         }
+    }
+
+    private boolean mediaDied() {
+        if (media == null || !media.isDone() || media.isCompletedExceptionally()) {
+            return false;
+        }
+        AeronMedia m = media.getNow(null);
+        return m != null && !m.driverAlive();
     }
 
     /** Aborts a creation under way (its store client is closed) or closes the queue. Idempotent. */

@@ -70,6 +70,11 @@ public final class AeronMedia implements AutoCloseable {
     private final Thread shutdownHook;
     private volatile boolean driverTimedOut;
     private volatile Throwable clientError;
+    /** The driver owner's process, for an attached client whose owner is known (its exit = the driver's death). */
+    private final ProcessHandle owner;
+    private volatile long nextOwnerCheck;
+    /** How often {@link #driverAlive()} asks whether the driver owner's process still lives. */
+    private static final long OWNER_CHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(5);
 
     private AeronMedia(Options options, Path directory, MediaDriver driver, long ownerPid) {
         this.options = options;
@@ -77,6 +82,7 @@ public final class AeronMedia implements AutoCloseable {
         this.jobDirectory = jobDirectoryOf(directory);
         this.driver = driver;
         this.ownerPid = ownerPid;
+        this.owner = driver == null && ownerPid > 0 ? ProcessHandle.of(ownerPid).orElse(null) : null;
         Aeron client = null;
         try {
             Aeron.Context ctx = new Aeron.Context()
@@ -335,9 +341,25 @@ public final class AeronMedia implements AutoCloseable {
         return aeron.countersReader();
     }
 
-    /** False once the driver stopped answering (its owner died) or this client was closed. */
+    /**
+     * False once the driver stopped answering or its owner process exited (seen within a few
+     * milliseconds, not at the client's driver timeout), or this client was closed.
+     */
     public boolean driverAlive() {
-        return !driverTimedOut && !aeron.isClosed();
+        if (driverTimedOut || aeron.isClosed()) {
+            return false;
+        }
+        if (owner != null) {
+            long now = System.nanoTime();
+            if (now - nextOwnerCheck >= 0) {
+                nextOwnerCheck = now + OWNER_CHECK_NANOS;
+                if (!owner.isAlive()) {
+                    driverTimedOut = true;
+                    return false;
+                }
+            }
+        }
+        return true;
     }
 
     /** The first error the Aeron client reported, or {@code null}. */
@@ -409,10 +431,14 @@ public final class AeronMedia implements AutoCloseable {
 
     private synchronized void shutdownNow() {
         closed.set(true);
-        try {
-            aeron.close();
-        } catch (RuntimeException e) {
-            LOG.debug("closing Aeron client: {}", e.toString());
+        if (driver == null && (driverTimedOut || (owner != null && !owner.isAlive()))) {
+            // the driver is gone with its owner: the client's conductor takes seconds to stop (it waits
+            // for a driver that never answers); nobody needs to wait for that
+            Thread t = new Thread(this::closeClient, "jcomm-aeron-close");
+            t.setDaemon(true);
+            t.start();
+        } else {
+            closeClient();
         }
         if (driver != null) {
             try {
@@ -424,6 +450,14 @@ public final class AeronMedia implements AutoCloseable {
         } else if (jobDirectory != null && Files.isDirectory(jobDirectory) && !ShmFiles.ownerAlive(jobDirectory)) {
             // the owner died (kill -9): nobody else will remove its directory
             ShmFiles.deleteRecursively(jobDirectory);
+        }
+    }
+
+    private void closeClient() {
+        try {
+            aeron.close();
+        } catch (RuntimeException e) {
+            LOG.debug("closing Aeron client: {}", e.toString());
         }
     }
 

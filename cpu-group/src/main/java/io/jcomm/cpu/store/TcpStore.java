@@ -105,7 +105,7 @@ public final class TcpStore implements Store {
      * connections before the client takes it for gone: nothing listens on its port any more, so its
      * process has exited or died (before, refusals mean it is not up yet, and are retried to the deadline).
      */
-    static final long SERVER_GONE_NANOS = TimeUnit.SECONDS.toNanos(1);
+    static final long SERVER_GONE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
     /** How long a CANCEL_WAIT may take before the connection is dropped instead. */
     private static final Duration CANCEL_GRACE = Duration.ofSeconds(1);
 
@@ -145,7 +145,7 @@ public final class TcpStore implements Store {
     /**
      * Another client of the same server with the same configuration (member identity included), for
      * another thread. It knows that the server was up: should the server stop answering, it fails
-     * within about a second instead of retrying until its deadline.
+     * within a fraction of a second instead of retrying until its deadline.
      */
     public TcpStore newClient() {
         return connect(config, null, true);
