@@ -158,8 +158,19 @@ class ChaosIT {
             exitMs[victim] = 0;
             long limit = killed + TimeUnit.MILLISECONDS.toNanos(TIMEOUT_MS + 5_000);
             boolean hang;
+            StringBuilder stacks = new StringBuilder();
+            boolean sampled = false;
             while (true) {
                 long now = System.nanoTime();
+                if (!sampled && now - killed > TimeUnit.MILLISECONDS.toNanos(SLOW_TRIAL_MS)) {
+                    sampled = true; // what the survivors that are still there wait for
+                    for (int r = 0; r < 4; r++) {
+                        if (exitMs[r] < 0 && job.process(r).isAlive()) {
+                            stacks.append("---- jstack of rank ").append(r).append(" 3 s after the kill\n")
+                                    .append(jstack(job.pid(r)));
+                        }
+                    }
+                }
                 hang = false;
                 for (int r = 0; r < 4; r++) {
                     if (exitMs[r] < 0) {
@@ -197,10 +208,26 @@ class ChaosIT {
                     sb.append("---- rank ").append(r).append(" (exit ").append(res.exitCode(r)).append(")\n");
                     res.output(r).forEach(l -> sb.append(l).append('\n'));
                 }
+                sb.append(stacks);
                 Files.createDirectories(Path.of("target"));
                 Files.writeString(Path.of("target", "chaos-trial-" + n + ".log"), sb);
             }
             return tr;
+        }
+    }
+
+    private static String jstack(long pid) {
+        try {
+            Path jstack = Path.of(System.getProperty("java.home"), "bin", "jstack");
+            Process p = new ProcessBuilder(jstack.toString(), Long.toString(pid)).redirectErrorStream(true).start();
+            byte[] out = p.getInputStream().readAllBytes();
+            p.waitFor(10, TimeUnit.SECONDS);
+            return new String(out, java.nio.charset.StandardCharsets.UTF_8);
+        } catch (IOException e) {
+            return "jstack failed: " + e + "\n";
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return "interrupted\n";
         }
     }
 

@@ -61,4 +61,27 @@ class PipelineDemoIT {
         }
         job.assertNothingLeftBehind();
     }
+
+    /**
+     * A long pipeline with the defaults: 30,000 steps in which stage 0 only sends to stage 1 and runs
+     * ahead of it as far as the credit allows. It used to stall after some ten thousand steps (bytes left
+     * in stage 0's outbound buffer while it was busy in its TP group, and a growing backlog).
+     */
+    @Test
+    @Timeout(value = 300, unit = TimeUnit.SECONDS)
+    void thirtyThousandStepsRunWithoutStallingAndVerifyEveryValue() throws Exception {
+        int steps = 30_000;
+        int warmup = 50;
+        CommRunJob job = CommRunJob.run(Map.of(), "--nproc-per-node", "4", "--timeout", "280", "demo", "--tp", "2", "--pp",
+                "2", "--steps", Integer.toString(steps), "--warmup", Integer.toString(warmup));
+        job.assertSucceeded();
+        String all = String.join("\n", job.lines(0));
+        long perStep = 2 * (6 + 1024) + 2 * (2 + 3 * 1024);
+        Matcher m = Pattern.compile("verified (\\d+) values on 4 ranks: all exact").matcher(all);
+        assertTrue(m.find(), all);
+        assertEquals((steps + warmup) * perStep, Long.parseLong(m.group(1)), all);
+        assertTrue(all.contains(steps + " steps (+" + warmup + " warm-up) of 1024 f32"), all);
+        assertTrue(all.contains("pp send tensor dict          " + 2 * steps), "2 stage-0 ranks x the steps:\n" + all);
+        job.assertNothingLeftBehind();
+    }
 }

@@ -535,11 +535,18 @@ final class Engine {
         return true;
     }
 
-    ByteBuffer allocateEarly(int bytes) {
+    /**
+     * A buffer for an early message's payload, from the pooled allocator: the caller keeps it in
+     * {@link Link.Early#buf} and {@link #releaseEarly} gives it back, so that a receiver behind its
+     * sender reuses a few buffers instead of leaving one per message to the garbage collector.
+     */
+    void allocateEarly(Link.Early e, int bytes) {
         if (bytes == 0) {
-            return ByteBuffer.allocate(0);
+            e.data = ByteBuffer.allocate(0);
+            return;
         }
-        return ByteBuffer.allocateDirect(bytes); // direct: reductions may read it (see Reductions)
+        e.buf = io.netty.buffer.PooledByteBufAllocator.DEFAULT.directBuffer(bytes, bytes);
+        e.data = e.buf.nioBuffer(0, bytes); // direct: reductions may read it (see Reductions)
     }
 
     void releaseEarly(Link.Early e) {
@@ -547,6 +554,10 @@ final class Engine {
             earlyBytes -= e.header.payload;
         }
         e.data = null;
+        if (e.buf != null) {
+            e.buf.release();
+            e.buf = null;
+        }
         if (!parkedLinks.isEmpty()) {
             for (Link l : parkedLinks) {
                 markDirty(l);

@@ -66,6 +66,8 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
     static final class Early {
         final Frame header;
         ByteBuffer data;
+        /** The pooled buffer behind {@link #data} (released with the message), or null. */
+        ByteBuf buf;
         int filled;
         boolean complete;
         Recv claimedBy;
@@ -470,8 +472,11 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
         early.remove(e);
         Recv r = e.claimedBy;
         ByteBuffer data = e.data == null ? ByteBuffer.allocate(0) : e.data;
-        engine.releaseEarly(e);
-        r.deliver(data, e.header.payload);
+        try {
+            r.deliver(data, e.header.payload);
+        } finally {
+            engine.releaseEarly(e); // after the copy: the buffer goes back to the pool
+        }
         if (parked) {
             engine.markDirty(this);
         }
@@ -736,12 +741,12 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
         early.addLast(e);
         if (viaShm) {
             if (!lazy) {
-                e.data = engine.allocateEarly(f.payload);
+                engine.allocateEarly(e, f.payload);
             }
             requireShm(f).expect(f, null, e);
             return true;
         }
-        e.data = engine.allocateEarly(f.payload);
+        engine.allocateEarly(e, f.payload);
         begin(new Incoming(f, null, e, 0, e.data));
         return true;
     }
