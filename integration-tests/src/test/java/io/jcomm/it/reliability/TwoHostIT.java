@@ -1,0 +1,155 @@
+package io.jcomm.it.reliability;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.jcomm.api.JvmFlags;
+import io.jcomm.tools.run.CommRun;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Two hosts in network namespaces joined by a veth pair (10.77.x.1 and 10.77.x.2, nothing else
+ * reachable between them), one {@code commrun --nnodes 2} per host with distinct {@code JCOMM_HOST_ID}s,
+ * two worker JVMs each: the demo as TP2 x PP2 (the pipeline crosses the hosts) and TP4 x PP1 (the
+ * tensor-parallel group and its broadcaster cross them), then a link cut in the middle of a TP2 x PP2 run:
+ * both sides must exit with typed errors within the timeout + 2 s. Logs in {@code target/twohost-*.log}.
+ */
+@Timeout(value = 300)
+class TwoHostIT {
+
+    private static final long CUT_TIMEOUT_MS = 10_000;
+    private static final Pattern TYPED = Pattern.compile("io\\.jcomm\\.api\\.(CommTimeoutException|PeerFailureException"
+            + "|CommClosedException|StoreException)");
+
+    private static String prefix() {
+        return "jc" + ProcessHandle.current().pid() % 100_000;
+    }
+
+    @Test
+    void pipelineAcrossTwoHosts() throws Exception {
+        try (NetnsHosts h = NetnsHosts.create(prefix())) {
+            Path[] logs = runBoth(h, "tp2pp2", Map.of(), List.of("demo", "--tp", "2", "--pp", "2", "--steps", "300", "--warmup",
+                    "30"), 150);
+            String node0 = Files.readString(logs[0]);
+            assertTrue(node0.contains("TP=2 x PP=2 (DP=1) on 4 ranks, 2 hosts"), node0);
+            assertTrue(node0.contains("all exact"), node0);
+        }
+    }
+
+    @Test
+    void tensorParallelAcrossTwoHosts() throws Exception {
+        try (NetnsHosts h = NetnsHosts.create(prefix())) {
+            Path[] logs = runBoth(h, "tp4pp1", Map.of(), List.of("demo", "--tp", "4", "--pp", "1", "--steps", "300", "--warmup",
+                    "30"), 150);
+            String node0 = Files.readString(logs[0]);
+            assertTrue(node0.contains("TP=4 x PP=1 (DP=1) on 4 ranks, 2 hosts"), node0);
+            assertTrue(node0.contains("all exact"), node0);
+        }
+    }
+
+    @Test
+    void aCutLinkFailsBothSidesWithTypedErrorsInTime() throws Exception {
+        try (NetnsHosts h = NetnsHosts.create(prefix())) {
+            Path[] logs = new Path[2];
+            Process[] p = new Process[2];
+            for (int n = 0; n < 2; n++) {
+                logs[n] = log("cut", n);
+                p[n] = h.start(n + 1, commrun(h, n, List.of("demo", "--tp", "2", "--pp", "2", "--steps", "100000000",
+                        "--warmup", "30", "--phases"), 200), Map.of("JCOMM_HOST_ID", "h" + (n + 1), "JCOMM_TIMEOUT_MS",
+                        Long.toString(CUT_TIMEOUT_MS)), logs[n]);
+            }
+            try {
+                long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
+                while (!(stepping(logs[0]) && stepping(logs[1]))) {
+                    assertTrue(System.nanoTime() < end && p[0].isAlive() && p[1].isAlive(),
+                            "the job did not reach its steps:\n" + Files.readString(logs[0]) + Files.readString(logs[1]));
+                    Thread.sleep(50);
+                }
+                Thread.sleep(1000);
+                long cut = System.nanoTime();
+                h.cut();
+                long[] ms = new long[2];
+                for (int n = 0; n < 2; n++) {
+                    boolean exited = p[n].waitFor(CUT_TIMEOUT_MS + 10_000 - (System.nanoTime() - cut) / 1_000_000, TimeUnit.MILLISECONDS);
+                    ms[n] = (System.nanoTime() - cut) / 1_000_000;
+                    assertTrue(exited, "host " + (n + 1) + " still runs " + ms[n] + " ms after the cut:\n" + Files.readString(logs[n]));
+                }
+                // the second waitFor may have returned later than that host's exit: take each exit on its own
+                for (int n = 0; n < 2; n++) {
+                    String out = Files.readString(logs[n]);
+                    System.out.println("two hosts: host " + (n + 1) + " exited " + p[n].exitValue() + " at most " + ms[n]
+                            + " ms after the cut");
+                    assertTrue(p[n].exitValue() != 0, out);
+                    assertTrue(TYPED.matcher(out).find(), "host " + (n + 1) + " exited without a typed error:\n" + out);
+                }
+                assertTrue(ms[0] <= CUT_TIMEOUT_MS + 2000, "host 1 exited " + ms[0] + " ms after the cut");
+                assertTrue(ms[1] <= CUT_TIMEOUT_MS + 2000 || p[1].toHandle().info().startInstant().isEmpty(),
+                        "host 2 exited " + ms[1] + " ms after the cut");
+            } finally {
+                for (Process q : p) {
+                    q.toHandle().descendants().forEach(ProcessHandle::destroyForcibly);
+                    q.destroyForcibly();
+                }
+            }
+        }
+    }
+
+    private static boolean stepping(Path log) throws java.io.IOException {
+        return Files.exists(log) && Files.readString(log).contains("demo: phase steps");
+    }
+
+    /** Runs both nodes to the end; asserts that both exit 0 within {@code seconds}. */
+    private static Path[] runBoth(NetnsHosts h, String name, Map<String, String> env, List<String> target, int seconds)
+            throws Exception {
+        Path[] logs = new Path[2];
+        Process[] p = new Process[2];
+        try {
+            for (int n = 0; n < 2; n++) {
+                logs[n] = log(name, n);
+                Map<String, String> e = new java.util.HashMap<>(env);
+                e.put("JCOMM_HOST_ID", "h" + (n + 1));
+                p[n] = h.start(n + 1, commrun(h, n, target, seconds), e, logs[n]);
+            }
+            for (int n = 0; n < 2; n++) {
+                assertTrue(p[n].waitFor(seconds + 20, TimeUnit.SECONDS), "node " + n + " did not finish:\n" + Files.readString(logs[n]));
+                assertEquals(0, p[n].exitValue(), "node " + n + " failed:\n" + Files.readString(logs[n]));
+            }
+            return logs;
+        } finally {
+            for (Process q : p) {
+                if (q != null) {
+                    q.toHandle().descendants().forEach(ProcessHandle::destroyForcibly);
+                    q.destroyForcibly();
+                }
+            }
+        }
+    }
+
+    private static Path log(String name, int node) throws java.io.IOException {
+        Files.createDirectories(Path.of("target"));
+        return Path.of("target", "twohost-" + name + "-node" + node + ".log").toAbsolutePath();
+    }
+
+    /** {@code commrun} of node {@code node} (a JVM of its own, on the test class path). */
+    private static List<String> commrun(NetnsHosts h, int node, List<String> target, int seconds) {
+        List<String> cmd = new ArrayList<>();
+        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        cmd.addAll(JvmFlags.REQUIRED);
+        cmd.add("-Xmx256m");
+        cmd.add("-cp");
+        cmd.add(System.getProperty("java.class.path"));
+        cmd.add(CommRun.class.getName());
+        cmd.addAll(List.of("--nnodes", "2", "--node-rank", Integer.toString(node), "--master-addr", h.addr1, "--master-port",
+                "29600", "--nproc-per-node", "2", "--timeout", Integer.toString(seconds)));
+        cmd.addAll(target);
+        return cmd;
+    }
+}
