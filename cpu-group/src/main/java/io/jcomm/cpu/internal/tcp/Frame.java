@@ -12,14 +12,18 @@ import io.netty.buffer.ByteBuf;
  *
  * <pre>
  *  0 u8  magic (0xC7)      1 u8 kind            2 u8 op          3 u8 dtype code
- *  4 u8  reduce op code    5 u8 algorithm       6 u8 flags       7 u8 reserved
+ *  4 u8  reduce op code    5 u8 algorithm       6 u8 flags       7 u8 credit: messages
  *  8 i64 seq (collectives: the group's collective counter; hello: session nonce)
  * 16 i64 count (elements of the operation as the sender sees it, or a digest of per-rank counts)
  * 24 i32 root, or tag for point-to-point
  * 28 i32 index of this message within the operation (for this sender/receiver pair)
  * 32 i32 payload bytes that follow (through the socket, or through shared memory when flagged)
- * 36 i32 reserved
+ * 36 i32 credit: bytes
  * </pre>
+ *
+ * <p>The credit fields of a data message return flow-control credit to its receiver for the messages
+ * the sender consumed from it (see {@link Link}): traffic in both directions needs no {@link #CREDIT}
+ * frames. Zero when there is none; they take no part in matching.
  */
 final class Frame {
 
@@ -84,6 +88,9 @@ final class Frame {
     int root;
     int index;
     int payload;
+    /** Credit returned with this frame: messages (0-255) and their cost in bytes. */
+    int creditMessages;
+    int creditBytes;
 
     Frame() {
     }
@@ -156,13 +163,13 @@ final class Frame {
         b.writeByte(redop);
         b.writeByte(algo);
         b.writeByte(flags);
-        b.writeByte(0);
+        b.writeByte(creditMessages);
         b.writeLongLE(seq);
         b.writeLongLE(count);
         b.writeIntLE(root);
         b.writeIntLE(index);
         b.writeIntLE(payload);
-        b.writeIntLE(0);
+        b.writeIntLE(creditBytes);
     }
 
     /**
@@ -179,13 +186,13 @@ final class Frame {
         f.redop = b.readUnsignedByte();
         f.algo = b.readUnsignedByte();
         f.flags = b.readUnsignedByte();
-        b.readByte();
+        f.creditMessages = b.readUnsignedByte();
         f.seq = b.readLongLE();
         f.count = b.readLongLE();
         f.root = b.readIntLE();
         f.index = b.readIntLE();
         f.payload = b.readIntLE();
-        b.readIntLE();
+        f.creditBytes = b.readIntLE();
         return magic == MAGIC ? f : null;
     }
 

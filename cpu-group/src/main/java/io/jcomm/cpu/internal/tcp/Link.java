@@ -155,6 +155,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
     private boolean creditWanted;
     /** This rank told the peer it waits for credit and has not received any since. */
     private boolean creditAsked;
+    private long creditFrames;
 
     // read accounting for the allocator handle
     private int attempted;
@@ -224,6 +225,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
     ChannelFuture write(Frame f, ByteBuffer payload, boolean flush) {
         int n = payload == null ? 0 : payload.remaining();
         f.payload = n;
+        piggyback(f);
         ChannelFuture tracked = null;
         if (n <= INLINE_PAYLOAD_MAX) {
             ByteBuf b = channel.alloc().directBuffer(Frame.SIZE + n);
@@ -274,6 +276,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
     }
 
     private void writeShmHeader(Frame f) {
+        piggyback(f);
         ByteBuf b = channel.alloc().directBuffer(Frame.SIZE);
         f.writeTo(b);
         channel.writeAndFlush(b, channel.voidPromise());
@@ -332,6 +335,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
             heldBytes -= h.header.cost();
             charge(h.header);
             if ((h.header.flags & Frame.FLAG_SHM) != 0) {
+                piggyback(h.header);
                 ByteBuf b = channel.alloc().directBuffer(Frame.SIZE);
                 h.header.writeTo(b);
                 channel.write(b, channel.voidPromise());
@@ -361,7 +365,19 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
         }
     }
 
+    /** A data message to the peer carries the credit due to it, if it fits the header's fields. */
+    private void piggyback(Frame f) {
+        if (consumedMessages > 0 && consumedMessages <= 255 && consumed <= Integer.MAX_VALUE && f.isData()) {
+            f.creditMessages = consumedMessages;
+            f.creditBytes = (int) consumed;
+            consumed = 0;
+            consumedMessages = 0;
+            creditWanted = false;
+        }
+    }
+
     private void sendCredit() {
+        creditFrames++;
         Frame f = Frame.of(Frame.CREDIT, 0, consumed);
         f.count = consumedMessages;
         consumed = 0;
@@ -379,6 +395,11 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
 
     int inFlightMessages() {
         return inFlightMessages;
+    }
+
+    /** CREDIT frames sent so far (tests: traffic both ways should need none). */
+    long creditFrames() {
+        return creditFrames;
     }
 
     long heldBytes() {
@@ -609,6 +630,9 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
                     scratch.readerIndex(start);
                     park();
                     break;
+                }
+                if (f.creditMessages != 0 && f.isData()) {
+                    onCredit(Integer.toUnsignedLong(f.creditBytes), f.creditMessages);
                 }
             }
         } finally {

@@ -173,6 +173,29 @@ class ProgressAndFlowControlTest {
         }
     }
 
+    /**
+     * Traffic both ways (barriers, all-reduces) returns credit on the data messages themselves: no
+     * CREDIT frame is needed and nothing stays outstanding.
+     */
+    @Test
+    void trafficBothWaysNeedsNoCreditFrames() {
+        try (ThreadRanks t = ThreadRanks.start(2, r -> opts("bothways"), T)) {
+            List<Long> frames = t.call(g -> {
+                Tensor x = Tensor.allocate(DType.F32, 256);
+                for (int i = 0; i < 2000; i++) {
+                    g.barrier();
+                    x.fill(1);
+                    g.allReduce(x, ReduceOp.SUM);
+                    assertEquals(2.0, x.getDouble(255), 0.0);
+                }
+                Link l = engine(g).links[1 - g.rank()];
+                assertTrue(l.inFlightMessages() <= 2, "outstanding: " + l.inFlightMessages());
+                return l.creditFrames();
+            }, Duration.ofSeconds(60));
+            assertEquals(List.of(0L, 0L), frames);
+        }
+    }
+
     /** A receiver that is alive but never receives: the sender fails at its deadline, naming it. */
     @Test
     void aSenderOverBudgetTimesOutNamingTheSlowPeer() {
