@@ -188,10 +188,20 @@ public final class QueueReader implements AutoCloseable {
                 session = handle.ipcSessionId();
             }
             Image img;
+            // the writer made its streams before it handed out the handle: they connect within
+            // milliseconds, unless the writer left the queue's creation (it failed, e.g. because
+            // another member of the job died): then do not wait for the whole deadline
+            long connectBy = System.nanoTime() + media.options().livenessTimeout().toNanos();
             while (true) {
                 img = sub.imageBySessionId(session);
                 if (img != null && pub.isConnected()) {
                     break;
+                }
+                if (System.nanoTime() - connectBy > 0 && !deadline.isExpired()) {
+                    throw new CommTimeoutException(context, "the streams of writer rank " + handle.writerRank()
+                            + " did not connect within the liveness timeout (" + media.options().livenessTimeout().toMillis()
+                            + " ms): the writer left the queue's creation or cannot be reached over "
+                            + (remote ? "UDP " + handle.udpControlEndpoint() : "IPC"));
                 }
                 if (!media.driverAlive()) {
                     throw new PeerFailureException(context, driverOwnerRank, "the media driver in " + media.directory()
