@@ -108,6 +108,8 @@ def make_body(op, rank, n, dtype, size):
 
 
 def worker(rank, args, port, sizes, queue):
+    if args.pin:
+        os.sched_setaffinity(0, {rank % os.cpu_count()})
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=args.nproc)
     n = args.nproc
@@ -172,6 +174,7 @@ def main():
     p.add_argument("-n", "--iters", type=int)
     p.add_argument("-d", "--dtype", default="f32")
     p.add_argument("--json")
+    p.add_argument("--pin", action="store_true", help="run rank r on CPU r mod CPUs (as commbench --pin)")
     args = p.parse_args()
     lat = args.op in LATENCY
     obj = args.op.endswith("object")

@@ -77,6 +77,11 @@ final class CollectiveBenchCommand implements Callable<Integer> {
     @Option(names = "--jvm-arg", description = "extra JVM argument for the workers (repeatable)")
     List<String> jvmArgs = new ArrayList<>();
 
+    @Option(names = "--pin", description = "start rank r on CPU r mod CPUs (taskset): on a small machine, where the "
+            + "scheduler puts two busy ranks changes small-message latencies by half from run to run; "
+            + "scripts/torch_gloo_bench.py has the same option")
+    boolean pin;
+
     CollectiveBenchCommand(BenchOp op) {
         this.op = op;
     }
@@ -132,6 +137,9 @@ final class CollectiveBenchCommand implements Callable<Integer> {
         try {
             for (int r = 0; r < nproc; r++) {
                 List<String> cmd = new ArrayList<>();
+                if (pin) {
+                    cmd.addAll(List.of("taskset", "-c", Integer.toString(r % Runtime.getRuntime().availableProcessors())));
+                }
                 cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
                 cmd.addAll(JvmFlags.REQUIRED);
                 cmd.addAll(List.of("-XX:+UseSerialGC", "-Xms512m", "-Xmx1g", "-XX:MaxDirectMemorySize=4g",
