@@ -70,7 +70,15 @@ final class Engine {
     /** While a shared-memory transfer is in progress, yield (not park) this long after the last progress. */
     private static final long SHM_YIELD_NANOS = TimeUnit.MILLISECONDS.toNanos(2);
     /** How long a call spins for the driver lock (held briefly by the progress thread) before it blocks. */
-    private static final long LOCK_SPIN_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
+    private static final long LOCK_SPIN_NANOS = TimeUnit.MICROSECONDS.toNanos(5);
+    /**
+     * An idle pass of the progress thread leaves alone a group whose last call ended less than this
+     * ago: its caller drives it (and a caller that only sends is bounded by its credit, whose wait
+     * drives the loop), so the pass would only compete with it for the lock and the core.
+     */
+    private static final long RECENT_CALL_NANOS = TimeUnit.MILLISECONDS.toNanos(2);
+    private static final java.lang.invoke.VarHandle LAST_EXIT;
+    private static final java.lang.invoke.VarHandle KICKED;
     /** The operation name of failures noticed while no call was running. */
     static final String BETWEEN_CALLS = "between calls";
     /** A peer whose address refuses connections this long has gone (it listens from before it publishes). */
@@ -81,7 +89,10 @@ final class Engine {
     private static final java.lang.invoke.VarHandle FAILURE;
     static {
         try {
-            FAILURE = java.lang.invoke.MethodHandles.lookup().findVarHandle(Engine.class, "failure", CommException.class);
+            java.lang.invoke.MethodHandles.Lookup l = java.lang.invoke.MethodHandles.lookup();
+            FAILURE = l.findVarHandle(Engine.class, "failure", CommException.class);
+            LAST_EXIT = l.findVarHandle(Engine.class, "lastExit", long.class);
+            KICKED = l.findVarHandle(Engine.class, "kicked", boolean.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -103,6 +114,12 @@ final class Engine {
     /** Process identity of each member (from its published address), 0 for this rank. */
     private final long[] peerProcess;
     private boolean registered;
+    /** When the last call left (nanoTime; written opaquely by callers, read by the progress thread). */
+    @SuppressWarnings("unused") // through LAST_EXIT
+    private long lastExit;
+    /** A call left bytes waiting for the socket: the progress thread drives this group whatever {@link #lastExit} says. */
+    @SuppressWarnings("unused") // through KICKED
+    private boolean kicked;
     private boolean shutDown;
     private boolean closedPeers;
     private long spinNanos;
@@ -213,8 +230,12 @@ final class Engine {
         try {
             if (closed && !shutDown) {
                 shutdownFromDriver();
-            } else if (registered && pendingOutput()) {
-                progress.kick(); // the socket did not take everything: the progress thread finishes it
+            } else if (registered) {
+                LAST_EXIT.setOpaque(this, System.nanoTime());
+                if (pendingOutput()) {
+                    KICKED.setOpaque(this, true);
+                    progress.kick(); // the socket did not take everything: the progress thread finishes it
+                }
             }
         } finally {
             driver = null;
@@ -237,7 +258,13 @@ final class Engine {
      * rings have ready without blocking. Returns whether bytes still wait for a socket (pass again soon).
      */
     boolean progressInBackground() {
-        if (closed || shutDown || failure != null || !driverLock.tryLock()) {
+        if (closed || shutDown || failure != null) {
+            return false;
+        }
+        if (!(boolean) KICKED.getOpaque(this) && System.nanoTime() - (long) LAST_EXIT.getOpaque(this) < RECENT_CALL_NANOS) {
+            return false;
+        }
+        if (!driverLock.tryLock()) {
             return false;
         }
         try {
@@ -252,7 +279,9 @@ final class Engine {
             loop.runNow();
             drainDirty();
             pollShm();
-            return failure == null && pendingOutput();
+            boolean pending = failure == null && pendingOutput();
+            KICKED.setOpaque(this, pending);
+            return pending;
         } catch (RuntimeException e) {
             fail(io.jcomm.cpu.internal.Errors.wrap(e, ctx()));
             return false;
