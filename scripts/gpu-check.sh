@@ -11,12 +11,16 @@
 #      group call) and with the local shortcut; error paths (NCCL's own error string, typed errors,
 #      abort, bounded close); the per-call overhead of an allReduce of 4 B from Java;
 #   3. the same allReduce timed in C (scripts/gpu-check/nccl_overhead.c) when gcc and the NCCL and
-#      CUDA headers are present, else through torch.distributed when torch has CUDA;
+#      CUDA headers are present, and through torch.distributed when torch has CUDA;
 #   4. with 2 or more GPUs, the multi-rank conformance across JVMs (one rank per GPU; NCCL refuses
 #      two ranks of one communicator on the same GPU, so one GPU can only check world size 1).
 #
 # Usage: scripts/gpu-check.sh [calls]        (calls per overhead measurement, default 20000)
-# Environment overrides: NCCL_LIBDIR, CUDART_LIBDIR, NCCL_INCLUDE, CUDA_INCLUDE, PYTHON, JAVA_HOME.
+# Environment overrides: NCCL_LIBDIR, CUDART_LIBDIR, NCCL_INCLUDE, CUDA_INCLUDE, PYTHON, JAVA_HOME, and
+# JCOMM_GPU_CHECK_CP: a class path built on another machine, for a GPU host without Maven or network
+# (build it with `mvn -pl device-communicator -am test-compile dependency:build-classpath
+# -Dmdep.includeScope=test`, copy the classes and jars, and a JDK 17 runtime made by jlink if the
+# host has none; step 4 still needs Maven and is skipped without it).
 # Exit status: 0 all checks passed; 1 a check failed; 2 no GPU/driver/NCCL found (reason printed).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -75,10 +79,16 @@ strings "$NCCL_LIBDIR/libnccl.so.2" 2>/dev/null | grep -m1 '^NCCL version' || tr
 export LD_LIBRARY_PATH="$NCCL_LIBDIR:$CUDART_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # ---- 2. build and run the Java check ----
-say "build device-communicator (test classes; nothing is installed)"
-mvn -B -q -pl device-communicator -am test-compile dependency:build-classpath \
-    -Dmdep.outputFile="$OUT/cp.txt" -Dmdep.includeScope=test
-CP="$ROOT/device-communicator/target/test-classes:$ROOT/device-communicator/target/classes:$(cat "$OUT/cp.txt")"
+if [ -n "${JCOMM_GPU_CHECK_CP:-}" ]; then
+  # a host without Maven (or without the network): the class path was built elsewhere (see Usage)
+  say "prebuilt class path (JCOMM_GPU_CHECK_CP); nothing is built"
+  CP="$JCOMM_GPU_CHECK_CP"
+else
+  say "build device-communicator (test classes; nothing is installed)"
+  mvn -B -q -pl device-communicator -am test-compile dependency:build-classpath \
+      -Dmdep.outputFile="$OUT/cp.txt" -Dmdep.includeScope=test
+  CP="$ROOT/device-communicator/target/test-classes:$ROOT/device-communicator/target/classes:$(cat "$OUT/cp.txt")"
+fi
 JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
 JFLAGS=(@"$ROOT/bin/jvm.flags" -Djcomm.nccl.libdir="$NCCL_LIBDIR" -Djcomm.cuda.libdir="$CUDART_LIBDIR"
         -Dorg.slf4j.simpleLogger.defaultLogLevel=warn)
@@ -94,20 +104,28 @@ fi
 say "baseline: ncclAllReduce of 4 B called from C"
 NCCL_INCLUDE="${NCCL_INCLUDE:-$(pip_dir nccl include)}"
 [ -n "$NCCL_INCLUDE" ] || { [ -e /usr/include/nccl.h ] && NCCL_INCLUDE=/usr/include; } || true
-CUDA_INCLUDE="${CUDA_INCLUDE:-$(pip_dir cu13 include)}"
-[ -n "$CUDA_INCLUDE" ] && [ -e "$CUDA_INCLUDE/cuda_runtime_api.h" ] || CUDA_INCLUDE="$(pip_dir cuda_runtime include)"
-[ -n "$CUDA_INCLUDE" ] || for d in /usr/local/cuda/include /usr/local/cuda-13*/include /usr/include; do
-  [ -e "$d/cuda_runtime_api.h" ] && { CUDA_INCLUDE="$d"; break; }
-done
+# a usable CUDA include directory has cuda_runtime_api.h and the crt/ headers it includes (the pip
+# runtime wheel ships the first without the second; the toolkit has both)
+cuda_inc_ok() { [ -n "$1" ] && [ -e "$1/cuda_runtime_api.h" ] && [ -e "$1/crt/host_defines.h" ]; }
+if [ -z "${CUDA_INCLUDE:-}" ]; then
+  for d in "$(pip_dir cu13 include)" "$(pip_dir cuda_runtime include)" /usr/local/cuda/include \
+           /usr/local/cuda-13*/include /usr/include; do
+    cuda_inc_ok "$d" && { CUDA_INCLUDE="$d"; break; }
+  done
+fi
 if command -v gcc >/dev/null 2>&1 && [ -n "$NCCL_INCLUDE" ] && [ -e "$NCCL_INCLUDE/nccl.h" ] \
-   && [ -n "$CUDA_INCLUDE" ] && [ -e "$CUDA_INCLUDE/cuda_runtime_api.h" ]; then
+   && cuda_inc_ok "${CUDA_INCLUDE:-}"; then
   # pip wheels ship libnccl.so.2 / libcudart.so.13 without the unversioned link names: link by path
   gcc -O2 -o "$OUT/nccl_overhead" scripts/gpu-check/nccl_overhead.c -I"$NCCL_INCLUDE" -I"$CUDA_INCLUDE" \
       "$NCCL_LIBDIR/libnccl.so.2" "$CUDART_LIBDIR/libcudart.so.13" -Wl,-rpath,"$NCCL_LIBDIR:$CUDART_LIBDIR"
   "$OUT/nccl_overhead" "$CALLS" | tee "$OUT/c.txt" || status=1
-elif "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-  echo "(no gcc or no nccl.h/cuda_runtime_api.h: timing torch.distributed all_reduce instead)"
-  "$PY" - "$CALLS" <<'PYEOF' || status=1
+else
+  echo "SKIP C baseline: need gcc with nccl.h and the CUDA runtime headers (the CUDA toolkit, or pip"
+  echo "     nvidia-nccl-cu13 and nvidia-cuda-runtime)"
+fi
+say "baseline: torch.distributed all_reduce of 4 B (nccl backend, world size 1)"
+if "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  "$PY" - "$CALLS" <<'PYEOF' | tee "$OUT/torch.txt" || status=1
 import os, sys, time, torch, torch.distributed as dist
 n = int(sys.argv[1])
 os.environ.setdefault("MASTER_ADDR", "127.0.0.1"); os.environ.setdefault("MASTER_PORT", "29531")
@@ -124,12 +142,13 @@ print("%-44s %16.2f %18.2f" % ("torch.distributed all_reduce (nccl)", (t1 - t0) 
 dist.destroy_process_group()
 PYEOF
 else
-  echo "SKIP C/torch baseline: need gcc with nccl.h and cuda_runtime_api.h (pip nvidia-nccl-cu13 and"
-  echo "     nvidia-cuda-runtime ship them), or torch with CUDA"
+  echo "SKIP torch baseline: no torch with CUDA for $PY"
 fi
 
 # ---- 4. multi-rank conformance across JVMs, one GPU per rank ----
-if [ "$GPUS" -ge 2 ]; then
+if [ "$GPUS" -ge 2 ] && ! command -v mvn >/dev/null 2>&1; then
+  say "multi-rank conformance: SKIPPED ($GPUS GPUs, but no Maven on this host to run NcclMultiGpuIT)"
+elif [ "$GPUS" -ge 2 ]; then
   say "multi-rank NCCL conformance across JVMs on $GPUS GPUs"
   # the test and its worker JVMs inherit LD_LIBRARY_PATH (libraries) and JCOMM_GPU_COUNT
   JCOMM_GPU_COUNT="$GPUS" mvn -B -pl integration-tests -am verify -Dtest=NoSuchTest -Dsurefire.failIfNoSpecifiedTests=false \
@@ -142,6 +161,6 @@ fi
 
 say "summary"
 grep -E '^(OK|FAIL) ' "$OUT/java.txt" | sed 's/^/  /' || true
-grep -E 'us/call|JavaCPP|NcclCommunicator|^C |torch' "$OUT/java.txt" "$OUT"/c.txt 2>/dev/null | sed 's/^[^:]*://; s/^/  /' || true
+grep -E 'us/call|JavaCPP|NcclCommunicator|^C |torch' "$OUT/java.txt" "$OUT"/c.txt "$OUT"/torch.txt 2>/dev/null | sed 's/^[^:]*://; s/^/  /' || true
 [ "$status" -eq 0 ] && echo "gpu-check: PASSED" || echo "gpu-check: FAILED"
 exit "$status"

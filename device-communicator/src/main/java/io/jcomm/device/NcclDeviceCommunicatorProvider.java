@@ -20,7 +20,7 @@ import java.util.function.Supplier;
  * ({@code libcuda.so.1}), the CUDA 13 runtime ({@code libcudart.so.13}) and {@code libnccl.so.2}
  * (in {@code -Djcomm.nccl.libdir} / {@code -Djcomm.cuda.libdir}, {@code LD_LIBRARY_PATH} and the
  * system library directories), reads libnccl's version from the file and refuses anything older
- * than 2.29 before loading it, and only then loads the bindings and counts devices. Without a GPU
+ * than {@code NcclConstants.MIN_VERSION_CODE} (2.14) before loading it, and only then loads the bindings and counts devices. Without a GPU
  * it answers "unavailable" with the reason and never touches the bindings.
  *
  * <p>Options ({@link DeviceCommunicatorContext#options()}): {@value NcclSettings#OP_TIMEOUT_MS},

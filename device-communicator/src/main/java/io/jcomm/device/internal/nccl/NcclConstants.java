@@ -14,8 +14,18 @@ public final class NcclConstants {
     private NcclConstants() {
     }
 
-    /** The minimum libnccl version the JavaCPP bindings in use were generated for: 2.29.0. */
-    public static final int MIN_VERSION_CODE = 22900;
+    /** The NCCL release the JavaCPP bindings in use ({@code org.bytedeco:cuda}) were generated from: 2.29. */
+    public static final int BINDINGS_VERSION_CODE = 22900;
+
+    /**
+     * The oldest libnccl that is loaded: 2.14.0, the release that added {@code ncclCommFinalize}, the
+     * newest of the functions {@link JavaCppNcclApi} calls. The bindings resolve NCCL's symbols lazily
+     * (no {@code BIND_NOW}), so an older library than {@link #BINDINGS_VERSION_CODE} loads and works as
+     * long as every function called exists in it; calling one it lacks kills the JVM, hence this floor,
+     * checked before anything is loaded. {@code NcclSymbolsTest} keeps it in step with the calls.
+     * (PyTorch 2.11's wheels ship NCCL 2.28.9: refusing everything before 2.29 refused them.)
+     */
+    public static final int MIN_VERSION_CODE = 21400;
 
     public static final int UNIQUE_ID_BYTES = 128;
 

@@ -186,9 +186,9 @@ public final class NcclProbe {
 
     private static String checkVersion(Path lib, int code) {
         if (code < NcclConstants.MIN_VERSION_CODE) {
-            return lib + " is NCCL " + NcclConstants.versionString(code) + "; these bindings need NCCL >= "
+            return lib + " is NCCL " + NcclConstants.versionString(code) + "; jcomm needs NCCL >= "
                     + NcclConstants.versionString(NcclConstants.MIN_VERSION_CODE)
-                    + " (calling a symbol an older library lacks would kill the JVM); install a newer one "
+                    + " (it calls functions an older library lacks, which would kill the JVM); install a newer one "
                     + "(pip nvidia-nccl-cu13) and point -D" + NCCL_LIBDIR_PROP + " at it";
         }
         return null;

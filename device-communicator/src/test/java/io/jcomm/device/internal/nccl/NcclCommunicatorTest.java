@@ -139,7 +139,7 @@ class NcclCommunicatorTest {
         assertEquals(nccl.ncclRemoteError, NcclConstants.REMOTE_ERROR);
         assertEquals(nccl.ncclInProgress, NcclConstants.IN_PROGRESS);
         assertEquals(nccl.NCCL_UNIQUE_ID_BYTES, NcclConstants.UNIQUE_ID_BYTES);
-        assertEquals(nccl.NCCL_VERSION_CODE / 100, NcclConstants.MIN_VERSION_CODE / 100, "bindings are NCCL 2.29");
+        assertEquals(nccl.NCCL_VERSION_CODE / 100, NcclConstants.BINDINGS_VERSION_CODE / 100, "bindings are NCCL 2.29");
         assertEquals(cudart.cudaErrorNotReady, NcclConstants.CUDA_ERROR_NOT_READY);
         assertEquals(cudart.cudaStreamCaptureStatusNone, NcclConstants.CUDA_STREAM_CAPTURE_STATUS_NONE);
         assertEquals("2.29.3", NcclConstants.versionString(22903));

@@ -86,7 +86,7 @@ class NcclProbeTest {
 
         lib(cuda, "libcudart.so.13", "runtime");
         assertEquals("libnccl.so.2 not found (searched -Djcomm.nccl.libdir, LD_LIBRARY_PATH and the system library "
-                + "directories); install NCCL >= 2.29.0 (pip nvidia-nccl-cu13) and set "
+                + "directories); install NCCL >= 2.14.0 (pip nvidia-nccl-cu13) and set "
                 + "-Djcomm.nccl.libdir=<site-packages>/nvidia/nccl/lib",
                 NcclProbe.probe(env(List.of(), List.of(cuda)), MUST_NOT_LOAD).availability().reason());
 
@@ -99,13 +99,13 @@ class NcclProbeTest {
 
     @Test
     void anOldLibncclIsRefusedBeforeAnythingIsLoaded() throws IOException {
-        NcclProbe.Environment e = installed("NCCL version 2.18.1+cuda12.1");
+        NcclProbe.Environment e = installed("NCCL version 2.13.4+cuda11.7");
         NcclProbe.Result r = NcclProbe.probe(e, MUST_NOT_LOAD);
         assertFalse(r.availability().available());
-        assertEquals(21801, r.ncclVersion());
-        assertEquals(e.ncclDirs().get(0).resolve("libnccl.so.2") + " is NCCL 2.18.1; these bindings need NCCL >= 2.29.0 "
-                + "(calling a symbol an older library lacks would kill the JVM); install a newer one (pip nvidia-nccl-cu13) "
-                + "and point -Djcomm.nccl.libdir at it", r.availability().reason());
+        assertEquals(21304, r.ncclVersion());
+        assertEquals(e.ncclDirs().get(0).resolve("libnccl.so.2") + " is NCCL 2.13.4; jcomm needs NCCL >= 2.14.0 "
+                + "(it calls functions an older library lacks, which would kill the JVM); install a newer one "
+                + "(pip nvidia-nccl-cu13) and point -Djcomm.nccl.libdir at it", r.availability().reason());
     }
 
     @Test
@@ -147,10 +147,10 @@ class NcclProbeTest {
         assertTrue(thrown.availability().reason().endsWith("java.lang.UnsatisfiedLinkError: libjninccl.so: undefined symbol: ncclFoo"),
                 thrown.availability().reason());
 
-        assertEquals(lib(dir.resolve("site-packages/nvidia/nccl/lib"), "libnccl.so.2", "NCCL version 2.29.3") + " is NCCL 2.20.5; "
-                + "these bindings need NCCL >= 2.29.0 (calling a symbol an older library lacks would kill the JVM); install a "
+        assertEquals(lib(dir.resolve("site-packages/nvidia/nccl/lib"), "libnccl.so.2", "NCCL version 2.29.3") + " is NCCL 2.12.12; "
+                + "jcomm needs NCCL >= 2.14.0 (it calls functions an older library lacks, which would kill the JVM); install a "
                 + "newer one (pip nvidia-nccl-cu13) and point -Djcomm.nccl.libdir at it (as loaded)",
-                NcclProbe.probe(e, (a, b, c) -> new FakeNccl(1, 22005, java.time.Duration.ofSeconds(1))).availability().reason());
+                NcclProbe.probe(e, (a, b, c) -> new FakeNccl(1, 21212, java.time.Duration.ofSeconds(1))).availability().reason());
 
         assertEquals("no CUDA device is visible (check CUDA_VISIBLE_DEVICES)",
                 NcclProbe.probe(e, (a, b, c) -> new FakeNccl(0, 22903, java.time.Duration.ofSeconds(1))).availability().reason());
