@@ -2,6 +2,7 @@ package io.jcomm.it.store;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
@@ -58,6 +59,13 @@ class CommStoreScriptIT {
                 }
             }
             assertTrue(port > 0, "no listening line: " + lines);
+            // it runs on the store artifact alone: no backend, no gloo, no JavaCPP on its class path
+            String cmd = String.join(" ", Files.readAllLines(Path.of("/proc/" + p.pid() + "/cmdline"), UTF_8))
+                    .replace('\0', ' ');
+            assertTrue(cmd.contains("cpu-group-store-"), cmd);
+            for (String absent : new String[] {"cpu-group-gloo-", "cpu-group-0", "javacpp", "device-communicator"}) {
+                assertFalse(cmd.contains(absent), absent + " on commstore's class path: " + cmd);
+            }
             try (TcpStore s = TcpStore.connect(TcpStoreConfig.builder().port(port).timeout(Duration.ofSeconds(10)).build())) {
                 s.set("k", "v".getBytes(UTF_8));
                 assertArrayEquals("v".getBytes(UTF_8), s.get("k"));

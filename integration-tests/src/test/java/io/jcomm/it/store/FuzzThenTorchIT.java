@@ -19,7 +19,7 @@ import org.junit.jupiter.api.Timeout;
 /**
  * Hostile frames from many connections against commstore in its own JVM (256 MiB heap), then a
  * torch client and our client still get correct answers (the heap bound itself is asserted in
- * cpu-group's TcpStoreFuzzTest, where the server's memory can be measured).
+ * cpu-group-store's TcpStoreFuzzTest, where the server's memory can be measured).
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
 class FuzzThenTorchIT {

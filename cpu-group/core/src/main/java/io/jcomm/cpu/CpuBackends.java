@@ -1,0 +1,109 @@
+package io.jcomm.cpu;
+
+import io.jcomm.api.Availability;
+import io.jcomm.api.BackendException;
+import io.jcomm.api.OpContext;
+import io.jcomm.cpu.spi.CpuBackendProvider;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Locale;
+import java.util.Optional;
+import java.util.ServiceConfigurationError;
+import java.util.ServiceLoader;
+
+/**
+ * Finds {@link CpuBackendProvider}s with {@link ServiceLoader} (entries in
+ * {@code META-INF/services/io.jcomm.cpu.spi.CpuBackendProvider}) and picks one by name or
+ * automatically. Stateless: every call consults the class loader anew (providers cache their own
+ * {@link CpuBackendProvider#availability()}).
+ */
+public final class CpuBackends {
+
+    /** The name that selects the highest-priority available provider. */
+    public static final String AUTO = "auto";
+
+    private CpuBackends() {
+    }
+
+    /** Every provider visible to this class's class loader, highest priority first. */
+    public static List<CpuBackendProvider> providers() {
+        return providers(CpuBackends.class.getClassLoader());
+    }
+
+    /** Every provider visible to {@code loader}, highest priority first. */
+    public static List<CpuBackendProvider> providers(ClassLoader loader) {
+        List<CpuBackendProvider> out = new ArrayList<>();
+        ServiceLoader<CpuBackendProvider> sl = ServiceLoader.load(CpuBackendProvider.class, loader);
+        var it = sl.iterator();
+        while (true) {
+            try {
+                if (!it.hasNext()) {
+                    break;
+                }
+                out.add(it.next());
+            } catch (ServiceConfigurationError | LinkageError e) {
+                // a broken provider jar must not hide the others; it simply is not offered
+            }
+        }
+        out.sort(Comparator.comparingInt(CpuBackendProvider::priority).reversed()
+                .thenComparing(CpuBackendProvider::name));
+        return out;
+    }
+
+    /** The provider called {@code name} (case-insensitive), whether or not it is available. */
+    public static Optional<CpuBackendProvider> find(String name) {
+        String n = name.trim().toLowerCase(Locale.ROOT);
+        return providers().stream().filter(p -> p.name().toLowerCase(Locale.ROOT).equals(n)).findFirst();
+    }
+
+    /**
+     * The provider to use for {@code name}: {@value #AUTO} picks the available provider with the highest
+     * priority; any other name must be present and available.
+     *
+     * @throws BackendException naming the provider and the reason it cannot be used (or listing the
+     *                          known providers and their availability)
+     */
+    public static CpuBackendProvider select(String name) {
+        List<CpuBackendProvider> all = providers();
+        String n = name.trim().toLowerCase(Locale.ROOT);
+        if (n.equals(AUTO)) {
+            for (CpuBackendProvider p : all) {
+                if (p.availability().available()) {
+                    return p;
+                }
+            }
+            throw new BackendException(OpContext.of("?", -1, "selectBackend"),
+                    "no CPU backend is available: " + describe(all));
+        }
+        for (CpuBackendProvider p : all) {
+            if (p.name().toLowerCase(Locale.ROOT).equals(n)) {
+                Availability a = p.availability();
+                if (!a.available()) {
+                    throw new BackendException(OpContext.of("?", -1, "selectBackend"),
+                            "CPU backend '" + p.name() + "' is unavailable: " + a.reason());
+                }
+                return p;
+            }
+        }
+        String hint = n.equals("gloo") ? " (the gloo backend is its own artifact: add io.jcomm:cpu-group-gloo to the "
+                + "class path)" : "";
+        throw new BackendException(OpContext.of("?", -1, "selectBackend"),
+                "unknown CPU backend '" + name + "'" + hint + "; known: " + describe(all));
+    }
+
+    /** One line per provider: name, priority and availability. */
+    public static String describe(List<CpuBackendProvider> providers) {
+        if (providers.isEmpty()) {
+            return "(none on the class path)";
+        }
+        StringBuilder sb = new StringBuilder();
+        for (CpuBackendProvider p : providers) {
+            if (sb.length() > 0) {
+                sb.append("; ");
+            }
+            sb.append(p.name()).append(" (priority ").append(p.priority()).append(", ").append(p.availability()).append(')');
+        }
+        return sb.toString();
+    }
+}

@@ -1,0 +1,96 @@
+package io.jcomm.cpu.gloo.internal;
+
+import java.nio.ByteBuffer;
+
+/**
+ * The JNI entry points of {@code libjcommgloo.so} (source: {@code cpu-group/gloo/src/main/native/gloo_jni.cpp}).
+ *
+ * <p>Contract for callers (all enforced by {@link io.jcomm.cpu.gloo.GlooBackend}): the library was
+ * loaded by {@link GlooLibrary}; handles come from {@link #create} and are used only while a
+ * {@link NativeHandle} lease is held; buffers are direct and at least as large as the sizes
+ * passed; ranks are in range; at most one operation runs on a handle at a time ({@link #abort}
+ * may run concurrently). Every failure is thrown as a {@link GlooNativeException}, except a Java
+ * exception raised by the {@link GlooStoreBridge} during {@link #connect}, which is re-thrown
+ * unchanged. Sizes of collectives are in bytes unless named {@code numel}; {@code dtype} and
+ * {@code op} are {@link io.jcomm.api.DType#code()} and {@link io.jcomm.api.ReduceOp#code()};
+ * {@code tag} is the unsigned 32-bit collective tag (or the user's tag for send/recv).
+ */
+public final class GlooNative {
+
+    private GlooNative() {
+    }
+
+    /** A description of the linked library. */
+    public static native String probe();
+
+    /**
+     * Allocates an unconnected communicator with {@code devices} contexts; with {@code torchHalf},
+     * F16 reductions run in half precision like PyTorch's gloo (else widened to float).
+     */
+    public static native long create(int rank, int size, int devices, boolean torchHalf);
+
+    /**
+     * Creates tcp device {@code dev} (on {@code iface} if non-null, else {@code hostname}) and
+     * connects its full mesh through {@code store} (gloo keys {@code rank_<r>}, {@code <r>}). With
+     * {@code goodbye}, a receive for each peer's goodbye is posted (see {@link #abort}). The device's
+     * event-loop thread gets nice value {@code loopNice} (0: unchanged).
+     */
+    public static native void connect(long handle, int dev, String hostname, String iface, GlooStoreBridge store,
+                                      long timeoutMillis, boolean goodbye, int loopNice);
+
+    /** The device's description, e.g. {@code [127.0.0.1]:0}. */
+    public static native String describe(long handle, int dev);
+
+    /**
+     * Shuts down every connection of the communicator: operations in progress fail (as if every
+     * peer had died) and peers see the connections close. With {@code goodbye}, first sends every
+     * peer a goodbye (bounded, 200 ms), so that they report a clean close ({@code KIND_CLOSED})
+     * rather than a peer failure. Safe while an operation runs.
+     */
+    public static native void abort(long handle, boolean goodbye);
+
+    /** Frees the communicator. No call may use the handle afterwards. */
+    public static native void destroy(long handle);
+
+    public static native void barrier(long handle, int dev, int tag, long timeoutMillis, boolean check);
+
+    public static native void broadcast(long handle, int dev, int tag, long timeoutMillis, boolean check,
+                                 ByteBuffer buf, long bytes, int dtype, int root);
+
+    public static native void allReduce(long handle, int dev, int tag, long timeoutMillis, boolean check,
+                                 ByteBuffer buf, long numel, int dtype, int op);
+
+    public static native void reduceScatter(long handle, int dev, int tag, long timeoutMillis, boolean check,
+                                     ByteBuffer in, ByteBuffer out, long outNumel, int dtype, int op);
+
+    public static native void allGather(long handle, int dev, int tag, long timeoutMillis, boolean check,
+                                 ByteBuffer in, ByteBuffer out, long inBytes, int dtype);
+
+    public static native void allGatherV(long handle, int dev, int tag, long timeoutMillis, boolean check,
+                                  ByteBuffer in, ByteBuffer out, long[] byteCounts, int dtype);
+
+    /** {@code out} is null except on {@code root}. */
+    public static native void gather(long handle, int dev, int tag, long timeoutMillis, boolean check,
+                              ByteBuffer in, ByteBuffer out, long inBytes, int dtype, int root);
+
+    /** {@code in} is null except on {@code root}. */
+    public static native void scatter(long handle, int dev, int tag, long timeoutMillis, boolean check,
+                               ByteBuffer in, ByteBuffer out, long outBytes, int dtype, int root);
+
+    /**
+     * Copies the payload, posts it to {@code dst} and returns: a background thread waits until the
+     * receiver takes it (by the deadline). A failure is reported by the next call of any kind.
+     */
+    public static native void send(long handle, int dev, int tag, long timeoutMillis, boolean check,
+                            ByteBuffer buf, long bytes, int dst);
+
+    /**
+     * Waits up to {@code timeoutMillis} until every buffered send was received.
+     *
+     * @return true if none is left and none failed
+     */
+    public static native boolean flush(long handle, long timeoutMillis);
+
+    public static native void recv(long handle, int dev, int tag, long timeoutMillis, boolean check,
+                            ByteBuffer buf, long bytes, int src);
+}
