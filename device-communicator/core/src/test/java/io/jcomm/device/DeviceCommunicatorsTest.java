@@ -71,6 +71,28 @@ class DeviceCommunicatorsTest {
     }
 
     @Test
+    void cudaTensorsWithoutTheNcclArtifactSayItIsNotOnTheClassPath() {
+        String absent = "io.jcomm:device-communicator-nccl, which provides cuda:nccl, is not on the class path";
+        DeviceCommunicators reg = DeviceCommunicators.load();
+        assertEquals("no available device communicator for cuda tensors (no provider handles device type 'cuda'; known: cpu; "
+                + absent + ")", assertThrows(BackendException.class, () -> reg.auto(Device.cuda(0))).detail());
+        assertEquals("no available device communicator for cuda tensors (no provider handles device type 'cuda'; known: cpu; "
+                + absent + ")", assertThrows(BackendException.class, () -> reg.select("auto", Device.cuda(1))).detail());
+        assertEquals("no device communicator provider named 'cuda:nccl' (known: cpu; " + absent + ")",
+                assertThrows(BackendException.class, () -> reg.byName("cuda:nccl")).detail());
+        // a vendor's cuda provider that is unavailable: its reason, then the missing artifact
+        DeviceCommunicators withVendor = DeviceCommunicators.of(List.of(new CpuDeviceCommunicatorProvider(),
+                new Stub("cuda:vendor", "cuda", 10, Availability.unavailable("libvendor.so not found"))));
+        assertEquals("no available device communicator for cuda tensors (cuda:vendor: libvendor.so not found; " + absent + ")",
+                assertThrows(BackendException.class, () -> withVendor.auto(Device.cuda(0))).detail());
+        // other device types and other names are not about NCCL
+        assertEquals("no available device communicator for xpu tensors (no provider handles device type 'xpu'; known: cpu)",
+                assertThrows(BackendException.class, () -> reg.auto(new Device("xpu", 0))).detail());
+        assertEquals("no device communicator provider named 'cuda:other' (known: cpu)",
+                assertThrows(BackendException.class, () -> reg.byName("cuda:other")).detail());
+    }
+
+    @Test
     void autoPrefersTheHighestPriorityAvailableProvider() {
         Stub low = new Stub("x:low", "x", 1, Availability.available("ok"));
         Stub high = new Stub("x:high", "x", 50, Availability.available("ok"));

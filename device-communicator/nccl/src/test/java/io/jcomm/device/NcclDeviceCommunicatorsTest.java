@@ -43,4 +43,17 @@ class NcclDeviceCommunicatorsTest {
         assertInstanceOf(CpuDeviceCommunicatorProvider.class, reg.select("auto", Device.CPU));
         assertInstanceOf(CpuDeviceCommunicatorProvider.class, reg.select(null, Device.CPU));
     }
+
+    @Test
+    void withThisArtifactOnTheClassPathNoMessageCallsItMissing() {
+        // the core names this artifact's provider and class without seeing them: keep them in step
+        assertEquals(NcclDeviceCommunicatorProvider.NAME, DeviceCommunicators.NCCL_PROVIDER);
+        assertEquals(NcclDeviceCommunicatorProvider.class.getName(), DeviceCommunicators.NCCL_PROVIDER_CLASS);
+        // a registry without cuda:nccl (of(...)): the artifact is on the class path, so no hint
+        DeviceCommunicators reg = DeviceCommunicators.of(List.of(new CpuDeviceCommunicatorProvider()));
+        assertEquals("no available device communicator for cuda tensors (no provider handles device type 'cuda'; known: cpu)",
+                assertThrows(BackendException.class, () -> reg.auto(Device.cuda(0))).detail());
+        assertEquals("no device communicator provider named 'cuda:nccl' (known: cpu)",
+                assertThrows(BackendException.class, () -> reg.byName("cuda:nccl")).detail());
+    }
 }
