@@ -5,7 +5,8 @@
 #   1. finds the NVIDIA driver, libnccl.so.2 (pip nvidia-nccl-cu13: site-packages/nvidia/nccl/lib, or
 #      the system) and libcudart.so.13 (pip nvidia-cuda-runtime >= 13: site-packages/nvidia/cu13/lib,
 #      the CUDA toolkit, or the system);
-#   2. builds device-communicator (no install) and runs io.jcomm.device.internal.nccl.GpuCheck on
+#   2. builds device-communicator/nccl and the core it needs (no install) and runs
+#      io.jcomm.device.internal.nccl.GpuCheck (a test class of device-communicator-nccl) on
 #      GPU 0: the probe's verdict; the conformance kit at world size 1 through NCCL itself
 #      (allReduce/allGather/reduceScatter/gather/broadcast with exact values, send/recv to self in a
 #      group call) and with the local shortcut; error paths (NCCL's own error string, typed errors,
@@ -18,9 +19,10 @@
 # Usage: scripts/gpu-check.sh [calls]        (calls per overhead measurement, default 20000)
 # Environment overrides: NCCL_LIBDIR, CUDART_LIBDIR, NCCL_INCLUDE, CUDA_INCLUDE, PYTHON, JAVA_HOME, and
 # JCOMM_GPU_CHECK_CP: a class path built on another machine, for a GPU host without Maven or network
-# (build it with `mvn -pl device-communicator -am test-compile dependency:build-classpath
-# -Dmdep.includeScope=test`, copy the classes and jars, and a JDK 17 runtime made by jlink if the
-# host has none; step 4 still needs Maven and is skipped without it).
+# (build it with `mvn -pl device-communicator/nccl -am test-compile dependency:build-classpath
+# -Dmdep.includeScope=test`; copy device-communicator/nccl/target/{test-classes,classes},
+# device-communicator/core/target/{test-classes,classes} and the jars, and a JDK 17 runtime made by
+# jlink if the host has none; step 4 still needs Maven and is skipped without it).
 # Exit status: 0 all checks passed; 1 a check failed; 2 no GPU/driver/NCCL found (reason printed).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -84,10 +86,13 @@ if [ -n "${JCOMM_GPU_CHECK_CP:-}" ]; then
   say "prebuilt class path (JCOMM_GPU_CHECK_CP); nothing is built"
   CP="$JCOMM_GPU_CHECK_CP"
 else
-  say "build device-communicator (test classes; nothing is installed)"
-  mvn -B -q -pl device-communicator -am test-compile dependency:build-classpath \
+  say "build device-communicator-nccl and the core (test classes; nothing is installed)"
+  # -am: every module writes cp.txt in turn; device-communicator/nccl, which needs all the others,
+  # comes last, so the file ends up holding its test class path
+  mvn -B -q -pl device-communicator/nccl -am test-compile dependency:build-classpath \
       -Dmdep.outputFile="$OUT/cp.txt" -Dmdep.includeScope=test
-  CP="$ROOT/device-communicator/target/test-classes:$ROOT/device-communicator/target/classes:$(cat "$OUT/cp.txt")"
+  NCCL_MOD="$ROOT/device-communicator/nccl/target" CORE_MOD="$ROOT/device-communicator/core/target"
+  CP="$NCCL_MOD/test-classes:$NCCL_MOD/classes:$CORE_MOD/test-classes:$CORE_MOD/classes:$(cat "$OUT/cp.txt")"
 fi
 JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
 JFLAGS=(@"$ROOT/bin/jvm.flags" -Djcomm.nccl.libdir="$NCCL_LIBDIR" -Djcomm.cuda.libdir="$CUDART_LIBDIR"

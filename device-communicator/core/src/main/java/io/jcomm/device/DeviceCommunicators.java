@@ -28,6 +28,10 @@ import java.util.stream.Collectors;
  * providers' own (computed once and cached by each of them). Two registries in one JVM are
  * independent; nothing here is a global.
  *
+ * <p>This artifact ({@code io.jcomm:device-communicator}) brings provider {@code cpu} only; provider
+ * {@code cuda:nccl} is in {@code io.jcomm:device-communicator-nccl}. When CUDA tensors find no provider and that
+ * artifact is not on the class path, the exception says so.
+ *
  * <pre>{@code
  * DeviceCommunicators registry = DeviceCommunicators.load();
  * DeviceCommunicator comm = registry.select(config.deviceCommunicator(), device)   // "auto" or a name
@@ -39,12 +43,21 @@ public final class DeviceCommunicators {
     /** The configuration value that asks for automatic choice. */
     public static final String AUTO = "auto";
 
+    /** Provider cuda:nccl, its class and the artifact that holds them (named when it is missing). */
+    static final String NCCL_ARTIFACT = "io.jcomm:device-communicator-nccl";
+    static final String NCCL_PROVIDER = "cuda:nccl";
+    static final String NCCL_PROVIDER_CLASS = "io.jcomm.device.NcclDeviceCommunicatorProvider";
+
     private final Map<String, DeviceCommunicatorProvider> providers;
     private final List<String> loadErrors;
+    private final boolean ncclOnClassPath;
 
-    private DeviceCommunicators(Map<String, DeviceCommunicatorProvider> providers, List<String> loadErrors) {
+    private DeviceCommunicators(Map<String, DeviceCommunicatorProvider> providers, List<String> loadErrors,
+                                ClassLoader loader) {
         this.providers = providers;
         this.loadErrors = List.copyOf(loadErrors);
+        String resource = NCCL_PROVIDER_CLASS.replace('.', '/') + ".class";
+        this.ncclOnClassPath = (loader != null ? loader.getResource(resource) : ClassLoader.getSystemResource(resource)) != null;
     }
 
     /** The providers visible to the thread's context class loader (or this class's loader). */
@@ -80,7 +93,7 @@ public final class DeviceCommunicators {
                 errors.add(p.type().getName() + " could not be created: " + e);
             }
         }
-        return new DeviceCommunicators(found, errors);
+        return new DeviceCommunicators(found, errors, loader);
     }
 
     /** A registry of exactly these providers (tests, embedding). */
@@ -90,7 +103,7 @@ public final class DeviceCommunicators {
         for (DeviceCommunicatorProvider p : providers) {
             add(found, errors, Objects.requireNonNull(p, "provider"));
         }
-        return new DeviceCommunicators(found, errors);
+        return new DeviceCommunicators(found, errors, DeviceCommunicators.class.getClassLoader());
     }
 
     private static void add(Map<String, DeviceCommunicatorProvider> found, List<String> errors, DeviceCommunicatorProvider p) {
@@ -136,9 +149,10 @@ public final class DeviceCommunicators {
         Objects.requireNonNull(name, "name");
         DeviceCommunicatorProvider p = providers.get(name);
         if (p == null) {
+            String absent = NCCL_PROVIDER.equals(name) ? ncclAbsent() : "";
             throw new BackendException("no device communicator provider named '" + name + "' (known: "
                     + String.join(", ", providers.keySet()) + (loadErrors.isEmpty() ? "" : "; load errors: " + loadErrors)
-                    + ")");
+                    + absent + ")");
         }
         Availability a = availabilityOf(p);
         if (!a.available()) {
@@ -167,9 +181,16 @@ public final class DeviceCommunicators {
             }
             why.append(why.length() == 0 ? "" : "; ").append(p.name()).append(": ").append(a.reason());
         }
+        String absent = "cuda".equals(device.type()) ? ncclAbsent() : "";
         throw new BackendException("no available device communicator for " + device.type() + " tensors ("
                 + (candidates.isEmpty() ? "no provider handles device type '" + device.type() + "'; known: "
-                + String.join(", ", providers.keySet()) : why) + ")");
+                + String.join(", ", providers.keySet()) : why) + absent + ")");
+    }
+
+    /** "; io.jcomm:device-communicator-nccl ... is not on the class path" when so and no provider is named cuda:nccl, else "". */
+    private String ncclAbsent() {
+        return ncclOnClassPath || providers.containsKey(NCCL_PROVIDER) ? ""
+                : "; " + NCCL_ARTIFACT + ", which provides " + NCCL_PROVIDER + ", is not on the class path";
     }
 
     /** {@link #auto(Device)} for {@code null}, blank or {@code "auto"} (any case), else {@link #byName(String)}. */

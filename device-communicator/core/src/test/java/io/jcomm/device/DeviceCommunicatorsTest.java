@@ -3,6 +3,7 @@ package io.jcomm.device;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -13,11 +14,7 @@ import io.jcomm.api.Device;
 import io.jcomm.api.device.DeviceCommunicator;
 import io.jcomm.api.device.DeviceCommunicatorContext;
 import io.jcomm.api.device.DeviceCommunicatorProvider;
-import io.jcomm.device.internal.nccl.NcclProbe;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.List;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 
 class DeviceCommunicatorsTest {
@@ -62,30 +59,37 @@ class DeviceCommunicatorsTest {
     }
 
     @Test
-    void serviceLoaderFindsBothBuiltInProviders() {
+    void serviceLoaderFindsTheCpuProviderAndNoJavaCpp() {
         DeviceCommunicators reg = DeviceCommunicators.load();
         assertEquals(List.of(), reg.loadErrors());
-        assertInstanceOf(NcclDeviceCommunicatorProvider.class, reg.find("cuda:nccl").orElseThrow());
         assertInstanceOf(CpuDeviceCommunicatorProvider.class, reg.find("cpu").orElseThrow());
-        assertEquals(List.of("cpu", "cuda:nccl"), reg.list().stream().map(DeviceCommunicators.ProviderStatus::name).toList());
+        assertEquals(List.of("cpu"), reg.list().stream().map(DeviceCommunicators.ProviderStatus::name).toList());
+        // cuda:nccl and JavaCPP are io.jcomm:device-communicator-nccl's, not on this module's class path
+        ClassLoader cl = DeviceCommunicators.class.getClassLoader();
+        assertNull(cl.getResource("io/jcomm/device/NcclDeviceCommunicatorProvider.class"));
+        assertNull(cl.getResource("org/bytedeco/javacpp/Loader.class"));
     }
 
     @Test
-    void onThisGpuLessHostNcclIsUnavailableWithItsReasonAndCpuIsChosenForHostTensors() {
-        Assumptions.assumeFalse(Files.exists(Path.of("/dev/nvidiactl")), "this host has an NVIDIA driver");
-        Assumptions.assumeFalse(NcclProbe.system().availability().available(), "NCCL is available here");
-        String reason = "CUDA driver library libcuda.so.1 not found (searched -Djcomm.cuda.libdir, LD_LIBRARY_PATH and the "
-                + "system library directories); is the NVIDIA driver installed?";
+    void cudaTensorsWithoutTheNcclArtifactSayItIsNotOnTheClassPath() {
+        String absent = "io.jcomm:device-communicator-nccl, which provides cuda:nccl, is not on the class path";
         DeviceCommunicators reg = DeviceCommunicators.load();
-        DeviceCommunicators.ProviderStatus nccl = reg.list().stream().filter(p -> p.name().equals("cuda:nccl")).findFirst().orElseThrow();
-        assertEquals(Availability.unavailable(reason), nccl.availability());
-        BackendException byName = assertThrows(BackendException.class, () -> reg.byName("cuda:nccl"));
-        assertEquals("device communicator provider 'cuda:nccl' is unavailable: " + reason, byName.detail());
-        BackendException auto = assertThrows(BackendException.class, () -> reg.auto(Device.cuda(0)));
-        assertEquals("no available device communicator for cuda tensors (cuda:nccl: " + reason + ")", auto.detail());
-        assertInstanceOf(CpuDeviceCommunicatorProvider.class, reg.auto(Device.CPU));
-        assertInstanceOf(CpuDeviceCommunicatorProvider.class, reg.select("auto", Device.CPU));
-        assertInstanceOf(CpuDeviceCommunicatorProvider.class, reg.select(null, Device.CPU));
+        assertEquals("no available device communicator for cuda tensors (no provider handles device type 'cuda'; known: cpu; "
+                + absent + ")", assertThrows(BackendException.class, () -> reg.auto(Device.cuda(0))).detail());
+        assertEquals("no available device communicator for cuda tensors (no provider handles device type 'cuda'; known: cpu; "
+                + absent + ")", assertThrows(BackendException.class, () -> reg.select("auto", Device.cuda(1))).detail());
+        assertEquals("no device communicator provider named 'cuda:nccl' (known: cpu; " + absent + ")",
+                assertThrows(BackendException.class, () -> reg.byName("cuda:nccl")).detail());
+        // a vendor's cuda provider that is unavailable: its reason, then the missing artifact
+        DeviceCommunicators withVendor = DeviceCommunicators.of(List.of(new CpuDeviceCommunicatorProvider(),
+                new Stub("cuda:vendor", "cuda", 10, Availability.unavailable("libvendor.so not found"))));
+        assertEquals("no available device communicator for cuda tensors (cuda:vendor: libvendor.so not found; " + absent + ")",
+                assertThrows(BackendException.class, () -> withVendor.auto(Device.cuda(0))).detail());
+        // other device types and other names are not about NCCL
+        assertEquals("no available device communicator for xpu tensors (no provider handles device type 'xpu'; known: cpu)",
+                assertThrows(BackendException.class, () -> reg.auto(new Device("xpu", 0))).detail());
+        assertEquals("no device communicator provider named 'cuda:other' (known: cpu)",
+                assertThrows(BackendException.class, () -> reg.byName("cuda:other")).detail());
     }
 
     @Test
