@@ -103,6 +103,13 @@ final class GroupFactory {
                 registry.auto(Device.cuda(localRank));
                 return Device.cuda(localRank);
             } catch (RuntimeException e) {
+                // on a host with an NVIDIA driver, host memory is a surprise worth a line (typically the
+                // io.jcomm:device-communicator-nccl artifact is missing); elsewhere it is the norm
+                if (java.nio.file.Files.exists(java.nio.file.Path.of("/proc/driver/nvidia"))) {
+                    LOG.warn("device: host memory, although this host has an NVIDIA driver: {}", e.getMessage());
+                } else {
+                    LOG.debug("device: host memory ({})", e.getMessage());
+                }
                 return Device.CPU;
             }
         }
