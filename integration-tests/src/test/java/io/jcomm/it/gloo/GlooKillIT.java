@@ -2,7 +2,6 @@ package io.jcomm.it.gloo;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.jcomm.api.Availability;
 import io.jcomm.cpu.gloo.GlooBackend;
@@ -27,7 +26,7 @@ class GlooKillIT {
     @BeforeAll
     static void requirements() {
         Availability a = GlooBackend.availability();
-        assumeTrue(a.available(), "gloo backend " + a);
+        io.jcomm.testkit.Requirements.assume("gloo", a.available(), "gloo backend " + a);
     }
 
     @ParameterizedTest(name = "{0} ranks, kill rank {1} during {2}")

@@ -3,7 +3,6 @@ package io.jcomm.it.gloo;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.jcomm.api.Availability;
 import io.jcomm.api.DType;
@@ -43,10 +42,10 @@ class TorchGlooInteropIT {
     @BeforeAll
     static void requirements() {
         Availability a = GlooBackend.availability();
-        assumeTrue(a.available(), "gloo backend " + a);
+        io.jcomm.testkit.Requirements.assume("gloo", a.available(), "gloo backend " + a);
         String v = TorchProcess.torchVersion();
-        assumeTrue(v != null, "no torch for " + TorchProcess.PYTHON + " (apt-get install python3-torch)");
-        assumeTrue(v.startsWith("1.13"), "torch " + v + " is not 1.13: its bundled gloo speaks another handshake");
+        io.jcomm.testkit.Requirements.assume("torch", v != null, "no torch for " + TorchProcess.PYTHON + " (apt-get install python3-torch)");
+        io.jcomm.testkit.Requirements.assume("torch", v.startsWith("1.13"), "torch " + v + " is not 1.13: its bundled gloo speaks another handshake");
     }
 
     @Test

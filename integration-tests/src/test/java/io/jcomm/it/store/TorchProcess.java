@@ -1,6 +1,5 @@
 package io.jcomm.it.store;
 
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.io.BufferedReader;
 import java.io.IOException;
@@ -65,7 +64,7 @@ final class TorchProcess implements AutoCloseable {
             }
             torchAvailable = ok;
         }
-        assumeTrue(torchAvailable, PYTHON + " with torch.distributed is not available on this machine");
+        io.jcomm.testkit.Requirements.assume("torch", torchAvailable, PYTHON + " with torch.distributed is not available on this machine");
     }
 
     static Path script() {

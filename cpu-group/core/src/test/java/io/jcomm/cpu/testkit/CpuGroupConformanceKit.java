@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.jcomm.api.Availability;
 import io.jcomm.api.CollectiveMismatchException;
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
@@ -27,6 +28,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.DynamicContainer;
 import org.junit.jupiter.api.DynamicNode;
 import org.junit.jupiter.api.DynamicTest;
@@ -56,6 +58,21 @@ public abstract class CpuGroupConformanceKit {
 
     /** The backend under test, e.g. {@code tcp}. */
     protected abstract String backend();
+
+    /**
+     * Whether the backend can run here (a native library, say); when it cannot, every test of the kit
+     * is skipped with the reason, or fails where the run requires {@link #backend()} (see
+     * {@link io.jcomm.testkit.Requirements}). Each test reports its own verdict: no suite of "0 tests".
+     */
+    protected Availability availability() {
+        return Availability.available(backend());
+    }
+
+    @BeforeEach
+    void backendAvailableHere() {
+        Availability a = availability();
+        io.jcomm.testkit.Requirements.assume(backend(), a.available(), a.reason());
+    }
 
     /** Backend options for every group of the kit. */
     protected Map<String, String> options() {

@@ -1,6 +1,5 @@
 package io.jcomm.cpu.gloo;
 
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.jcomm.api.Availability;
 import io.jcomm.api.store.InMemoryStore;
@@ -35,10 +34,13 @@ final class ThreadRanks {
     private ThreadRanks() {
     }
 
-    /** Skips the calling test with the availability reason when gloo cannot load here. */
+    /**
+     * Skips the calling test with the availability reason when gloo cannot load here (fails it where the
+     * run requires gloo: {@link io.jcomm.testkit.Requirements}).
+     */
     static void assumeGloo() {
         Availability a = GlooBackend.availability();
-        assumeTrue(a.available(), a.toString());
+        io.jcomm.testkit.Requirements.assume("gloo", a.available(), a.toString());
     }
 
     static CpuBackendContext context(Store store, int rank, int size, Duration timeout, Map<String, String> options) {
