@@ -1,9 +1,11 @@
 package io.jcomm.api.device;
 
 import io.jcomm.api.Device;
+import io.jcomm.api.OpContext;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
+import io.jcomm.api.UnsupportedByBackendException;
 import java.util.List;
 
 /**
@@ -40,36 +42,61 @@ public interface DeviceCommunicator extends AutoCloseable {
     /** The device this rank's tensors live on. */
     Device device();
 
+    /**
+     * What every data operation a communicator does not implement throws: they all default to it, so
+     * that an operation added to this interface is additive for existing providers (they keep
+     * compiling and refuse it with a typed error naming provider, group, rank and operation).
+     */
+    default UnsupportedByBackendException unsupported(String operation) {
+        return new UnsupportedByBackendException(OpContext.of(groupName(), rank(), operation), name(), operation);
+    }
+
     /** {@code output = reduce(input)} across ranks; {@code input == output} is in place. */
-    void allReduce(Tensor input, Tensor output, ReduceOp op, StreamHandle stream);
+    default void allReduce(Tensor input, Tensor output, ReduceOp op, StreamHandle stream) {
+        throw unsupported("allReduce");
+    }
 
     /**
      * Gathers {@code input} from every rank and concatenates along {@code dim} (negative counts from
      * the end): {@code output.size(dim) == worldSize() * input.size(dim)}, other dims equal.
      */
-    void allGather(Tensor input, Tensor output, int dim, StreamHandle stream);
+    default void allGather(Tensor input, Tensor output, int dim, StreamHandle stream) {
+        throw unsupported("allGather");
+    }
 
     /**
      * Reduces {@code input} across ranks and splits the result along {@code dim} into
      * {@code worldSize()} equal parts; rank r receives part r in {@code output}.
      */
-    void reduceScatter(Tensor input, Tensor output, ReduceOp op, int dim, StreamHandle stream);
+    default void reduceScatter(Tensor input, Tensor output, ReduceOp op, int dim, StreamHandle stream) {
+        throw unsupported("reduceScatter");
+    }
 
     /**
      * Like {@link #allGather} but only {@code dst} receives the result ({@code output} may be
      * {@code null} elsewhere).
      */
-    void gather(Tensor input, Tensor output, int dst, int dim, StreamHandle stream);
+    default void gather(Tensor input, Tensor output, int dst, int dim, StreamHandle stream) {
+        throw unsupported("gather");
+    }
 
     /** In-place broadcast from {@code src}. */
-    void broadcast(Tensor tensor, int src, StreamHandle stream);
+    default void broadcast(Tensor tensor, int src, StreamHandle stream) {
+        throw unsupported("broadcast");
+    }
 
-    void send(Tensor tensor, int dst, StreamHandle stream);
+    default void send(Tensor tensor, int dst, StreamHandle stream) {
+        throw unsupported("send");
+    }
 
-    void recv(Tensor tensor, int src, StreamHandle stream);
+    default void recv(Tensor tensor, int src, StreamHandle stream) {
+        throw unsupported("recv");
+    }
 
     /** Runs the sends and receives as one group call (they may complete in any order). */
-    void batchP2P(List<P2POp> ops, StreamHandle stream);
+    default void batchP2P(List<P2POp> ops, StreamHandle stream) {
+        throw unsupported("batchP2P");
+    }
 
     /** Waits until the work enqueued on {@code stream} has finished (bounded by the timeout). */
     void synchronize(StreamHandle stream);

@@ -11,6 +11,7 @@ import io.jcomm.api.ProcessGroup;
 import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
+import io.jcomm.api.UnsupportedByBackendException;
 import io.jcomm.api.work.CompletableWork;
 import io.jcomm.api.work.Work;
 import io.jcomm.cpu.spi.CpuBackend;
@@ -274,9 +275,16 @@ public final class DefaultProcessGroup implements ProcessGroup {
         enter(ctx, d);
         try {
             call.run(backend, d);
+        } catch (UnsupportedByBackendException e) {
+            throw unsupported(ctx, e);
         } catch (RuntimeException e) {
             throw fail(ctx, e);
         }
+    }
+
+    /** The backend refused the operation before sending anything: every rank gets the same, no poison. */
+    private static UnsupportedByBackendException unsupported(OpContext ctx, UnsupportedByBackendException e) {
+        return new UnsupportedByBackendException(ctx, e.backend(), e.unsupportedOperation(), e);
     }
 
     private Work<Void> async(String op, Duration t, Object keepAlive, Call call) {
@@ -314,6 +322,8 @@ public final class DefaultProcessGroup implements ProcessGroup {
             try {
                 call.run(backend, d);
                 w.complete(null);
+            } catch (UnsupportedByBackendException e) {
+                w.fail(unsupported(ctx, e));
             } catch (RuntimeException e) {
                 w.fail(fail(ctx, e));
             } catch (Error e) {

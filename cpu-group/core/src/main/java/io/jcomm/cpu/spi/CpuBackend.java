@@ -2,9 +2,11 @@ package io.jcomm.cpu.spi;
 
 import io.jcomm.api.DType;
 import io.jcomm.api.Deadline;
+import io.jcomm.api.OpContext;
 import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
+import io.jcomm.api.UnsupportedByBackendException;
 
 /**
  * One transport's implementation of the CPU collectives (c10d's {@code Backend}): Gloo through JNI,
@@ -39,32 +41,62 @@ public interface CpuBackend extends AutoCloseable {
     /** The backend's name, e.g. {@code tcp} or {@code gloo}. */
     String name();
 
-    void barrier(Deadline deadline);
+    /**
+     * What every operation a backend does not implement throws: each operation of this interface
+     * defaults to it, so that a new operation is additive (existing backends keep compiling and refuse
+     * it with a typed error; the group stays usable). See "How to add a collective" in
+     * {@code docs/ARCHITECTURE.md}.
+     */
+    default UnsupportedByBackendException unsupported(String operation) {
+        return new UnsupportedByBackendException(OpContext.NONE, name(), operation);
+    }
+
+    default void barrier(Deadline deadline) {
+        throw unsupported("barrier");
+    }
 
     /** In place, from {@code src}. */
-    void broadcast(Tensor tensor, int src, Deadline deadline);
+    default void broadcast(Tensor tensor, int src, Deadline deadline) {
+        throw unsupported("broadcast");
+    }
 
     /** In place. {@code F16}/{@code BF16} reduce in float; {@code AVG} = sum / size. */
-    void allReduce(Tensor tensor, ReduceOp op, Deadline deadline);
+    default void allReduce(Tensor tensor, ReduceOp op, Deadline deadline) {
+        throw unsupported("allReduce");
+    }
 
     /** {@code output.numel() == size * input.numel()}. */
-    void allGather(Tensor output, Tensor input, Deadline deadline);
+    default void allGather(Tensor output, Tensor input, Deadline deadline) {
+        throw unsupported("allGather");
+    }
 
     /** {@code input.numel() == counts[rank]}, {@code output.numel() == sum(counts)}. */
-    void allGatherV(Tensor output, Tensor input, long[] counts, Deadline deadline);
+    default void allGatherV(Tensor output, Tensor input, long[] counts, Deadline deadline) {
+        throw unsupported("allGatherV");
+    }
 
     /** {@code output} is non-null only on {@code dst}. */
-    void gather(Tensor output, Tensor input, int dst, Deadline deadline);
+    default void gather(Tensor output, Tensor input, int dst, Deadline deadline) {
+        throw unsupported("gather");
+    }
 
     /** {@code input} is non-null only on {@code src}. */
-    void scatter(Tensor output, Tensor input, int src, Deadline deadline);
+    default void scatter(Tensor output, Tensor input, int src, Deadline deadline) {
+        throw unsupported("scatter");
+    }
 
     /** {@code input.numel() == size * output.numel()}. */
-    void reduceScatter(Tensor output, Tensor input, ReduceOp op, Deadline deadline);
+    default void reduceScatter(Tensor output, Tensor input, ReduceOp op, Deadline deadline) {
+        throw unsupported("reduceScatter");
+    }
 
-    void send(Tensor tensor, int dst, int tag, Deadline deadline);
+    default void send(Tensor tensor, int dst, int tag, Deadline deadline) {
+        throw unsupported("send");
+    }
 
-    void recv(Tensor tensor, int src, int tag, Deadline deadline);
+    default void recv(Tensor tensor, int src, int tag, Deadline deadline) {
+        throw unsupported("recv");
+    }
 
     // ---- variable-size byte payloads (object collectives); additive, with tensor-based defaults ----
 
