@@ -30,7 +30,7 @@ class PipelineDemoIT {
             }
         }
         // .ci/run runs the first fenced line starting with "mvn "
-        assertEquals(List.of("mvn -B verify", "bin/commrun --nproc-per-node 4 demo --tp 2 --pp 2"), fenced);
+        assertEquals(List.of("mvn -B install", "bin/commrun --nproc-per-node 4 demo --tp 2 --pp 2"), fenced);
     }
 
     @Test
