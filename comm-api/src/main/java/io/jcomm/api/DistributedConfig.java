@@ -1,7 +1,6 @@
 package io.jcomm.api;
 
 import java.net.InetAddress;
-import java.net.UnknownHostException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -25,7 +24,7 @@ import java.util.Optional;
  *   <tr><td>{@code LOCAL_RANK}</td><td>rank on this host</td><td>{@code RANK}</td></tr>
  *   <tr><td>{@code LOCAL_WORLD_SIZE}</td><td>processes on this host</td><td>{@code WORLD_SIZE}</td></tr>
  *   <tr><td>{@code JCOMM_TIMEOUT_MS}</td><td>default timeout of every blocking call</td><td>{@code 60000}</td></tr>
- *   <tr><td>{@code JCOMM_HOST_ID}</td><td>identity of this host for same-host detection</td><td>the host name</td></tr>
+ *   <tr><td>{@code JCOMM_HOST_ID}</td><td>identity of this host for same-host detection ({@link HostIdentity})</td><td>kernel boot id {@code @} host name</td></tr>
  *   <tr><td>{@code JCOMM_HOSTNAME}</td><td>address other ranks use to reach this process (CPU-group
  *       listeners bind to it)</td><td>{@code 127.0.0.1} when {@code MASTER_ADDR} is a loopback address,
  *       else this host's address on the route to {@code MASTER_ADDR}</td></tr>
@@ -48,7 +47,7 @@ public final class DistributedConfig {
     public static final String LOCAL_RANK = "LOCAL_RANK";
     public static final String LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE";
     public static final String TIMEOUT_MS = "JCOMM_TIMEOUT_MS";
-    public static final String HOST_ID = "JCOMM_HOST_ID";
+    public static final String HOST_ID = HostIdentity.ENV;
     public static final String HOSTNAME = "JCOMM_HOSTNAME";
     public static final String CPU_BACKEND = "JCOMM_CPU_BACKEND";
     public static final String DEVICE_COMM = "JCOMM_DEVICE_COMM";
@@ -121,11 +120,7 @@ public final class DistributedConfig {
     }
 
     private static String defaultHostId() {
-        try {
-            return InetAddress.getLocalHost().getHostName();
-        } catch (UnknownHostException e) {
-            return "localhost";
-        }
+        return HostIdentity.local();
     }
 
     public static Builder builder() {

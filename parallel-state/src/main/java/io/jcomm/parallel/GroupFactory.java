@@ -13,6 +13,7 @@ import io.jcomm.api.store.Store;
 import io.jcomm.cpu.CpuGroupOptions;
 import io.jcomm.cpu.CpuBackends;
 import io.jcomm.cpu.CpuGroups;
+import io.jcomm.cpu.TcpOptions;
 import io.jcomm.cpu.spi.CpuBackendProvider;
 import io.jcomm.device.CpuDeviceCommunicatorProvider;
 import io.jcomm.device.DeviceCommunicators;
@@ -41,15 +42,15 @@ final class GroupFactory {
     private static final Logger LOG = LoggerFactory.getLogger(GroupFactory.class);
 
     /** CPU-group option of the tcp backend naming this host (same-host detection follows JCOMM_HOST_ID). */
-    static final String TCP_HOST_ID_OPTION = "tcp.hostId";
+    static final String TCP_HOST_ID_OPTION = TcpOptions.HOST_ID;
     /** The tcp backend's option saying the group's store namespace is fresh (no incarnation counter). */
-    static final String TCP_FRESH_NAMESPACE_OPTION = "tcp.freshNamespace";
+    static final String TCP_FRESH_NAMESPACE_OPTION = TcpOptions.FRESH_NAMESPACE;
     /** CPU-group option of the tcp backend: bytes of each shared-memory ring. */
-    static final String TCP_RING_BYTES_OPTION = "tcp.shm.ringBytes";
+    static final String TCP_RING_BYTES_OPTION = TcpOptions.SHM_RING_BYTES;
     /** Ring size for CPU groups that carry only control messages (the device moves the data). */
     static final String CONTROL_RING_BYTES = "65536";
     /** CPU-group option of the tcp backend: bytes of each rank's shared staging region (0: none). */
-    static final String TCP_STAGING_BYTES_OPTION = "tcp.shm.stagingBytes";
+    static final String TCP_STAGING_BYTES_OPTION = TcpOptions.SHM_STAGING_BYTES;
 
     final DistributedConfig config;
     final ParallelStateOptions options;

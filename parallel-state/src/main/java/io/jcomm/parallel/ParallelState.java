@@ -4,11 +4,9 @@ import io.jcomm.api.CommException;
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.ObjectCodec;
 import io.jcomm.api.OpContext;
-import io.jcomm.api.store.InMemoryStore;
 import io.jcomm.api.store.PrefixStore;
 import io.jcomm.api.store.Store;
 import io.jcomm.cpu.store.TcpRendezvous;
-import io.jcomm.cpu.store.TcpStore;
 import io.jcomm.device.DeviceCommunicators;
 import io.jcomm.mq.AeronMedia;
 import java.util.ArrayList;
@@ -420,19 +418,16 @@ public final class ParallelState implements AutoCloseable {
     }
 
     /**
-     * Whether groups can be made concurrently: the store is a TCP store (each thread opens its own
-     * client) or the in-memory store (waits do not hold it).
+     * Whether groups can be made concurrently: the store says it can give each creating thread a client
+     * of its own ({@link Store#supportsConcurrentClients()}: the TCP store, the in-memory store).
      */
     static boolean concurrentStores(Store store) {
-        return store instanceof TcpStore || store instanceof InMemoryStore;
+        return store.supportsConcurrentClients();
     }
 
-    /** A store client for one creating thread. */
+    /** A store client for one creating thread (closed by the caller unless it is {@code store}). */
     private static Store openLane(Store store) {
-        if (store instanceof TcpStore) {
-            return ((TcpStore) store).newClient();
-        }
-        return store;
+        return store.supportsConcurrentClients() ? store.concurrentClient() : store;
     }
 
     private static void createInto(GroupFactory factory, HostTopology topology, long jobNonce,

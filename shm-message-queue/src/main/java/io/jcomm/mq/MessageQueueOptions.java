@@ -5,7 +5,6 @@ import java.net.Inet4Address;
 import java.net.InetAddress;
 import java.net.NetworkInterface;
 import java.net.SocketException;
-import java.net.UnknownHostException;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Collections;
@@ -26,7 +25,7 @@ import java.util.Objects;
  *   <tr><td>{@code idle}</td><td>automatic: {@link IdleConfig#forHost}</td><td>how a waiting writer or reader idles;
  *       by default it spins first only if the host has a core for every process waiting on the queue</td></tr>
  *   <tr><td>{@code timeout}</td><td>the group's default timeout</td><td>creation and the overloads without a timeout</td></tr>
- *   <tr><td>{@code hostId}</td><td>{@code JCOMM_HOST_ID} or the host name</td><td>same id = same host = shared memory</td></tr>
+ *   <tr><td>{@code hostId}</td><td>{@code JCOMM_HOST_ID}, else boot id and host name ({@link io.jcomm.api.HostIdentity})</td><td>same id = same host = shared memory</td></tr>
  *   <tr><td>{@code forceRemote}</td><td>false</td><td>this rank reads over UDP even on the writer's host (tests)</td></tr>
  *   <tr><td>{@code udpAddress}</td><td>first non-loopback IPv4 address, else 127.0.0.1</td><td>this host's address for UDP endpoints</td></tr>
  *   <tr><td>{@code media}</td><td>none: the queue starts its own driver per host</td><td>a shared {@link AeronMedia} of this process</td></tr>
@@ -42,7 +41,7 @@ import java.util.Objects;
 public final class MessageQueueOptions {
 
     /** Environment variable naming this host for same-host detection (as in DistributedConfig). */
-    public static final String HOST_ID_ENV = "JCOMM_HOST_ID";
+    public static final String HOST_ID_ENV = io.jcomm.api.HostIdentity.ENV;
     public static final int MAX_MESSAGE_BYTES_DEFAULT = 64 << 20;
     public static final int TERM_LENGTH_DEFAULT = 4 << 20;
     public static final int IPC_MTU_DEFAULT = 65504;
@@ -171,20 +170,12 @@ public final class MessageQueueOptions {
     public Duration closeLinger() { return closeLinger; }
     public boolean wakeups() { return wakeups; }
 
-    /** This host's id: the option, else {@code JCOMM_HOST_ID}, else the host name. */
+    /** This host's id: the option, else {@link io.jcomm.api.HostIdentity#local()} ({@code JCOMM_HOST_ID}, else boot id and host name). */
     public String hostId() {
         if (hostId != null) {
             return hostId;
         }
-        String env = System.getenv(HOST_ID_ENV);
-        if (env != null && !env.isBlank()) {
-            return env.trim();
-        }
-        try {
-            return InetAddress.getLocalHost().getHostName();
-        } catch (UnknownHostException e) {
-            return "localhost";
-        }
+        return io.jcomm.api.HostIdentity.local();
     }
 
     /** This host's address for UDP endpoints: the option, else the first up non-loopback IPv4, else 127.0.0.1. */

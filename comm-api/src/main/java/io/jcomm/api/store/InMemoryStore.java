@@ -270,4 +270,16 @@ public final class InMemoryStore implements Store {
             lock.unlock();
         }
     }
+
+    /** Waits do not hold this store: any number of threads may use it at once. */
+    @Override
+    public boolean supportsConcurrentClients() {
+        return true;
+    }
+
+    /** This store itself. */
+    @Override
+    public Store concurrentClient() {
+        return this;
+    }
 }

@@ -77,6 +77,25 @@ public interface Store extends AutoCloseable {
     /** Appends {@code value} to the value of {@code key} (creating it when missing). */
     void append(String key, byte[] value);
 
+    /**
+     * Whether {@link #concurrentClient()} is supported: another thread may then use the store at the same
+     * time as this one's blocked {@link #wait} (parallel group creation relies on it). False by default.
+     */
+    default boolean supportsConcurrentClients() {
+        return false;
+    }
+
+    /**
+     * A handle on the same store for one more thread, usable concurrently with this one: its own
+     * connection for a network store, or {@code this} for a store whose waits do not hold it. The caller
+     * closes what it gets unless it is {@code this}.
+     *
+     * @throws UnsupportedOperationException when {@link #supportsConcurrentClients()} is false
+     */
+    default Store concurrentClient() {
+        throw new UnsupportedOperationException(getClass().getName() + " offers no concurrent client");
+    }
+
     /** Releases connections or resources. Idempotent. */
     @Override
     void close();

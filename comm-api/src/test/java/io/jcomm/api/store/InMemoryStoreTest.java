@@ -94,4 +94,14 @@ class InMemoryStoreTest {
         Exception e = assertThrows(Exception.class, () -> f.get(5, TimeUnit.SECONDS));
         assertTrue(e.getCause() instanceof CommClosedException, String.valueOf(e.getCause()));
     }
+
+    @Test
+    void saysItServesConcurrentClientsAndAPrefixViewDoesNot() {
+        InMemoryStore s = new InMemoryStore(Duration.ofSeconds(1));
+        assertTrue(s.supportsConcurrentClients());
+        assertTrue(s.concurrentClient() == s, "the in-memory store is its own concurrent client");
+        PrefixStore view = new PrefixStore("p/", s);
+        assertFalse(view.supportsConcurrentClients(), "a store that does not say so offers none");
+        assertThrows(UnsupportedOperationException.class, view::concurrentClient);
+    }
 }

@@ -106,4 +106,24 @@ public final class CpuBackends {
         }
         return sb.toString();
     }
+
+    /**
+     * Rejects a key under {@code provider}'s prefix ({@code name + "."}) that the provider does not
+     * declare ({@link CpuBackendProvider#optionKeys()}), naming the known ones; other keys pass.
+     *
+     * @throws IllegalArgumentException on an unknown key of this backend
+     */
+    public static void checkOptions(CpuBackendProvider provider, java.util.Map<String, String> options) {
+        java.util.Optional<java.util.Set<String>> known = provider.optionKeys();
+        if (known.isEmpty()) {
+            return;
+        }
+        String prefix = provider.name().toLowerCase(Locale.ROOT) + ".";
+        for (String key : options.keySet()) {
+            if (key.toLowerCase(Locale.ROOT).startsWith(prefix) && !known.get().contains(key)) {
+                throw new IllegalArgumentException("unknown option '" + key + "' of CPU backend " + provider.name()
+                        + "; known: " + new java.util.TreeSet<>(known.get()));
+            }
+        }
+    }
 }

@@ -74,6 +74,7 @@ public final class CpuGroups {
                 throw Errors.sameType(e, ctx, e.detail(), e.getCause());
             }
         }
+        CpuBackends.checkOptions(provider, options.options());
         Store groupStore = new PrefixStore(options.groupName(), options.store());
         CpuBackendContext bctx = new CpuBackendContext(groupStore, options.groupName(), options.rank(), options.size(),
                 options.globalRanks(), options.hostname(), options.timeout(), options.options());

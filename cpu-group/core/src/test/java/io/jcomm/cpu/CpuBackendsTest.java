@@ -7,8 +7,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.jcomm.api.BackendException;
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.store.InMemoryStore;
+import io.jcomm.cpu.spi.CpuBackendProvider;
 import java.time.Duration;
 import java.util.List;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 class CpuBackendsTest {
@@ -34,6 +36,21 @@ class CpuBackendsTest {
                 "cpu-group (core) must not carry the gloo backend: it lives in cpu-group-gloo");
         BackendException e = assertThrows(BackendException.class, () -> CpuBackends.select("gloo"));
         assertTrue(e.getMessage().contains("add io.jcomm:cpu-group-gloo to the class path"), e.getMessage());
+    }
+
+    @Test
+    void anUnknownKeyOfTheChosenBackendIsRejectedWithTheKnownOnesOthersPass() {
+        CpuBackendProvider tcp = CpuBackends.select("tcp");
+        CpuBackends.checkOptions(tcp, Map.of(TcpOptions.SPIN_MICROS, "3", "gloo.devices", "lo", "object.maxBytes", "9"));
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> CpuBackends.checkOptions(tcp, Map.of("tcp.spinMicro", "3")));
+        assertTrue(e.getMessage().startsWith("unknown option 'tcp.spinMicro' of CPU backend tcp; known: [")
+                && e.getMessage().contains(TcpOptions.SPIN_MICROS), e.getMessage());
+        // and a group is refused before it connects to anyone
+        CpuGroupOptions bad = CpuGroupOptions.builder().store(new InMemoryStore(Duration.ofSeconds(1))).rank(0).size(2)
+                .backend("tcp").option("tcp.shm.ringbytes", "65536").timeout(Duration.ofSeconds(1)).build();
+        IllegalArgumentException again = assertThrows(IllegalArgumentException.class, () -> CpuGroups.create(bad));
+        assertTrue(again.getMessage().contains("'tcp.shm.ringbytes'"), again.getMessage());
     }
 
     @Test

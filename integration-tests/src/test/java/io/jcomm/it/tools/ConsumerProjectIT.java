@@ -5,15 +5,16 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.jcomm.testkit.MultiJvm;
+import io.jcomm.testkit.FreePorts;
 import io.jcomm.testkit.Requirements;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -67,15 +68,41 @@ class ConsumerProjectIT {
             assertFalse(jars.stream().anyMatch(j -> j.startsWith(absent)), absent + " on the consumer's class path: " + jars);
         }
 
+        // 4 plain JVMs on the consumer's own class path (nothing of this build's test classes), as a user
+        // would start them: the SDK's flags and torchrun's environment
         String classPath = CONSUMER.resolve("target/classes") + ":" + Files.readString(cpFile, UTF_8).strip();
-        try (MultiJvm job = MultiJvm.builder().name("consumer").worldSize(4).classPath(classPath)
-                .mainClass("com.example.consumer.TpPpJob").deadline(Duration.ofSeconds(120)).start()) {
-            MultiJvm.Results r = job.awaitAll();
-            r.assertAllSucceeded();
+        Path java = Path.of(System.getProperty("java.home"), "bin", "java");
+        int port = FreePorts.find();
+        List<Process> ranks = new ArrayList<>();
+        List<CompletableFuture<String>> outputs = new ArrayList<>();
+        try {
             for (int rank = 0; rank < 4; rank++) {
-                String ok = "consumer: rank " + rank + " ok (tp " + (rank % 2) + ", pp " + (rank / 2) + ")";
-                assertTrue(r.output(rank).contains(ok), r.output(rank) + " should contain " + ok);
+                ProcessBuilder pb = new ProcessBuilder(java.toString(), "@" + ROOT.resolve("bin/jvm.flags"), "-Xmx256m",
+                        "-cp", classPath, "com.example.consumer.TpPpJob").redirectErrorStream(true);
+                pb.environment().putAll(Map.of("RANK", "" + rank, "WORLD_SIZE", "4", "LOCAL_RANK", "" + rank,
+                        "LOCAL_WORLD_SIZE", "4", "MASTER_ADDR", "127.0.0.1", "MASTER_PORT", "" + port,
+                        "JCOMM_TIMEOUT_MS", "30000"));
+                Process proc = pb.start();
+                ranks.add(proc);
+                outputs.add(CompletableFuture.supplyAsync(() -> {
+                    try {
+                        return new String(proc.getInputStream().readAllBytes(), UTF_8);
+                    } catch (IOException e) {
+                        return "(output unreadable: " + e + ")";
+                    }
+                }));
             }
+            for (int rank = 0; rank < 4; rank++) {
+                Process proc = ranks.get(rank);
+                assertTrue(proc.waitFor(120, TimeUnit.SECONDS), "rank " + rank + " did not finish");
+                String out = outputs.get(rank).get(10, TimeUnit.SECONDS);
+                System.out.print(out.lines().map(l -> "[consumer rank] " + l + "\n").reduce("", String::concat));
+                assertEquals(0, proc.exitValue(), "rank " + rank + ":\n" + out);
+                String ok = "consumer: rank " + rank + " ok (tp " + (rank % 2) + ", pp " + (rank / 2) + ")";
+                assertTrue(out.lines().anyMatch(ok::equals), out + " should contain " + ok);
+            }
+        } finally {
+            ranks.forEach(Process::destroyForcibly);
         }
     }
 

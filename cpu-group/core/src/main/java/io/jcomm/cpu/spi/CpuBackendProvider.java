@@ -19,6 +19,16 @@ public interface CpuBackendProvider {
     Availability availability();
 
     /**
+     * The option keys this backend reads, all under {@code name() + "."}; a group made with this backend
+     * rejects any other key under that prefix (a typo must not be ignored silently), while keys of other
+     * backends are left alone (options may name several backends when {@code auto} chooses). Empty: the
+     * provider declares none and nothing is checked.
+     */
+    default java.util.Optional<java.util.Set<String>> optionKeys() {
+        return java.util.Optional.empty();
+    }
+
+    /**
      * Creates and connects the backend: collective over the group's members (every member calls it
      * with the same store prefix), bounded by {@code context.timeout()}.
      */

@@ -151,6 +151,18 @@ public final class TcpStore implements Store {
         return connect(config, null, true);
     }
 
+    /** Always: each thread gets its own connection ({@link #newClient()}). */
+    @Override
+    public boolean supportsConcurrentClients() {
+        return true;
+    }
+
+    /** {@link #newClient()}. */
+    @Override
+    public Store concurrentClient() {
+        return newClient();
+    }
+
     /** Connects; {@code owned} (e.g. an in-process server) is closed with the store. */
     static TcpStore connect(TcpStoreConfig config, AutoCloseable owned) {
         return connect(config, owned, false);

@@ -49,6 +49,22 @@ class TcpStoreReconnectTest {
     }
 
     @Test
+    void aConcurrentClientIsItsOwnConnectionThatDoesNotWaitBehindABlockedWait() throws Exception {
+        int port = FreePorts.find();
+        try (TcpStoreServer server = TcpStoreServer.start(serverOn(port));
+             TcpStore s = TcpStore.connect(client(port, Duration.ofSeconds(10)))) {
+            assertEquals(port, server.port());
+            assertTrue(s.supportsConcurrentClients());
+            CompletableFuture<Void> blocked = CompletableFuture.runAsync(() -> s.wait(List.of("later")));
+            try (io.jcomm.api.store.Store other = s.concurrentClient()) {
+                assertTrue(other != s && other instanceof TcpStore, String.valueOf(other));
+                other.set("later", "x".getBytes(UTF_8)); // would deadlock if it shared s's connection
+            }
+            blocked.get(10, TimeUnit.SECONDS);
+        }
+    }
+
+    @Test
     void clientRidesOverAServerRestartIncludingAPendingWait() throws Exception {
         int port = FreePorts.find();
         TcpStoreServer server = TcpStoreServer.start(serverOn(port));

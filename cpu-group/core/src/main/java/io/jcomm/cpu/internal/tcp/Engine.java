@@ -880,7 +880,7 @@ final class Engine {
         // which incarnation of the group this is (keys of an earlier one in the same namespace are never
         // read); a namespace the caller keeps for this incarnation needs no counting
         generation = cfg.freshNamespace ? 1 : store.add("tcp/instance/" + rank, 1);
-        String hostId = cfg.hostId != null ? cfg.hostId : HostIdentity.get();
+        String hostId = cfg.hostId != null ? cfg.hostId : io.jcomm.api.HostIdentity.local();
         if (cfg.shm) {
             shmRings = new ShmRings(cfg, group, rank, generation);
         }

@@ -26,6 +26,11 @@ public final class TcpBackendProvider implements CpuBackendProvider {
     }
 
     @Override
+    public java.util.Optional<java.util.Set<String>> optionKeys() {
+        return java.util.Optional.of(io.jcomm.cpu.TcpOptions.KEYS);
+    }
+
+    @Override
     public int priority() {
         return PRIORITY;
     }

@@ -1,5 +1,6 @@
 package io.jcomm.cpu.internal.tcp;
 
+import io.jcomm.cpu.TcpOptions;
 import io.jcomm.cpu.spi.CpuBackendContext;
 import java.util.Locale;
 
@@ -39,27 +40,27 @@ import java.util.Locale;
  *   <tr><td>{@value #FRESH_NAMESPACE}</td><td>{@code true}: the caller guarantees that the group's store
  *       namespace is used by this incarnation of the group only (as {@code ParallelState} does), so creation
  *       skips the per-rank incarnation counter: one store round trip fewer</td><td>false</td></tr>
- *   <tr><td>{@value #HOST_ID}</td><td>identity of this host (ranks with equal ids try shared memory)</td><td>boot id + host name</td></tr>
+ *   <tr><td>{@value #HOST_ID}</td><td>identity of this host (ranks with equal ids try shared memory)</td><td>{@link io.jcomm.api.HostIdentity#local()}: {@code JCOMM_HOST_ID}, else boot id + host name</td></tr>
  * </table>
  */
 final class TcpConfig {
 
-    static final String TRANSPORT = "tcp.transport";
-    static final String SPIN_MICROS = "tcp.spinMicros";
-    static final String SEGMENT_BYTES = "tcp.segmentBytes";
-    static final String SMALL_BYTES = "tcp.smallBytes";
-    static final String MAX_UNEXPECTED_BYTES = "tcp.maxUnexpectedBytes";
-    static final String SEND_BUDGET_BYTES = "tcp.sendBudgetBytes";
-    static final String SEND_BUDGET_MESSAGES = "tcp.sendBudgetMessages";
-    static final String SOCKET_BUFFER_BYTES = "tcp.socketBufferBytes";
-    static final String SHM = "tcp.shm";
-    static final String SHM_THRESHOLD_BYTES = "tcp.shm.thresholdBytes";
-    static final String SHM_RING_BYTES = "tcp.shm.ringBytes";
-    static final String SHM_DIR = "tcp.shm.dir";
-    static final String SHM_STAGING_BYTES = "tcp.shm.stagingBytes";
-    static final String SHM_COLLECTIVE_MIN_BYTES = "tcp.shm.collectiveMinBytes";
-    static final String HOST_ID = "tcp.hostId";
-    static final String FRESH_NAMESPACE = "tcp.freshNamespace";
+    static final String TRANSPORT = TcpOptions.TRANSPORT;
+    static final String SPIN_MICROS = TcpOptions.SPIN_MICROS;
+    static final String SEGMENT_BYTES = TcpOptions.SEGMENT_BYTES;
+    static final String SMALL_BYTES = TcpOptions.SMALL_BYTES;
+    static final String MAX_UNEXPECTED_BYTES = TcpOptions.MAX_UNEXPECTED_BYTES;
+    static final String SEND_BUDGET_BYTES = TcpOptions.SEND_BUDGET_BYTES;
+    static final String SEND_BUDGET_MESSAGES = TcpOptions.SEND_BUDGET_MESSAGES;
+    static final String SOCKET_BUFFER_BYTES = TcpOptions.SOCKET_BUFFER_BYTES;
+    static final String SHM = TcpOptions.SHM;
+    static final String SHM_THRESHOLD_BYTES = TcpOptions.SHM_THRESHOLD_BYTES;
+    static final String SHM_RING_BYTES = TcpOptions.SHM_RING_BYTES;
+    static final String SHM_DIR = TcpOptions.SHM_DIR;
+    static final String SHM_STAGING_BYTES = TcpOptions.SHM_STAGING_BYTES;
+    static final String SHM_COLLECTIVE_MIN_BYTES = TcpOptions.SHM_COLLECTIVE_MIN_BYTES;
+    static final String HOST_ID = TcpOptions.HOST_ID;
+    static final String FRESH_NAMESPACE = TcpOptions.FRESH_NAMESPACE;
 
     final String transport;
     final long spinNanos;

@@ -1,0 +1,54 @@
+package io.jcomm.api;
+
+import java.io.IOException;
+import java.net.InetAddress;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+
+/**
+ * The one definition of "this host" for same-host detection (shared memory, the node-local channel,
+ * the message queue's IPC path): ranks with equal identities are taken to share memory, and every
+ * shared-memory set-up still verifies that the peer's file is really visible before using it
+ * (containers on one machine may not share {@code /dev/shm}).
+ */
+public final class HostIdentity {
+
+    /** The environment variable that overrides the identity (e.g. distinct ids to simulate hosts). */
+    public static final String ENV = "JCOMM_HOST_ID";
+
+    private static final String MACHINE = computeMachine();
+
+    private HostIdentity() {
+    }
+
+    /** {@value #ENV} when set (trimmed), else {@link #machine()}. */
+    public static String local() {
+        String env = System.getenv(ENV);
+        return env != null && !env.isBlank() ? env.trim() : MACHINE;
+    }
+
+    /**
+     * {@code <kernel boot id>@<host name>}: equal for the processes of one kernel, different between
+     * machines even when their host names are equal ({@code noboot@<host name>} without procfs).
+     */
+    public static String machine() {
+        return MACHINE;
+    }
+
+    private static String computeMachine() {
+        String boot = "noboot";
+        try {
+            boot = Files.readString(Path.of("/proc/sys/kernel/random/boot_id"), StandardCharsets.US_ASCII).trim();
+        } catch (IOException | RuntimeException e) {
+            // not Linux, or no procfs: the host name alone
+        }
+        String host;
+        try {
+            host = InetAddress.getLocalHost().getHostName();
+        } catch (IOException e) {
+            host = "localhost";
+        }
+        return (boot + "@" + host).replace(' ', '_');
+    }
+}
