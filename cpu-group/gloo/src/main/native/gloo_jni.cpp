@@ -58,23 +58,31 @@
 
 namespace {
 
-// ---- constants shared with Java (GlooNativeException / DType / ReduceOp codes) ----
+// ---- constants shared with Java: the @Native constants of GlooNative, from its javac -h header ----
+#define JCOMM_GLOO_CONST(name) io_jcomm_cpu_gloo_internal_GlooNative_##name
 
-constexpr jint KIND_IO = 1;        // connection closed/reset: a peer failed
-constexpr jint KIND_TIMEOUT = 2;   // gloo timed out
-constexpr jint KIND_ENFORCE = 3;   // gloo::EnforceNotMet (misuse / internal invariant)
-constexpr jint KIND_MISMATCH = 4;  // argument check found inconsistent arguments across ranks
-constexpr jint KIND_CLOSED = 5;    // a peer closed the group cleanly (it said goodbye)
-constexpr jint KIND_OTHER = 6;     // any other C++ exception
-constexpr jint KIND_ARGUMENT = 7;  // native-side validation failed
+constexpr jint KIND_IO = JCOMM_GLOO_CONST(KIND_IO);              // connection closed/reset: a peer failed
+constexpr jint KIND_TIMEOUT = JCOMM_GLOO_CONST(KIND_TIMEOUT);    // gloo timed out
+constexpr jint KIND_ENFORCE = JCOMM_GLOO_CONST(KIND_ENFORCE);    // gloo::EnforceNotMet (misuse / internal invariant)
+constexpr jint KIND_MISMATCH = JCOMM_GLOO_CONST(KIND_MISMATCH);  // argument check found inconsistent arguments
+constexpr jint KIND_CLOSED = JCOMM_GLOO_CONST(KIND_CLOSED);      // a peer closed the group cleanly (goodbye)
+constexpr jint KIND_OTHER = JCOMM_GLOO_CONST(KIND_OTHER);        // any other C++ exception
+constexpr jint KIND_ARGUMENT = JCOMM_GLOO_CONST(KIND_ARGUMENT);  // native-side validation failed
 
-constexpr int DT_F16 = 1, DT_BF16 = 2, DT_F32 = 3, DT_F64 = 4, DT_I8 = 5, DT_U8 = 6, DT_I32 = 7,
-              DT_I64 = 8, DT_BOOL = 9;
-constexpr int OP_SUM = 1, OP_PROD = 2, OP_MIN = 3, OP_MAX = 4, OP_AVG = 5;
+constexpr int DT_F16 = JCOMM_GLOO_CONST(DT_F16), DT_BF16 = JCOMM_GLOO_CONST(DT_BF16),
+              DT_F32 = JCOMM_GLOO_CONST(DT_F32), DT_F64 = JCOMM_GLOO_CONST(DT_F64),
+              DT_I8 = JCOMM_GLOO_CONST(DT_I8), DT_U8 = JCOMM_GLOO_CONST(DT_U8),
+              DT_I32 = JCOMM_GLOO_CONST(DT_I32), DT_I64 = JCOMM_GLOO_CONST(DT_I64),
+              DT_BOOL = JCOMM_GLOO_CONST(DT_BOOL);
+constexpr int OP_SUM = JCOMM_GLOO_CONST(REDOP_SUM), OP_PROD = JCOMM_GLOO_CONST(REDOP_PROD),
+              OP_MIN = JCOMM_GLOO_CONST(REDOP_MIN), OP_MAX = JCOMM_GLOO_CONST(REDOP_MAX),
+              OP_AVG = JCOMM_GLOO_CONST(REDOP_AVG);
 
-// Operation codes of the argument check descriptor.
-constexpr uint8_t K_BARRIER = 1, K_BROADCAST = 2, K_ALLREDUCE = 3, K_ALLGATHER = 4,
-                  K_ALLGATHERV = 5, K_GATHER = 6, K_SCATTER = 7, K_REDUCE_SCATTER = 8;
+// Operation codes of the argument check descriptor (io.jcomm.cpu.internal.OpCodes, as the tcp backend's).
+constexpr uint8_t K_BARRIER = JCOMM_GLOO_CONST(OP_BARRIER), K_BROADCAST = JCOMM_GLOO_CONST(OP_BROADCAST),
+                  K_ALLREDUCE = JCOMM_GLOO_CONST(OP_ALLREDUCE), K_ALLGATHER = JCOMM_GLOO_CONST(OP_ALLGATHER),
+                  K_ALLGATHERV = JCOMM_GLOO_CONST(OP_ALLGATHERV), K_GATHER = JCOMM_GLOO_CONST(OP_GATHER),
+                  K_SCATTER = JCOMM_GLOO_CONST(OP_SCATTER), K_REDUCE_SCATTER = JCOMM_GLOO_CONST(OP_REDUCESCATTER);
 
 // Slot prefixes outside gloo's own (0x01..0x08).
 constexpr uint8_t kCheckSlotPrefix = 0xA5;

@@ -2,6 +2,7 @@ package io.jcomm.cpu.internal.tcp;
 
 import io.jcomm.api.DType;
 import io.jcomm.api.ReduceOp;
+import io.jcomm.cpu.internal.OpCodes;
 import io.netty.buffer.ByteBuf;
 
 /**
@@ -49,21 +50,21 @@ final class Frame {
     /** Flow control: the sender of this frame waits for credit; answer with {@link #CREDIT} as soon as there is any. */
     static final int CREDIT_WANTED = 10;
 
-    // operations
-    static final int OP_NONE = 0;
-    static final int OP_BARRIER = 1;
-    static final int OP_BROADCAST = 2;
-    static final int OP_ALLREDUCE = 3;
-    static final int OP_ALLGATHER = 4;
-    static final int OP_ALLGATHERV = 5;
-    static final int OP_GATHER = 6;
-    static final int OP_SCATTER = 7;
-    static final int OP_REDUCESCATTER = 8;
-    static final int OP_SEND = 9;
-    static final int OP_BCAST_BYTES = 10;
-    static final int OP_ALLGATHER_BYTES = 11;
-    static final int OP_GATHER_BYTES = 12;
-    static final int OP_SEND_BYTES = 13;
+    // operations (one declaration, shared with the gloo glue: OpCodes)
+    static final int OP_NONE = OpCodes.NONE;
+    static final int OP_BARRIER = OpCodes.BARRIER;
+    static final int OP_BROADCAST = OpCodes.BROADCAST;
+    static final int OP_ALLREDUCE = OpCodes.ALLREDUCE;
+    static final int OP_ALLGATHER = OpCodes.ALLGATHER;
+    static final int OP_ALLGATHERV = OpCodes.ALLGATHERV;
+    static final int OP_GATHER = OpCodes.GATHER;
+    static final int OP_SCATTER = OpCodes.SCATTER;
+    static final int OP_REDUCESCATTER = OpCodes.REDUCESCATTER;
+    static final int OP_SEND = OpCodes.SEND;
+    static final int OP_BCAST_BYTES = OpCodes.BCAST_BYTES;
+    static final int OP_ALLGATHER_BYTES = OpCodes.ALLGATHER_BYTES;
+    static final int OP_GATHER_BYTES = OpCodes.GATHER_BYTES;
+    static final int OP_SEND_BYTES = OpCodes.SEND_BYTES;
 
     // flags
     static final int FLAG_SHM = 1;

@@ -1,5 +1,7 @@
 package io.jcomm.cpu.gloo.internal;
 
+import io.jcomm.cpu.internal.OpCodes;
+import java.lang.annotation.Native;
 import java.nio.ByteBuffer;
 
 /**
@@ -16,6 +18,48 @@ import java.nio.ByteBuffer;
  * {@code tag} is the unsigned 32-bit collective tag (or the user's tag for send/recv).
  */
 public final class GlooNative {
+
+    // ---- constants the C++ glue takes from this class's JNI header (javac -h emits @Native constants as
+    // #define io_jcomm_cpu_gloo_internal_GlooNative_<NAME>), so that Java and C++ share one declaration ----
+
+    /** Failure kinds of {@link GlooNativeException}. */
+    @Native static final int KIND_IO = GlooNativeException.KIND_IO;
+    @Native static final int KIND_TIMEOUT = GlooNativeException.KIND_TIMEOUT;
+    @Native static final int KIND_ENFORCE = GlooNativeException.KIND_ENFORCE;
+    @Native static final int KIND_MISMATCH = GlooNativeException.KIND_MISMATCH;
+    @Native static final int KIND_CLOSED = GlooNativeException.KIND_CLOSED;
+    @Native static final int KIND_OTHER = GlooNativeException.KIND_OTHER;
+    @Native static final int KIND_ARGUMENT = GlooNativeException.KIND_ARGUMENT;
+
+    /** Operation codes of the argument check (the same as the tcp backend's: {@link OpCodes}). */
+    @Native static final int OP_BARRIER = OpCodes.BARRIER;
+    @Native static final int OP_BROADCAST = OpCodes.BROADCAST;
+    @Native static final int OP_ALLREDUCE = OpCodes.ALLREDUCE;
+    @Native static final int OP_ALLGATHER = OpCodes.ALLGATHER;
+    @Native static final int OP_ALLGATHERV = OpCodes.ALLGATHERV;
+    @Native static final int OP_GATHER = OpCodes.GATHER;
+    @Native static final int OP_SCATTER = OpCodes.SCATTER;
+    @Native static final int OP_REDUCESCATTER = OpCodes.REDUCESCATTER;
+
+    /**
+     * {@link io.jcomm.api.DType#code()} and {@link io.jcomm.api.ReduceOp#code()} of the types and
+     * reductions the glue handles (enum fields are not compile-time constants: {@code GlooNativeConstantsTest}
+     * checks these against them).
+     */
+    @Native static final int DT_F16 = 1;
+    @Native static final int DT_BF16 = 2;
+    @Native static final int DT_F32 = 3;
+    @Native static final int DT_F64 = 4;
+    @Native static final int DT_I8 = 5;
+    @Native static final int DT_U8 = 6;
+    @Native static final int DT_I32 = 7;
+    @Native static final int DT_I64 = 8;
+    @Native static final int DT_BOOL = 9;
+    @Native static final int REDOP_SUM = 1;
+    @Native static final int REDOP_PROD = 2;
+    @Native static final int REDOP_MIN = 3;
+    @Native static final int REDOP_MAX = 4;
+    @Native static final int REDOP_AVG = 5;
 
     private GlooNative() {
     }
