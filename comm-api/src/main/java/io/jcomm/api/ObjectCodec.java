@@ -28,4 +28,19 @@ public interface ObjectCodec {
     default <T> T decode(byte[] bytes, Class<T> expected) {
         return decode(bytes, 0, bytes.length, expected);
     }
+
+    /**
+     * A short ASCII summary (at most 200 characters) of what this codec can decode, equal on two ranks
+     * exactly when they can read each other's bytes (e.g. a digest of the registered types and their
+     * ids); groups compare it across their members when they are made, and fail with a clear error
+     * instead of a mysterious decode failure later. Empty: this codec cannot tell, nothing is compared.
+     */
+    default java.util.Optional<String> fingerprint() {
+        return java.util.Optional.empty();
+    }
+
+    /** How many types are registered, for that error message (-1: not known). */
+    default int registeredTypeCount() {
+        return -1;
+    }
 }

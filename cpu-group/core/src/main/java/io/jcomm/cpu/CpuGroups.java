@@ -2,6 +2,7 @@ package io.jcomm.cpu;
 
 import io.jcomm.api.CommException;
 import io.jcomm.api.Deadline;
+import io.jcomm.api.ObjectCodec;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.ProcessGroup;
 import io.jcomm.api.ProtocolException;
@@ -87,10 +88,10 @@ public final class CpuGroups {
         DefaultProcessGroup group = new DefaultProcessGroup(options.groupName(), options.rank(), options.size(),
                 options.globalRanks(), backend.name(), options.timeout(), options.codec(), options.maxObjectBytes(),
                 backend);
-        if (options.codec() instanceof ForyCodec
-                && Boolean.parseBoolean(options.option(CODEC_CHECK_OPTION, "true"))) {
+        java.util.Optional<String> fingerprint = options.codec().fingerprint();
+        if (fingerprint.isPresent() && Boolean.parseBoolean(options.option(CODEC_CHECK_OPTION, "true"))) {
             try {
-                checkCodecs(backend, options, (ForyCodec) options.codec(), ctx);
+                checkCodecs(backend, options, options.codec(), fingerprint.get(), ctx);
             } catch (RuntimeException e) {
                 group.close();
                 throw e;
@@ -99,8 +100,9 @@ public final class CpuGroups {
         return group;
     }
 
-    private static void checkCodecs(CpuBackend backend, CpuGroupOptions o, ForyCodec codec, OpContext ctx) {
-        byte[] mine = codec.fingerprint().getBytes(StandardCharsets.US_ASCII);
+    private static void checkCodecs(CpuBackend backend, CpuGroupOptions o, ObjectCodec codec, String fingerprint,
+                                    OpContext ctx) {
+        byte[] mine = fingerprint.getBytes(StandardCharsets.US_ASCII);
         byte[][] all;
         try {
             all = backend.allGatherBytes(mine, o.rank(), o.size(), 256, Deadline.after(o.timeout()));
@@ -110,13 +112,13 @@ public final class CpuGroups {
         StringBuilder diff = new StringBuilder();
         for (int r = 0; r < all.length; r++) {
             String theirs = new String(all[r], StandardCharsets.US_ASCII);
-            if (!theirs.equals(codec.fingerprint())) {
+            if (!theirs.equals(fingerprint)) {
                 diff.append(" rank ").append(r).append('=').append(theirs);
             }
         }
         if (diff.length() > 0) {
             throw new ProtocolException(ctx, "ranks registered different classes with their codecs (this rank "
-                    + codec.fingerprint() + ", registered " + codec.registeredTypes().size() + " classes;" + diff
+                    + fingerprint + ", registered " + codec.registeredTypeCount() + " classes;" + diff
                     + "); register the same classes everywhere");
         }
     }

@@ -87,14 +87,20 @@ public final class ForyCodec implements ObjectCodec {
         return new Builder();
     }
 
+    @Override
+    public int registeredTypeCount() {
+        return registered.size();
+    }
+
     /** The application classes registered, in id order. */
     public List<Class<?>> registeredTypes() {
         return registered;
     }
 
     /** A short hash of the registered class names; equal on every process with the same registrations. */
-    public String fingerprint() {
-        return fingerprint;
+    @Override
+    public java.util.Optional<String> fingerprint() {
+        return java.util.Optional.of(fingerprint);
     }
 
     @Override
