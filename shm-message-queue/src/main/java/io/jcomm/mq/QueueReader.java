@@ -30,6 +30,7 @@ import io.jcomm.api.ObjectCodec;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.PeerFailureException;
 import io.jcomm.api.ProtocolException;
+import io.jcomm.api.internal.FailureLatch;
 import io.jcomm.mq.internal.Frames;
 import io.jcomm.mq.internal.HmacSha256;
 import io.jcomm.mq.internal.MessageAssembler;
@@ -125,7 +126,7 @@ public final class QueueReader implements AutoCloseable {
     private long consumedSeq;
     private long consumedPosition;
     private long ackedSeq;
-    private volatile CommException failure;
+    private final FailureLatch failure = new FailureLatch();
     private volatile boolean closed;
 
     private QueueReader(AeronMedia media, QueueHandle handle, int rank, int driverOwnerRank, MessageQueueOptions options,
@@ -377,10 +378,7 @@ public final class QueueReader implements AutoCloseable {
     }
 
     private DirectBuffer next(long deadlineNanos, String op) {
-        CommException f = failure;
-        if (f != null) {
-            throw f;
-        }
+        failure.rethrow();
         if (closed) {
             throw new CommClosedException(ctx(op), "queue is closed");
         }
@@ -565,15 +563,12 @@ public final class QueueReader implements AutoCloseable {
     }
 
     private CommException poison(CommException e) {
-        if (failure == null) {
-            failure = e;
-        }
-        return e;
+        return failure.trip(e);
     }
 
     /** The exception that broke the reader, or {@code null}. */
     public CommException failure() {
-        return failure;
+        return failure.first();
     }
 
     /**

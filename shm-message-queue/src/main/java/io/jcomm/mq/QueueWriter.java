@@ -38,6 +38,7 @@ import io.jcomm.api.ObjectCodec;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.PeerFailureException;
 import io.jcomm.api.ProtocolException;
+import io.jcomm.api.internal.FailureLatch;
 import io.jcomm.mq.internal.Frames;
 import io.jcomm.mq.internal.HmacSha256;
 import io.jcomm.mq.internal.ShmFiles;
@@ -131,7 +132,7 @@ public final class QueueWriter implements AutoCloseable {
     static final long PROCESS_CHECK_MILLIS = 5;
     /** An enqueue after this long without one checks the readers before sending. */
     private static final long CHECK_INTERVAL_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
-    private volatile CommException failure;
+    private final FailureLatch failure = new FailureLatch();
     private volatile boolean closed;
     private volatile boolean sending;
     /** A partial message is in the stream or the driver is gone: no close message can follow. */
@@ -367,10 +368,7 @@ public final class QueueWriter implements AutoCloseable {
     }
 
     private long send(DirectBuffer src, int offset, int length, long deadlineNanos, int kind) {
-        CommException f = failure;
-        if (f != null) {
-            throw f;
-        }
+        failure.rethrow();
         if (closed) {
             throw new CommClosedException(ctx("enqueue"), "queue is closed");
         }
@@ -558,10 +556,7 @@ public final class QueueWriter implements AutoCloseable {
         long target = ipcPub == null || sequence == 0 ? 0
                 : sequence > seq - RING ? ipcEnd[(int) (sequence & (RING - 1))] : ipcPub.position();
         while (true) {
-            CommException f = failure;
-            if (f != null) {
-                throw f;
-            }
+            failure.rethrow();
             // goodbyes first: a reader that consumed the message and then closed has received it
             pollControl();
             boolean all = true;
@@ -868,10 +863,7 @@ public final class QueueWriter implements AutoCloseable {
      * {@code consumed} is fine (waiting for that message, it has received it).
      */
     private void checkReaders(String op, long consumed) {
-        CommException f = failure;
-        if (f != null) {
-            throw f;
-        }
+        failure.rethrow();
         for (ReaderState r : readers) {
             if (!r.hello || (r.bye && r.ackedSeq >= consumed)) {
                 continue;
@@ -902,15 +894,12 @@ public final class QueueWriter implements AutoCloseable {
     }
 
     private CommException poison(CommException e) {
-        if (failure == null) {
-            failure = e;
-        }
-        return e;
+        return failure.trip(e);
     }
 
     /** The exception that broke the writer, or {@code null}. */
     public CommException failure() {
-        return failure;
+        return failure.first();
     }
 
     /** Ranks that have said hello so far (for diagnostics). */

@@ -5,10 +5,10 @@ import io.jcomm.api.CommException;
 import io.jcomm.api.Device;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.device.DeviceCommunicator;
+import io.jcomm.api.internal.FailureLatch;
 import java.util.EnumMap;
 import java.util.Map;
 import java.util.Objects;
-import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * The state every {@link DeviceCommunicator} shares: identity (provider name, group, rank, world
@@ -45,7 +45,7 @@ public abstract class AbstractDeviceCommunicator implements DeviceCommunicator {
     private final int worldSize;
     private final Device device;
     private final Map<Op, OpContext> contexts = new EnumMap<>(Op.class);
-    private final AtomicReference<CommException> poison = new AtomicReference<>();
+    private final FailureLatch poison = new FailureLatch();
 
     protected AbstractDeviceCommunicator(String name, String groupName, int rank, int worldSize, Device device) {
         this.name = Objects.requireNonNull(name, "name");
@@ -96,7 +96,7 @@ public abstract class AbstractDeviceCommunicator implements DeviceCommunicator {
      * aborted or poisoned.
      */
     protected final void ensureOpen(OpContext ctx) {
-        CommException p = poison.get();
+        CommException p = poison.first();
         if (p != null) {
             throw new CommClosedException(ctx, name + " communicator is unusable: " + p.detail(), p);
         }
@@ -108,17 +108,17 @@ public abstract class AbstractDeviceCommunicator implements DeviceCommunicator {
      * @return true if this call poisoned it (the first cause wins)
      */
     protected final boolean poison(CommException cause) {
-        return poison.compareAndSet(null, Objects.requireNonNull(cause, "cause"));
+        return poison.tripFirst(Objects.requireNonNull(cause, "cause"));
     }
 
     /** The cause that made the communicator unusable, or {@code null} while it is usable. */
     public final CommException poisonCause() {
-        return poison.get();
+        return poison.first();
     }
 
     @Override
     public final boolean isClosed() {
-        return poison.get() != null;
+        return poison.first() != null;
     }
 
     @Override

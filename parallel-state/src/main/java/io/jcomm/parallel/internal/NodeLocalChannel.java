@@ -8,6 +8,7 @@ import io.jcomm.api.Deadline;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.PeerFailureException;
 import io.jcomm.api.ProtocolException;
+import io.jcomm.api.internal.FailureLatch;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.MappedByteBuffer;
@@ -112,7 +113,7 @@ public final class NodeLocalChannel implements AutoCloseable {
     private final long[] peerStart;
     private final boolean[] peerCheckable;
     private long seq;
-    private volatile CommException failure;
+    private final FailureLatch failure = new FailureLatch();
     private volatile boolean closed;
     private boolean unmapped;
 
@@ -234,20 +235,14 @@ public final class NodeLocalChannel implements AutoCloseable {
     }
 
     private void check(OpContext c) {
-        CommException f = failure;
-        if (f != null) {
-            throw f;
-        }
+        failure.rethrow();
         if (closed) {
             throw new CommClosedException(c, "node-local channel closed");
         }
     }
 
     private CommException fail(CommException e) {
-        if (failure == null) {
-            failure = e;
-        }
-        return e;
+        return failure.trip(e);
     }
 
     /** Waits until every rank completed operation {@code seq}. */

@@ -12,6 +12,7 @@ import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
 import io.jcomm.api.UnsupportedByBackendException;
+import io.jcomm.api.internal.FailureLatch;
 import io.jcomm.api.work.CompletableWork;
 import io.jcomm.api.work.Work;
 import io.jcomm.cpu.spi.CpuBackend;
@@ -29,7 +30,6 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
-import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * The {@link ProcessGroup} every CPU backend is wrapped in (c10d's ProcessGroup over a Backend).
@@ -71,7 +71,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
     private final int maxObjectBytes;
     private final CpuBackend backend;
 
-    private final AtomicReference<CommException> poison = new AtomicReference<>();
+    private final FailureLatch poison = new FailureLatch();
     private volatile boolean closed;
     private final Object asyncLock = new Object();
     private ThreadPoolExecutor asyncExecutor; // guarded by asyncLock, created on first async call
@@ -136,7 +136,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
 
     @Override
     public boolean isPoisoned() {
-        return closed || poison.get() != null || (backend != null && backend.hasFailed());
+        return closed || poison.first() != null || (backend != null && backend.hasFailed());
     }
 
     /** The backend (null for a group of one); for tests and tools of this SDK. */
@@ -146,7 +146,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
 
     /** The failure that poisoned the group, if any. */
     public CommException poisonCause() {
-        return poison.get();
+        return poison.first();
     }
 
     @Override
@@ -244,7 +244,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
     }
 
     private void checkUsable(OpContext ctx) {
-        CommException p = poison.get();
+        CommException p = poison.first();
         if (p != null) {
             throw Errors.poisoned(p, ctx);
         }
@@ -259,7 +259,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
         if (closed && !(e instanceof CommClosedException)) {
             e = new CommClosedException(ctx, "group closed while the call was running", e);
         }
-        if (poison.compareAndSet(null, e)) {
+        if (poison.tripFirst(e)) {
             try {
                 backend.close();
             } catch (RuntimeException ignored) {
@@ -291,7 +291,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
         OpContext ctx = ctx(op);
         Deadline d = deadline(t, ctx);
         CompletableWork<Void> w = new CompletableWork<>(ctx, d, keepAlive);
-        CommException p = poison.get();
+        CommException p = poison.first();
         if (p != null || closed) {
             w.fail(p != null ? Errors.poisoned(p, ctx) : new CommClosedException(ctx, "group closed"));
             return w;
@@ -314,7 +314,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
 
     private void runAsync(CompletableWork<Void> w, OpContext ctx, Deadline d, Call call, CompletableFuture<Void> done) {
         try {
-            CommException p = poison.get();
+            CommException p = poison.first();
             if (p != null || closed) {
                 w.fail(p != null ? Errors.poisoned(p, ctx) : new CommClosedException(ctx, "group closed"));
                 return;
@@ -752,7 +752,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
         }
         closed = true;
         OpContext ctx = ctx("close");
-        poison.compareAndSet(null, new CommClosedException(ctx, "group closed"));
+        poison.tripFirst(new CommClosedException(ctx, "group closed"));
         if (backend != null) {
             try {
                 backend.close();

@@ -1,14 +1,10 @@
 package io.jcomm.cpu.internal;
 
 import io.jcomm.api.BackendException;
-import io.jcomm.api.CollectiveMismatchException;
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
-import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.OpContext;
-import io.jcomm.api.PeerFailureException;
-import io.jcomm.api.ProtocolException;
-import io.jcomm.api.StoreException;
+import io.jcomm.api.internal.FailureLatch;
 
 /** Builds typed exceptions with an {@link OpContext}, keeping the type of the original. */
 public final class Errors {
@@ -49,30 +45,6 @@ public final class Errors {
 
     /** An exception of {@code like}'s type with the given context, detail and cause. */
     public static CommException sameType(CommException like, OpContext ctx, String detail, Throwable cause) {
-        if (like instanceof PeerFailureException) {
-            PeerFailureException p = (PeerFailureException) like;
-            String prefix = "peer rank " + (p.peerRank() < 0 ? "?" : Integer.toString(p.peerRank())) + ": ";
-            String d = detail.startsWith(prefix) ? detail.substring(prefix.length()) : detail;
-            return new PeerFailureException(ctx, p.peerRank(), d, cause);
-        }
-        if (like instanceof CommTimeoutException) {
-            return new CommTimeoutException(ctx, detail, cause);
-        }
-        if (like instanceof CollectiveMismatchException) {
-            return new CollectiveMismatchException(ctx, detail, cause);
-        }
-        if (like instanceof CommClosedException) {
-            return new CommClosedException(ctx, detail, cause);
-        }
-        if (like instanceof ProtocolException) {
-            return new ProtocolException(ctx, detail, cause);
-        }
-        if (like instanceof StoreException) {
-            return new StoreException(ctx, detail, cause);
-        }
-        if (like instanceof BackendException) {
-            return new BackendException(ctx, detail, cause);
-        }
-        return new CommException(ctx, detail, cause);
+        return FailureLatch.sameType(like, ctx, detail, cause);
     }
 }

@@ -14,6 +14,7 @@ import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.StoreException;
 import io.jcomm.api.Tensor;
+import io.jcomm.api.internal.FailureLatch;
 import io.jcomm.api.store.PrefixStore;
 import io.jcomm.cpu.gloo.internal.GlooLibrary;
 import io.jcomm.cpu.gloo.internal.GlooNative;
@@ -143,7 +144,7 @@ public final class GlooBackend implements CpuBackend {
     private final NativeHandle handle;
     private final List<String> deviceNames;
     private int nextTag;
-    private volatile CommException failure;
+    private final FailureLatch failure = new FailureLatch();
     private volatile boolean closed;
 
     private GlooBackend(String group, int rank, int size, int devices, boolean checkArgs, boolean goodbye,
@@ -292,7 +293,7 @@ public final class GlooBackend implements CpuBackend {
 
     /** True once a call failed or the backend was closed. */
     public boolean isPoisoned() {
-        return failure != null || closed;
+        return failure.isTripped() || closed;
     }
 
     // ---- operations ----
@@ -538,7 +539,7 @@ public final class GlooBackend implements CpuBackend {
      */
     @Override
     public void close() {
-        if (!closed && failure == null) {
+        if (!closed && !failure.isTripped()) {
             // Buffered sends are delivered only once their receivers ask for them: give them a moment.
             NativeHandle.Lease l = handle.acquire();
             if (l != null) {
@@ -549,7 +550,7 @@ public final class GlooBackend implements CpuBackend {
                 }
             }
         }
-        boolean clean = !closed && failure == null;
+        boolean clean = !closed && !failure.isTripped();
         closed = true;
         handle.close(goodbye && clean, CLOSE_WAIT_MILLIS, TimeUnit.MILLISECONDS);
     }
@@ -575,10 +576,7 @@ public final class GlooBackend implements CpuBackend {
     }
 
     private NativeHandle.Lease begin(String op) {
-        CommException f = failure;
-        if (f != null) {
-            throw poisoned(op, f);
-        }
+        failure.rethrowAs(ctx(op), "group failed earlier");
         NativeHandle.Lease l = closed ? null : handle.acquire();
         if (l == null) {
             throw new CommClosedException(ctx(op), "gloo backend is closed");
@@ -590,18 +588,13 @@ public final class GlooBackend implements CpuBackend {
         if (deadline.isExpired()) {
             // The other ranks will run this collective: the tag sequence is broken from here on.
             CommTimeoutException e = new CommTimeoutException(ctx(op), "deadline passed before the call started");
-            failure = e;
-            throw e;
+            throw failure.trip(e);
         }
         return Math.max(1, deadline.remainingMillis());
     }
 
     private CommException fail(String op, GlooNativeException e) {
-        CommException mapped = translate(ctx(op), e, closed);
-        if (failure == null) {
-            failure = mapped;
-        }
-        return mapped;
+        return failure.trip(translate(ctx(op), e, closed));
     }
 
     private static CommException translate(OpContext c, GlooNativeException e, boolean closed) {
@@ -627,28 +620,6 @@ public final class GlooBackend implements CpuBackend {
             default:
                 return new BackendException(c, "gloo failed: " + m, e);
         }
-    }
-
-    private CommException poisoned(String op, CommException first) {
-        String d = "group failed earlier (" + first.operation() + "): " + first.detail();
-        OpContext c = ctx(op);
-        if (first instanceof PeerFailureException) {
-            PeerFailureException p = (PeerFailureException) first;
-            return new PeerFailureException(c, p.peerRank(), d, first);
-        }
-        if (first instanceof CommTimeoutException) {
-            return new CommTimeoutException(c, d, first);
-        }
-        if (first instanceof CommClosedException) {
-            return new CommClosedException(c, d, first);
-        }
-        if (first instanceof CollectiveMismatchException) {
-            return new CollectiveMismatchException(c, d, first);
-        }
-        if (first instanceof ProtocolException) {
-            return new ProtocolException(c, d, first);
-        }
-        return new BackendException(c, d, first);
     }
 
     private void host(Tensor t, String op) {

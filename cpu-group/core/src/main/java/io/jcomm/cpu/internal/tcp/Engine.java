@@ -8,6 +8,7 @@ import io.jcomm.api.Deadline;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.PeerFailureException;
 import io.jcomm.api.ProtocolException;
+import io.jcomm.api.internal.FailureLatch;
 import io.jcomm.api.store.Store;
 import io.jcomm.cpu.spi.CpuBackendContext;
 import io.netty.bootstrap.Bootstrap;
@@ -86,11 +87,9 @@ final class Engine {
     /** While set-up waits for peers, this often it asks the store whether a member of the job left. */
     private static final long LIVENESS_PROBE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
     private static final java.time.Duration LIVENESS_PROBE_WAIT = java.time.Duration.ofMillis(2);
-    private static final java.lang.invoke.VarHandle FAILURE;
     static {
         try {
             java.lang.invoke.MethodHandles.Lookup l = java.lang.invoke.MethodHandles.lookup();
-            FAILURE = l.findVarHandle(Engine.class, "failure", CommException.class);
             LAST_EXIT = l.findVarHandle(Engine.class, "lastExit", long.class);
             KICKED = l.findVarHandle(Engine.class, "kicked", boolean.class);
         } catch (ReflectiveOperationException e) {
@@ -108,8 +107,8 @@ final class Engine {
     private final ReentrantLock driverLock = new ReentrantLock();
     private volatile Thread driver;
     private volatile boolean closed;
-    @SuppressWarnings("unused") // through FAILURE
-    private volatile CommException failure;
+    /** The first failure (io.jcomm.api.internal.FailureLatch, the mechanism every module shares). */
+    private final FailureLatch failure = new FailureLatch();
     private final Progress progress = Progress.shared();
     /** Process identity of each member (from its published address), 0 for this rank. */
     private final long[] peerProcess;
@@ -203,7 +202,7 @@ final class Engine {
             exit();
             throw closedException();
         }
-        CommException f = failure;
+        CommException f = failure.first();
         if (f != null) {
             exit();
             throw f.operation().equals(BETWEEN_CALLS)
@@ -258,7 +257,7 @@ final class Engine {
      * rings have ready without blocking. Returns whether bytes still wait for a socket (pass again soon).
      */
     boolean progressInBackground() {
-        if (closed || shutDown || failure != null) {
+        if (closed || shutDown || failure.isTripped()) {
             return false;
         }
         if (!(boolean) KICKED.getOpaque(this) && System.nanoTime() - (long) LAST_EXIT.getOpaque(this) < RECENT_CALL_NANOS) {
@@ -268,7 +267,7 @@ final class Engine {
             return false;
         }
         try {
-            if (closed || shutDown || failure != null) {
+            if (closed || shutDown || failure.isTripped()) {
                 return false;
             }
             opName = BETWEEN_CALLS;
@@ -279,7 +278,7 @@ final class Engine {
             loop.runNow();
             drainDirty();
             pollShm();
-            boolean pending = failure == null && pendingOutput();
+            boolean pending = !failure.isTripped() && pendingOutput();
             KICKED.setOpaque(this, pending);
             return pending;
         } catch (RuntimeException e) {
@@ -310,7 +309,7 @@ final class Engine {
 
     /** Records a failure found by another thread and wakes the driving thread, if any. */
     private void failFromOutside(CommException e) {
-        if (FAILURE.compareAndSet(this, null, e)) {
+        if (failure.tripFirst(e)) {
             loop.wakeup();
             Thread t = driver;
             if (t != null) {
@@ -324,7 +323,7 @@ final class Engine {
     }
 
     boolean hasFailed() {
-        return failure != null || closed;
+        return failure.isTripped() || closed;
     }
 
     /** Starts an operation; collectives get the next sequence number. */
@@ -432,7 +431,7 @@ final class Engine {
     }
 
     private void check() {
-        CommException f = failure;
+        CommException f = failure.first();
         if (f != null) {
             throw f;
         }
@@ -788,8 +787,7 @@ final class Engine {
 
     /** Records the first failure and returns {@code e}. Any thread. */
     CommException fail(CommException e) {
-        FAILURE.compareAndSet(this, null, e);
-        return e;
+        return failure.trip(e);
     }
 
     CollectiveMismatchException mismatch(Link l, Frame expected, Frame got, String diff) {
@@ -1121,7 +1119,7 @@ final class Engine {
         if (registered) {
             progress.unregister(this);
         }
-        CommException f = failure;
+        CommException f = failure.first();
         byte[] reason = null;
         int code = 0;
         if (f != null) {
