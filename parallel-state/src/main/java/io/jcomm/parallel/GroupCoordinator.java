@@ -545,31 +545,50 @@ public final class GroupCoordinator implements AutoCloseable {
             return value;
         }
         MessageQueue q = queueFor(src);
-        if (q != null) {
-            if (rankInGroup == src) {
-                checkType(value, type);
-                q.enqueueObject(value, timeout);
-                return value;
+        switch (route(q, src)) {
+            case QUEUE:
+                if (rankInGroup == src) {
+                    checkType(value, type);
+                    q.enqueueObject(value, timeout);
+                    return value;
+                }
+                return q.dequeueObject(type, timeout);
+            case SWITCHING: {
+                // the broadcaster is still being made: over the CPU side, with the writer's word on switching
+                if (rankInGroup == src) {
+                    checkType(value, type);
+                }
+                byte[] got = beforeSwitch(rankInGroup == src ? codec.encode(value) : null, "broadcastObject");
+                return rankInGroup == src ? value : codec.decode(got, 1, got.length - 1, type);
             }
-            return q.dequeueObject(type, timeout);
-        }
-        if (late != null && src == 0) {
-            // the broadcaster is still being made: over the CPU side, with the writer's word on switching
-            if (rankInGroup == src) {
-                checkType(value, type);
-            }
-            byte[] got = beforeSwitch(rankInGroup == src ? codec.encode(value) : null, "broadcastObject");
-            return rankInGroup == src ? value : codec.decode(got, 1, got.length - 1, type);
-        }
-        if (local != null) {
-            byte[] bytes = rankInGroup == src ? codec.encode(value) : null;
-            byte[] got = local.broadcast(bytes, src, Deadline.after(timeout));
-            if (got == null) {
+            default: {
+                // CPU side: the node-local channel when the encoded value fits, else the CPU group (which
+                // encodes it itself: no bytes-in-bytes)
+                if (local != null) {
+                    byte[] bytes = rankInGroup == src ? codec.encode(value) : null;
+                    byte[] got = local.broadcast(bytes, src, Deadline.after(timeout));
+                    if (got != null) {
+                        return rankInGroup == src ? value : codec.decode(got, type);
+                    }
+                }
                 return cpu.broadcastObject(value, src, type, timeout);
             }
-            return rankInGroup == src ? value : codec.decode(got, type);
         }
-        return cpu.broadcastObject(value, src, type, timeout);
+    }
+
+    /** The three ways a broadcast goes, decided in one place ({@link #route}) for objects and bytes alike. */
+    private enum Route { QUEUE, SWITCHING, CPU_SIDE }
+
+    /**
+     * How a broadcast from {@code src} goes: through its message queue ({@code q}, from {@link #queueFor}),
+     * over the CPU side with the writer's word on switching while the late broadcaster is being made,
+     * or over the CPU side (node-local channel when it fits, else the CPU group).
+     */
+    private Route route(MessageQueue q, int src) {
+        if (q != null) {
+            return Route.QUEUE;
+        }
+        return late != null && src == 0 ? Route.SWITCHING : Route.CPU_SIDE;
     }
 
     private void checkType(Object value, Class<?> type) {
@@ -613,18 +632,20 @@ public final class GroupCoordinator implements AutoCloseable {
     /** Broadcasts raw bytes by the same route as {@link #broadcastObject}. */
     private byte[] broadcastBytes(byte[] bytes, int src) {
         MessageQueue q = queueFor(src);
-        if (q != null) {
-            if (rankInGroup == src) {
-                q.enqueue(bytes, timeout);
-                return bytes;
+        switch (route(q, src)) {
+            case QUEUE:
+                if (rankInGroup == src) {
+                    q.enqueue(bytes, timeout);
+                    return bytes;
+                }
+                return q.dequeueBytes(timeout);
+            case SWITCHING: {
+                byte[] got = beforeSwitch(rankInGroup == src ? bytes : null, "broadcastBytes");
+                return rankInGroup == src ? bytes : java.util.Arrays.copyOfRange(got, 1, got.length);
             }
-            return q.dequeueBytes(timeout);
+            default:
+                return broadcastCpuSide(bytes, src);
         }
-        if (late != null && src == 0) {
-            byte[] got = beforeSwitch(rankInGroup == src ? bytes : null, "broadcastBytes");
-            return rankInGroup == src ? bytes : java.util.Arrays.copyOfRange(got, 1, got.length);
-        }
-        return broadcastCpuSide(bytes, src);
     }
 
     /** Bytes over the node-local channel when they fit, else the CPU group. */
