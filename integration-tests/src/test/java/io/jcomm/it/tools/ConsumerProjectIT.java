@@ -49,8 +49,9 @@ class ConsumerProjectIT {
         Path mvn = onPath("mvn");
         Requirements.assume("consumer", mvn != null, "no mvn on the PATH");
         Path cpFile = CONSUMER.resolve("target/classpath.txt");
+        deleteTree(CONSUMER.resolve("target")); // not "mvn clean": offline, use only plugins this build used
         List<String> cmd = List.of(mvn.toString(), "-B", "-q", "-o", "-Dmaven.repo.local=" + repo,
-                "-f", CONSUMER.resolve("pom.xml").toString(), "-DskipTests", "clean", "package",
+                "-f", CONSUMER.resolve("pom.xml").toString(), "-DskipTests", "package",
                 "dependency:build-classpath", "-Dmdep.outputFile=" + cpFile);
         Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
         String log = new String(p.getInputStream().readAllBytes(), UTF_8);
@@ -140,6 +141,17 @@ class ConsumerProjectIT {
             return "jcomm-bom " + version + " is not installed in " + repo;
         }
         return null;
+    }
+
+    private static void deleteTree(Path dir) throws IOException {
+        if (!Files.exists(dir)) {
+            return;
+        }
+        try (java.util.stream.Stream<Path> s = Files.walk(dir)) {
+            for (Path p : s.sorted(java.util.Comparator.reverseOrder()).toList()) {
+                Files.delete(p);
+            }
+        }
     }
 
     private static Path onPath(String name) {
