@@ -64,6 +64,19 @@ public interface ProcessGroup extends AutoCloseable {
         barrier(defaultTimeout());
     }
 
+    /**
+     * A barrier that says who is missing (c10d's {@code monitored_barrier}): every rank reports to
+     * rank 0, which waits for all of them until {@code timeout} and then releases them. When ranks
+     * do not arrive in time, rank 0 fails with {@link CommTimeoutException} naming every one of them
+     * (not only the first), and the others fail waiting for rank 0's release. For debugging a stuck
+     * job: it costs 2(N-1) messages through rank 0, more than {@link #barrier}. Backends without it
+     * throw {@link UnsupportedByBackendException}.
+     */
+    default void monitoredBarrier(Duration timeout) {
+        throw new UnsupportedByBackendException(OpContext.of(name(), rank(), "monitoredBarrier"), backendName(),
+                "monitoredBarrier");
+    }
+
     // ---- tensor collectives (in place where noted) ----
 
     /** Broadcasts {@code tensor} from group rank {@code src} into {@code tensor} on every rank. */

@@ -535,6 +535,19 @@ public final class GroupCoordinator implements AutoCloseable {
     }
 
     /**
+     * A barrier over the CPU group that names every member that did not arrive within
+     * {@code timeout} (c10d's {@code monitored_barrier}; see {@link ProcessGroup#monitoredBarrier}):
+     * for finding the stuck rank, not for the hot path.
+     */
+    public void monitoredBarrier(Duration timeout) {
+        checkOpen("monitoredBarrier");
+        if (ranks.size() == 1) {
+            return;
+        }
+        cpu.monitoredBarrier(timeout);
+    }
+
+    /**
      * Broadcasts {@code value} (meaningful on {@code src} only) and returns {@code src}'s value on
      * every member, checked to be a {@code type}.
      */

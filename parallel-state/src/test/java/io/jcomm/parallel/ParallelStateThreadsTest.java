@@ -235,4 +235,17 @@ class ParallelStateThreadsTest {
             assertEquals("pp:0", a.state(1).pp().name());
         }
     }
+
+    @Test
+    void monitoredBarrierOnTheCoordinatorsPassesWhenAllArrive() {
+        try (ThreadJob job = ThreadJob.start(2, quick().build(), T)) {
+            job.run(ps -> {
+                ps.initializeModelParallel(2, 1);
+                ps.world().monitoredBarrier(java.time.Duration.ofSeconds(10));
+                ps.tp().monitoredBarrier(java.time.Duration.ofSeconds(10));
+                ps.pp().monitoredBarrier(java.time.Duration.ofSeconds(10)); // size 1: returns at once
+                assertArrayEquals(new double[] {3}, ps.tp().allReduce(Tensor.ofFloats(ps.rank() + 1)).toDoubleArray());
+            }, T);
+        }
+    }
 }

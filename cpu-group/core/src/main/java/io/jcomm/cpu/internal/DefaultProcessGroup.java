@@ -376,6 +376,16 @@ public final class DefaultProcessGroup implements ProcessGroup {
     }
 
     @Override
+    public void monitoredBarrier(Duration timeout) {
+        if (size == 1) {
+            deadline(timeout, ctx("monitoredBarrier"));
+            checkUsable(ctx("monitoredBarrier"));
+            return;
+        }
+        sync("monitoredBarrier", timeout, (b, d) -> b.monitoredBarrier(d));
+    }
+
+    @Override
     public Work<Void> barrierAsync(Duration timeout) {
         if (size == 1) {
             deadline(timeout, ctx("barrier"));

@@ -23,6 +23,7 @@ public final class OpCodes {
     public static final int ALLGATHER_BYTES = 11;
     public static final int GATHER_BYTES = 12;
     public static final int SEND_BYTES = 13;
+    public static final int MONITORED_BARRIER = 14;
 
     private OpCodes() {
     }

@@ -55,6 +55,15 @@ public interface CpuBackend extends AutoCloseable {
         throw unsupported("barrier");
     }
 
+    /**
+     * Every rank reports to rank 0, which waits for all until the deadline and then releases them;
+     * on rank 0 a deadline passed with ranks missing is a {@link io.jcomm.api.CommTimeoutException}
+     * naming every missing rank. See {@link io.jcomm.api.ProcessGroup#monitoredBarrier}.
+     */
+    default void monitoredBarrier(Deadline deadline) {
+        throw unsupported("monitoredBarrier");
+    }
+
     /** In place, from {@code src}. */
     default void broadcast(Tensor tensor, int src, Deadline deadline) {
         throw unsupported("broadcast");

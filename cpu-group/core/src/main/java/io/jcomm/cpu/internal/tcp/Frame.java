@@ -65,6 +65,7 @@ final class Frame {
     static final int OP_ALLGATHER_BYTES = OpCodes.ALLGATHER_BYTES;
     static final int OP_GATHER_BYTES = OpCodes.GATHER_BYTES;
     static final int OP_SEND_BYTES = OpCodes.SEND_BYTES;
+    static final int OP_MONITORED_BARRIER = OpCodes.MONITORED_BARRIER;
 
     // flags
     static final int FLAG_SHM = 1;
@@ -76,7 +77,7 @@ final class Frame {
 
     private static final String[] OP_NAMES = {"none", "barrier", "broadcast", "allReduce", "allGather", "allGatherV",
         "gather", "scatter", "reduceScatter", "send", "broadcastObject", "allGatherObject", "gatherObject",
-        "sendObject"};
+        "sendObject", "monitoredBarrier"};
 
     int kind;
     int op;

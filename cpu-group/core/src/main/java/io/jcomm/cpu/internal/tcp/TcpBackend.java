@@ -1,5 +1,6 @@
 package io.jcomm.cpu.internal.tcp;
 
+import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.DType;
 import io.jcomm.api.Deadline;
 import io.jcomm.api.ReduceOp;
@@ -140,6 +141,52 @@ final class TcpBackend implements CpuBackend {
             }
             advance.run();
             e.await(op);
+        } finally {
+            e.exit();
+        }
+    }
+
+    // ------------------------------------------------------------------ monitored barrier
+
+    /**
+     * Every rank sends message 0 to rank 0, which posts a receive from every peer at once, so that at
+     * its deadline it knows exactly who did not arrive; then rank 0 sends message 1 to each as the
+     * release.
+     */
+    @Override
+    public void monitoredBarrier(Deadline deadline) {
+        e.enter("monitoredBarrier");
+        try {
+            Op op = e.begin(Frame.DATA, Frame.OP_MONITORED_BARRIER, deadline);
+            if (rank == 0) {
+                Recv[] arrivals = new Recv[size];
+                for (int r = 1; r < size; r++) {
+                    arrivals[r] = e.post(Recv.into(op, r, op.frame(0), EMPTY, null));
+                }
+                try {
+                    e.await(op);
+                } catch (CommTimeoutException t) {
+                    java.util.List<Integer> missing = new java.util.ArrayList<>();
+                    for (int r = 1; r < size; r++) {
+                        if (!arrivals[r].done) {
+                            missing.add(r);
+                        }
+                    }
+                    throw e.fail(new CommTimeoutException(e.ctx(), "ranks " + missing + " of " + size
+                            + " did not arrive at the monitored barrier before its deadline", t));
+                }
+                Op release = e.begin(Frame.DATA, Frame.OP_MONITORED_BARRIER, deadline);
+                for (int r = 1; r < size; r++) {
+                    e.send(release, r, release.frame(1), null);
+                }
+                e.await(release);
+            } else {
+                e.send(op, 0, op.frame(0), null);
+                Op release = e.begin(Frame.DATA, Frame.OP_MONITORED_BARRIER, deadline);
+                e.post(Recv.into(release, 0, release.frame(1), EMPTY, null));
+                e.await(op);
+                e.await(release);
+            }
         } finally {
             e.exit();
         }
