@@ -22,18 +22,14 @@ public final class HostIdentity {
     private HostIdentity() {
     }
 
-    /** {@value #ENV} when set (trimmed), else {@link #machine()}. */
+    /**
+     * {@value #ENV} when set (trimmed), else {@code <kernel boot id>@<host name>}: equal for the
+     * processes of one kernel, different between machines even when their host names are equal
+     * ({@code noboot@<host name>} without procfs).
+     */
     public static String local() {
         String env = System.getenv(ENV);
         return env != null && !env.isBlank() ? env.trim() : MACHINE;
-    }
-
-    /**
-     * {@code <kernel boot id>@<host name>}: equal for the processes of one kernel, different between
-     * machines even when their host names are equal ({@code noboot@<host name>} without procfs).
-     */
-    public static String machine() {
-        return MACHINE;
     }
 
     private static String computeMachine() {

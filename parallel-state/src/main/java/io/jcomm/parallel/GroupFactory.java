@@ -41,16 +41,8 @@ final class GroupFactory {
 
     private static final Logger LOG = LoggerFactory.getLogger(GroupFactory.class);
 
-    /** CPU-group option of the tcp backend naming this host (same-host detection follows JCOMM_HOST_ID). */
-    static final String TCP_HOST_ID_OPTION = TcpOptions.HOST_ID;
-    /** The tcp backend's option saying the group's store namespace is fresh (no incarnation counter). */
-    static final String TCP_FRESH_NAMESPACE_OPTION = TcpOptions.FRESH_NAMESPACE;
-    /** CPU-group option of the tcp backend: bytes of each shared-memory ring. */
-    static final String TCP_RING_BYTES_OPTION = TcpOptions.SHM_RING_BYTES;
     /** Ring size for CPU groups that carry only control messages (the device moves the data). */
     static final String CONTROL_RING_BYTES = "65536";
-    /** CPU-group option of the tcp backend: bytes of each rank's shared staging region (0: none). */
-    static final String TCP_STAGING_BYTES_OPTION = TcpOptions.SHM_STAGING_BYTES;
 
     final DistributedConfig config;
     final ParallelStateOptions options;
@@ -141,9 +133,9 @@ final class GroupFactory {
                 .groupName(spec.name())
                 .rank(spec.ranks().indexOf(config.rank())).size(spec.ranks().size()).globalRanks(spec.ranks())
                 .backend(cpuBackend).timeout(timeout).codec(codec).hostname(hostname)
-                .option(TCP_HOST_ID_OPTION, config.hostId())
+                .option(TcpOptions.HOST_ID, config.hostId())
                 // the spec's namespace is this incarnation's alone (it names the state's generation)
-                .option(TCP_FRESH_NAMESPACE_OPTION, "true");
+                .option(TcpOptions.FRESH_NAMESPACE, "true");
         if (!checkCodec) {
             // the world group already checked that every rank registered the same classes
             b.option(CpuGroups.CODEC_CHECK_OPTION, "false");
@@ -151,8 +143,8 @@ final class GroupFactory {
         if (!device.isCpu()) {
             // control plane only: small rings, and no staging region (it serves large CPU
             // collectives: 16 MiB of /dev/shm per rank and group, and its pre-faulting at creation)
-            b.option(TCP_RING_BYTES_OPTION, CONTROL_RING_BYTES);
-            b.option(TCP_STAGING_BYTES_OPTION, "0");
+            b.option(TcpOptions.SHM_RING_BYTES, CONTROL_RING_BYTES);
+            b.option(TcpOptions.SHM_STAGING_BYTES, "0");
         }
         options.cpuOptions().forEach(b::option);
         return b.build();

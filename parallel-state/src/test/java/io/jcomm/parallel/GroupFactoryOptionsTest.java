@@ -11,6 +11,7 @@ import io.jcomm.api.device.DeviceCommunicatorContext;
 import io.jcomm.api.device.DeviceCommunicatorProvider;
 import io.jcomm.api.store.InMemoryStore;
 import io.jcomm.cpu.CpuGroupOptions;
+import io.jcomm.cpu.TcpOptions;
 import io.jcomm.device.CpuDeviceCommunicatorProvider;
 import io.jcomm.device.DeviceCommunicators;
 import java.time.Duration;
@@ -61,15 +62,15 @@ class GroupFactoryOptionsTest {
     @Test
     void controlPlaneGroupsGetSmallRingsAndNoStaging() {
         CpuGroupOptions o = cpuOptionsFor(Device.of("accel", 0));
-        assertEquals(GroupFactory.CONTROL_RING_BYTES, o.option(GroupFactory.TCP_RING_BYTES_OPTION, null));
-        assertEquals("0", o.option(GroupFactory.TCP_STAGING_BYTES_OPTION, null));
+        assertEquals(GroupFactory.CONTROL_RING_BYTES, o.option(TcpOptions.SHM_RING_BYTES, null));
+        assertEquals("0", o.option(TcpOptions.SHM_STAGING_BYTES, null));
     }
 
     @Test
     void cpuDataPlaneGroupsKeepTheBackendDefaults() {
         CpuGroupOptions o = cpuOptionsFor(Device.CPU);
-        assertNull(o.option(GroupFactory.TCP_RING_BYTES_OPTION, null));
-        assertNull(o.option(GroupFactory.TCP_STAGING_BYTES_OPTION, null));
+        assertNull(o.option(TcpOptions.SHM_RING_BYTES, null));
+        assertNull(o.option(TcpOptions.SHM_STAGING_BYTES, null));
         assertEquals("127.0.0.1", o.hostname());
     }
 }

@@ -118,7 +118,7 @@ public abstract class AbstractDeviceCommunicator implements DeviceCommunicator {
 
     @Override
     public final boolean isClosed() {
-        return poison.first() != null;
+        return poison.isTripped();
     }
 
     @Override

@@ -136,7 +136,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
 
     @Override
     public boolean isPoisoned() {
-        return closed || poison.first() != null || (backend != null && backend.hasFailed());
+        return closed || poison.isTripped() || (backend != null && backend.hasFailed());
     }
 
     /** The backend (null for a group of one); for tests and tools of this SDK. */

@@ -25,6 +25,15 @@ public final class OpCodes {
     public static final int SEND_BYTES = 13;
     public static final int MONITORED_BARRIER = 14;
 
+    private static final String[] NAMES = {"none", "barrier", "broadcast", "allReduce", "allGather", "allGatherV",
+        "gather", "scatter", "reduceScatter", "send", "broadcastObject", "allGatherObject", "gatherObject",
+        "sendObject", "monitoredBarrier"};
+
     private OpCodes() {
+    }
+
+    /** The operation's name for messages ({@code op#N} for a code this build does not know). */
+    public static String name(int code) {
+        return code >= 0 && code < NAMES.length ? NAMES[code] : "op#" + code;
     }
 }

@@ -50,23 +50,6 @@ final class Frame {
     /** Flow control: the sender of this frame waits for credit; answer with {@link #CREDIT} as soon as there is any. */
     static final int CREDIT_WANTED = 10;
 
-    // operations (one declaration, shared with the gloo glue: OpCodes)
-    static final int OP_NONE = OpCodes.NONE;
-    static final int OP_BARRIER = OpCodes.BARRIER;
-    static final int OP_BROADCAST = OpCodes.BROADCAST;
-    static final int OP_ALLREDUCE = OpCodes.ALLREDUCE;
-    static final int OP_ALLGATHER = OpCodes.ALLGATHER;
-    static final int OP_ALLGATHERV = OpCodes.ALLGATHERV;
-    static final int OP_GATHER = OpCodes.GATHER;
-    static final int OP_SCATTER = OpCodes.SCATTER;
-    static final int OP_REDUCESCATTER = OpCodes.REDUCESCATTER;
-    static final int OP_SEND = OpCodes.SEND;
-    static final int OP_BCAST_BYTES = OpCodes.BCAST_BYTES;
-    static final int OP_ALLGATHER_BYTES = OpCodes.ALLGATHER_BYTES;
-    static final int OP_GATHER_BYTES = OpCodes.GATHER_BYTES;
-    static final int OP_SEND_BYTES = OpCodes.SEND_BYTES;
-    static final int OP_MONITORED_BARRIER = OpCodes.MONITORED_BARRIER;
-
     // flags
     static final int FLAG_SHM = 1;
 
@@ -74,10 +57,6 @@ final class Frame {
     static final int ABORT_FAILURE = 1;
     static final int ABORT_MISMATCH = 2;
     static final int ABORT_TIMEOUT = 3;
-
-    private static final String[] OP_NAMES = {"none", "barrier", "broadcast", "allReduce", "allGather", "allGatherV",
-        "gather", "scatter", "reduceScatter", "send", "broadcastObject", "allGatherObject", "gatherObject",
-        "sendObject", "monitoredBarrier"};
 
     int kind;
     int op;
@@ -199,7 +178,7 @@ final class Frame {
     }
 
     static String opName(int op) {
-        return op >= 0 && op < OP_NAMES.length ? OP_NAMES[op] : "op#" + op;
+        return OpCodes.name(op);
     }
 
     private static String dtypeName(int code) {

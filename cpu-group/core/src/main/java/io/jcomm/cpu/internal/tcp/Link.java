@@ -2,6 +2,7 @@ package io.jcomm.cpu.internal.tcp;
 
 import io.jcomm.api.CommException;
 import io.jcomm.api.ProtocolException;
+import io.jcomm.cpu.TcpOptions;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.buffer.Unpooled;
@@ -958,8 +959,8 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
                     .append(" bytes) wait for credit from rank ").append(peer).append(", which has not consumed the ")
                     .append(inFlightMessages).append(" messages (").append(inFlight).append(" bytes) sent to it (budget ")
                     .append(engine.cfg.sendBudgetMessages).append(" messages, ").append(engine.cfg.sendBudgetBytes)
-                    .append(" bytes: options ").append(TcpConfig.SEND_BUDGET_MESSAGES).append(", ")
-                    .append(TcpConfig.SEND_BUDGET_BYTES).append(") for ")
+                    .append(" bytes: options ").append(TcpOptions.SEND_BUDGET_MESSAGES).append(", ")
+                    .append(TcpOptions.SEND_BUDGET_BYTES).append(") for ")
                     .append(String.format(java.util.Locale.ROOT, "%.1f", (System.nanoTime() - heldSince) / 1e9))
                     .append(" s: the peer is slower than this rank, or stuck");
         }

@@ -5,6 +5,7 @@ import io.jcomm.api.DType;
 import io.jcomm.api.Deadline;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
+import io.jcomm.cpu.internal.OpCodes;
 import io.jcomm.cpu.spi.CpuBackend;
 import io.jcomm.cpu.spi.Reductions;
 import java.nio.ByteBuffer;
@@ -119,7 +120,7 @@ final class TcpBackend implements CpuBackend {
     public void barrier(Deadline deadline) {
         e.enter("barrier");
         try {
-            Op op = e.begin(Frame.DATA, Frame.OP_BARRIER, deadline);
+            Op op = e.begin(Frame.DATA, OpCodes.BARRIER, deadline);
             int rounds = 0;
             while ((1 << rounds) < size) {
                 rounds++;
@@ -157,7 +158,7 @@ final class TcpBackend implements CpuBackend {
     public void monitoredBarrier(Deadline deadline) {
         e.enter("monitoredBarrier");
         try {
-            Op op = e.begin(Frame.DATA, Frame.OP_MONITORED_BARRIER, deadline);
+            Op op = e.begin(Frame.DATA, OpCodes.MONITORED_BARRIER, deadline);
             if (rank == 0) {
                 Recv[] arrivals = new Recv[size];
                 for (int r = 1; r < size; r++) {
@@ -175,14 +176,14 @@ final class TcpBackend implements CpuBackend {
                     throw e.fail(new CommTimeoutException(e.ctx(), "ranks " + missing + " of " + size
                             + " did not arrive at the monitored barrier before its deadline", t));
                 }
-                Op release = e.begin(Frame.DATA, Frame.OP_MONITORED_BARRIER, deadline);
+                Op release = e.begin(Frame.DATA, OpCodes.MONITORED_BARRIER, deadline);
                 for (int r = 1; r < size; r++) {
                     e.send(release, r, release.frame(1), null);
                 }
                 e.await(release);
             } else {
                 e.send(op, 0, op.frame(0), null);
-                Op release = e.begin(Frame.DATA, Frame.OP_MONITORED_BARRIER, deadline);
+                Op release = e.begin(Frame.DATA, OpCodes.MONITORED_BARRIER, deadline);
                 e.post(Recv.into(release, 0, release.frame(1), EMPTY, null));
                 e.await(op);
                 e.await(release);
@@ -200,7 +201,7 @@ final class TcpBackend implements CpuBackend {
         ShmStaging st = stagingFor(bytes, deadline);
         e.enter("broadcast");
         try {
-            Op op = e.begin(Frame.DATA, Frame.OP_BROADCAST, deadline);
+            Op op = e.begin(Frame.DATA, OpCodes.BROADCAST, deadline);
             if (st != null) {
                 broadcastShared(op, st, tensor, src);
                 return;
@@ -253,7 +254,7 @@ final class TcpBackend implements CpuBackend {
         try {
             boolean direct = bytes <= cfg.smallBytes;
             boolean shared = st != null;
-            Op op = e.begin(Frame.DATA, Frame.OP_ALLREDUCE, deadline);
+            Op op = e.begin(Frame.DATA, OpCodes.ALLREDUCE, deadline);
             op.template.dtype(tensor.dtype()).count(tensor.numel()).redop(rop)
                     .algo(shared ? ALGO_SHARED : direct ? ALGO_DIRECT : ALGO_PIPELINE);
             if (shared) {
@@ -523,7 +524,7 @@ final class TcpBackend implements CpuBackend {
     public void allGather(Tensor output, Tensor input, Deadline deadline) {
         long[] counts = new long[size];
         java.util.Arrays.fill(counts, input.numel());
-        gatherAll("allGather", Frame.OP_ALLGATHER, output, input, counts, input.numel(), deadline);
+        gatherAll("allGather", OpCodes.ALLGATHER, output, input, counts, input.numel(), deadline);
     }
 
     @Override
@@ -532,7 +533,7 @@ final class TcpBackend implements CpuBackend {
         for (long c : counts) {
             digest = (digest ^ c) * 0x100000001b3L;
         }
-        gatherAll("allGatherV", Frame.OP_ALLGATHERV, output, input, counts, digest, deadline);
+        gatherAll("allGatherV", OpCodes.ALLGATHERV, output, input, counts, digest, deadline);
     }
 
     private void gatherAll(String name, int code, Tensor output, Tensor input, long[] counts, long countField,
@@ -610,7 +611,7 @@ final class TcpBackend implements CpuBackend {
     public void gather(Tensor output, Tensor input, int dst, Deadline deadline) {
         e.enter("gather");
         try {
-            Op op = e.begin(Frame.DATA, Frame.OP_GATHER, deadline);
+            Op op = e.begin(Frame.DATA, OpCodes.GATHER, deadline);
             op.template.dtype(input.dtype()).count(input.numel()).root(dst).algo(ALGO_DIRECT);
             long b = input.byteSize();
             if (rank == dst) {
@@ -634,7 +635,7 @@ final class TcpBackend implements CpuBackend {
     public void scatter(Tensor output, Tensor input, int src, Deadline deadline) {
         e.enter("scatter");
         try {
-            Op op = e.begin(Frame.DATA, Frame.OP_SCATTER, deadline);
+            Op op = e.begin(Frame.DATA, OpCodes.SCATTER, deadline);
             op.template.dtype(output.dtype()).count(output.numel()).root(src).algo(ALGO_DIRECT);
             long b = output.byteSize();
             if (rank == src) {
@@ -664,7 +665,7 @@ final class TcpBackend implements CpuBackend {
         e.enter("reduceScatter");
         try {
             boolean direct = b * size <= cfg.smallBytes;
-            Op op = e.begin(Frame.DATA, Frame.OP_REDUCESCATTER, deadline);
+            Op op = e.begin(Frame.DATA, OpCodes.REDUCESCATTER, deadline);
             op.template.dtype(output.dtype()).count(output.numel()).redop(rop).algo(direct ? ALGO_DIRECT : ALGO_PIPELINE);
             if (st != null) {
                 reduceScatterShared(op, st, output, input, rop);
@@ -750,7 +751,7 @@ final class TcpBackend implements CpuBackend {
     public void send(Tensor tensor, int dst, int tag, Deadline deadline) {
         e.enter("send");
         try {
-            Op op = e.begin(Frame.P2P, Frame.OP_SEND, deadline);
+            Op op = e.begin(Frame.P2P, OpCodes.SEND, deadline);
             op.template.dtype(tensor.dtype()).count(tensor.numel()).root(tag);
             e.send(op, dst, op.frame(0), tensor.buffer());
             e.await(op);
@@ -763,7 +764,7 @@ final class TcpBackend implements CpuBackend {
     public void recv(Tensor tensor, int src, int tag, Deadline deadline) {
         e.enter("recv");
         try {
-            Op op = e.begin(Frame.P2P, Frame.OP_SEND, deadline);
+            Op op = e.begin(Frame.P2P, OpCodes.SEND, deadline);
             op.template.dtype(tensor.dtype()).count(tensor.numel()).root(tag);
             e.post(Recv.into(op, src, op.frame(0), tensor.buffer(), null));
             e.await(op);
@@ -778,7 +779,7 @@ final class TcpBackend implements CpuBackend {
     public byte[] broadcastBytes(byte[] payload, int src, int maxBytes, Deadline deadline) {
         e.enter("broadcastObject");
         try {
-            Op op = e.begin(Frame.DATA, Frame.OP_BCAST_BYTES, deadline);
+            Op op = e.begin(Frame.DATA, OpCodes.BCAST_BYTES, deadline);
             op.template.root(src);
             if (rank == src) {
                 ByteBuffer p = ByteBuffer.wrap(payload);
@@ -812,7 +813,7 @@ final class TcpBackend implements CpuBackend {
     public byte[][] allGatherBytes(byte[] payload, int myRank, int groupSize, int maxBytes, Deadline deadline) {
         e.enter("allGatherObject");
         try {
-            Op op = e.begin(Frame.DATA, Frame.OP_ALLGATHER_BYTES, deadline);
+            Op op = e.begin(Frame.DATA, OpCodes.ALLGATHER_BYTES, deadline);
             Recv[] rs = new Recv[size];
             for (int q = 0; q < size; q++) {
                 if (q != rank) {
@@ -840,7 +841,7 @@ final class TcpBackend implements CpuBackend {
     public byte[][] gatherBytes(byte[] payload, int dst, int myRank, int groupSize, int maxBytes, Deadline deadline) {
         e.enter("gatherObject");
         try {
-            Op op = e.begin(Frame.DATA, Frame.OP_GATHER_BYTES, deadline);
+            Op op = e.begin(Frame.DATA, OpCodes.GATHER_BYTES, deadline);
             op.template.root(dst);
             if (rank != dst) {
                 e.send(op, dst, op.frame(0), bytePayload(ByteBuffer.wrap(payload)));
@@ -868,7 +869,7 @@ final class TcpBackend implements CpuBackend {
     public void sendBytes(byte[] payload, int dst, Deadline deadline) {
         e.enter("sendObject");
         try {
-            Op op = e.begin(Frame.P2P, Frame.OP_SEND_BYTES, deadline);
+            Op op = e.begin(Frame.P2P, OpCodes.SEND_BYTES, deadline);
             op.template.root(OBJECT_TAG);
             e.send(op, dst, op.frame(0), bytePayload(ByteBuffer.wrap(payload)));
             e.await(op);
@@ -881,7 +882,7 @@ final class TcpBackend implements CpuBackend {
     public byte[] recvBytes(int src, int maxBytes, Deadline deadline) {
         e.enter("recvObject");
         try {
-            Op op = e.begin(Frame.P2P, Frame.OP_SEND_BYTES, deadline);
+            Op op = e.begin(Frame.P2P, OpCodes.SEND_BYTES, deadline);
             op.template.root(OBJECT_TAG);
             Recv r = e.post(Recv.bytes(op, src, op.frame(0), maxBytes));
             e.await(op);

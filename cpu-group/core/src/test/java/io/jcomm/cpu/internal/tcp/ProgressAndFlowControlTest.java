@@ -14,6 +14,7 @@ import io.jcomm.api.store.InMemoryStore;
 import io.jcomm.cpu.CpuGroupOptions;
 import io.jcomm.cpu.CpuGroups;
 import io.jcomm.cpu.internal.DefaultProcessGroup;
+import io.jcomm.cpu.internal.OpCodes;
 import io.jcomm.cpu.testkit.CpuGroupCases;
 import io.jcomm.cpu.testkit.ThreadRanks;
 import java.io.OutputStream;
@@ -240,7 +241,7 @@ class ProgressAndFlowControlTest {
             strangers.add(send(host, port, frame(Frame.READY, 0, null)));
             strangers.add(send(host, port, frame(Frame.BYE, 0, null)));
             strangers.add(send(host, port, frame(Frame.CREDIT, 0, null)));
-            strangers.add(send(host, port, frame(Frame.DATA, Frame.OP_BARRIER, null)));
+            strangers.add(send(host, port, frame(Frame.DATA, OpCodes.BARRIER, null)));
             strangers.add(send(host, port, "GET / HTTP/1.1\r\nHost: x\r\n\r\nSTRANGER".getBytes(StandardCharsets.US_ASCII)));
             Thread.sleep(100);
             Future<ProcessGroup> g1 = pool.submit(() -> CpuGroups.create(opts("strangers").store(store).rank(1).size(2).build()));
