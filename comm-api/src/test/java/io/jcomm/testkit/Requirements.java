@@ -36,11 +36,6 @@ public final class Requirements {
                 .collect(Collectors.toUnmodifiableSet());
     }
 
-    /** Whether this run requires {@code what}. */
-    public static boolean isRequired(String what) {
-        return required().contains(what.toLowerCase(Locale.ROOT));
-    }
-
     /**
      * Continues when {@code available}; otherwise fails the test if this run requires {@code what}, else
      * skips it with {@code reason}.
