@@ -9,10 +9,11 @@ import io.jcomm.api.BackendException;
 import io.jcomm.api.Deadline;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.ProcessGroup;
+import io.jcomm.api.internal.shm.ProcessIdentity;
+import io.jcomm.api.internal.shm.ShmFiles;
 import io.jcomm.mq.internal.Handshake;
 import io.jcomm.mq.internal.Handshake.Peer;
 import io.jcomm.mq.internal.Handshake.Step;
-import io.jcomm.mq.internal.ShmFiles;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -54,6 +55,8 @@ public final class AeronMedia implements AutoCloseable {
 
     /** Prefix of every directory this class creates (and the only ones it ever deletes). */
     public static final String DIR_PREFIX = "jcomm-aeron-";
+    /** What to lower when shared memory is short (for {@link ShmFiles#spaceProblem}). */
+    static final String SMALLER = "smaller term lengths (MessageQueueOptions.ipcTermLength/udpTermLength)";
 
     private static final Logger LOG = LoggerFactory.getLogger(AeronMedia.class);
 
@@ -71,18 +74,18 @@ public final class AeronMedia implements AutoCloseable {
     private volatile boolean driverTimedOut;
     private volatile Throwable clientError;
     /** The driver owner's process, for an attached client whose owner is known (its exit = the driver's death). */
-    private final ProcessHandle owner;
+    private final ProcessIdentity owner;
     private volatile long nextOwnerCheck;
     /** How often {@link #driverAlive()} asks whether the driver owner's process still lives. */
     private static final long OWNER_CHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(5);
 
-    private AeronMedia(Options options, Path directory, MediaDriver driver, long ownerPid) {
+    private AeronMedia(Options options, Path directory, MediaDriver driver, ProcessIdentity ownerId) {
         this.options = options;
         this.directory = directory;
         this.jobDirectory = jobDirectoryOf(directory);
         this.driver = driver;
-        this.ownerPid = ownerPid;
-        this.owner = driver == null && ownerPid > 0 ? ProcessHandle.of(ownerPid).orElse(null) : null;
+        this.ownerPid = ownerId == null ? -1L : ownerId.pid();
+        this.owner = driver == null && ownerId != null && ownerId.alive() ? ownerId : null;
         Aeron client = null;
         try {
             Aeron.Context ctx = new Aeron.Context()
@@ -131,7 +134,7 @@ public final class AeronMedia implements AutoCloseable {
                     stale.size() == 1 ? "y" : "ies", stale);
         }
         long needed = options.driverFileBytes() + options.reserveBytes;
-        ShmFiles.spaceProblem(base, needed, ShmFiles.usableBytes(base), "the Aeron media driver")
+        ShmFiles.spaceProblem(base, needed, ShmFiles.usableBytes(base), "the Aeron media driver", AeronMedia.SMALLER)
                 .ifPresent(msg -> {
                     throw new BackendException(null, msg);
                 });
@@ -184,7 +187,7 @@ public final class AeronMedia implements AutoCloseable {
             ShmFiles.deleteRecursively(jobDir);
             throw new BackendException(null, "cannot start the Aeron media driver in " + dir + ": " + e.getMessage(), e);
         }
-        return new AeronMedia(options, dir, driver, ProcessHandle.current().pid());
+        return new AeronMedia(options, dir, driver, ProcessIdentity.self());
     }
 
     /**
@@ -194,7 +197,7 @@ public final class AeronMedia implements AutoCloseable {
     public static AeronMedia attach(Path directory, Options options) {
         Objects.requireNonNull(directory, "directory");
         Path job = jobDirectoryOf(directory);
-        long owner = job == null ? -1L : ShmFiles.readOwner(job).map(o -> o[0]).orElse(-1L);
+        ProcessIdentity owner = job == null ? null : ShmFiles.readOwner(job).orElse(null);
         return new AeronMedia(options, directory, null, owner);
     }
 
@@ -353,7 +356,7 @@ public final class AeronMedia implements AutoCloseable {
             long now = System.nanoTime();
             if (now - nextOwnerCheck >= 0) {
                 nextOwnerCheck = now + OWNER_CHECK_NANOS;
-                if (!owner.isAlive()) {
+                if (!owner.alive()) {
                     driverTimedOut = true;
                     return false;
                 }
@@ -431,7 +434,7 @@ public final class AeronMedia implements AutoCloseable {
 
     private synchronized void shutdownNow() {
         closed.set(true);
-        if (driver == null && (driverTimedOut || (owner != null && !owner.isAlive()))) {
+        if (driver == null && (driverTimedOut || (owner != null && !owner.alive()))) {
             // the driver is gone with its owner: the client's conductor takes seconds to stop (it waits
             // for a driver that never answers); nobody needs to wait for that
             Thread t = new Thread(this::closeClient, "jcomm-aeron-close");

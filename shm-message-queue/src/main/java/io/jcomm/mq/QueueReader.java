@@ -31,10 +31,12 @@ import io.jcomm.api.OpContext;
 import io.jcomm.api.PeerFailureException;
 import io.jcomm.api.ProtocolException;
 import io.jcomm.api.internal.FailureLatch;
+import io.jcomm.api.internal.shm.ProcessIdentity;
+import io.jcomm.api.internal.shm.ShmFiles;
 import io.jcomm.mq.internal.Frames;
 import io.jcomm.mq.internal.HmacSha256;
 import io.jcomm.mq.internal.MessageAssembler;
-import io.jcomm.mq.internal.ShmFiles;
+
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
@@ -146,7 +148,7 @@ public final class QueueReader implements AutoCloseable {
         if (remote) {
             long needed = 3L * handle.udpTermLength() + 3L * CONTROL_TERM + 8192;
             ShmFiles.spaceProblem(media.directory(), needed, ShmFiles.usableBytes(media.directory()),
-                    "message queue " + handle.groupName()).ifPresent(msg -> {
+                    "message queue " + handle.groupName(), AeronMedia.SMALLER).ifPresent(msg -> {
                         throw new BackendException(context, msg);
                     });
         }
@@ -257,7 +259,7 @@ public final class QueueReader implements AutoCloseable {
         return new QueueReader(media, handle, rank, driverOwnerRank, options, deadline);
     }
 
-    private ProcessHandle writerProcess;
+    private ProcessIdentity writerProcess;
     private boolean writerGone;
     private long nextProcessCheck;
 
@@ -270,7 +272,7 @@ public final class QueueReader implements AutoCloseable {
      * after the media driver's client liveness timeout.
      */
     public void watchWriterProcess(long pid) {
-        writerProcess = ProcessHandle.of(pid).orElse(null);
+        writerProcess = ProcessIdentity.watchable(pid);
     }
 
     /** Whether the watched writer process exited (asked at most every {@value QueueWriter#PROCESS_CHECK_MILLIS} ms). */
@@ -281,7 +283,7 @@ public final class QueueReader implements AutoCloseable {
         long now = System.nanoTime();
         if (now - nextProcessCheck >= 0) {
             nextProcessCheck = now + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(QueueWriter.PROCESS_CHECK_MILLIS);
-            writerGone = !writerProcess.isAlive();
+            writerGone = !writerProcess.alive();
         }
         return writerGone;
     }

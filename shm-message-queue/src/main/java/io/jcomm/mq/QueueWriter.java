@@ -39,9 +39,11 @@ import io.jcomm.api.OpContext;
 import io.jcomm.api.PeerFailureException;
 import io.jcomm.api.ProtocolException;
 import io.jcomm.api.internal.FailureLatch;
+import io.jcomm.api.internal.shm.ProcessIdentity;
+import io.jcomm.api.internal.shm.ShmFiles;
 import io.jcomm.mq.internal.Frames;
 import io.jcomm.mq.internal.HmacSha256;
-import io.jcomm.mq.internal.ShmFiles;
+
 import java.io.IOException;
 import java.lang.invoke.VarHandle;
 import java.net.InetAddress;
@@ -152,7 +154,7 @@ public final class QueueWriter implements AutoCloseable {
         long ackedSeq;
         long ackedPosition;
         /** The reader's process, for readers on this host whose pid is known (see {@link #watchReaderProcesses}). */
-        ProcessHandle process;
+        ProcessIdentity process;
         boolean processGone;
         long nextProcessCheck;
 
@@ -187,7 +189,7 @@ public final class QueueWriter implements AutoCloseable {
         }
         if (needed > 0) {
             ShmFiles.spaceProblem(media.directory(), needed, ShmFiles.usableBytes(media.directory()),
-                    "message queue " + groupName).ifPresent(msg -> {
+                    "message queue " + groupName, AeronMedia.SMALLER).ifPresent(msg -> {
                         throw new BackendException(context, msg);
                     });
         }
@@ -825,7 +827,7 @@ public final class QueueWriter implements AutoCloseable {
         for (ReaderState r : readers) {
             Long pid = pids.get(r.rank);
             if (!r.remote && pid != null) {
-                r.process = ProcessHandle.of(pid).orElse(null);
+                r.process = ProcessIdentity.watchable(pid);
             }
         }
     }
@@ -838,7 +840,7 @@ public final class QueueWriter implements AutoCloseable {
         long now = System.nanoTime();
         if (now - r.nextProcessCheck >= 0) {
             r.nextProcessCheck = now + TimeUnit.MILLISECONDS.toNanos(PROCESS_CHECK_MILLIS);
-            r.processGone = !r.process.isAlive();
+            r.processGone = !r.process.alive();
         }
         return r.processGone;
     }

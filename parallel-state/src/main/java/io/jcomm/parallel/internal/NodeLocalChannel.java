@@ -9,18 +9,11 @@ import io.jcomm.api.OpContext;
 import io.jcomm.api.PeerFailureException;
 import io.jcomm.api.ProtocolException;
 import io.jcomm.api.internal.FailureLatch;
+import io.jcomm.api.internal.shm.ProcessIdentity;
+import io.jcomm.api.internal.shm.ShmFiles;
 import java.io.IOException;
-import java.nio.ByteBuffer;
 import java.nio.MappedByteBuffer;
-import java.nio.channels.FileChannel;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.LinkOption;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
-import java.nio.file.attribute.FileAttribute;
-import java.nio.file.attribute.PosixFilePermissions;
-import java.nio.file.attribute.UserPrincipal;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
@@ -94,8 +87,6 @@ public final class NodeLocalChannel implements AutoCloseable {
     static final int TAG_BITS = 24;
     static final long TAG_MASK = (1L << TAG_BITS) - 1;
 
-    private static final FileAttribute<?> OWNER_ONLY =
-            PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------"));
     private static final long LIVENESS_CHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(5);
 
     private final Path path;
@@ -109,8 +100,7 @@ public final class NodeLocalChannel implements AutoCloseable {
     private final int dataOffset;
     private final IdleStrategy idle = new BackoffIdleStrategy(32, 32, TimeUnit.MICROSECONDS.toNanos(1),
             TimeUnit.MICROSECONDS.toNanos(100));
-    private final long[] peerPid;
-    private final long[] peerStart;
+    private final ProcessIdentity[] peer;
     private final boolean[] peerCheckable;
     private long seq;
     private final FailureLatch failure = new FailureLatch();
@@ -128,8 +118,7 @@ public final class NodeLocalChannel implements AutoCloseable {
         this.map = map;
         this.buf = new UnsafeBuffer(map);
         this.dataOffset = LINE * (1 + size);
-        this.peerPid = new long[size];
-        this.peerStart = new long[size];
+        this.peer = new ProcessIdentity[size];
         this.peerCheckable = new boolean[size];
     }
 
@@ -165,26 +154,17 @@ public final class NodeLocalChannel implements AutoCloseable {
         Path path = dir.resolve(fileName);
         long bytes = fileBytes(size, capacity);
         MappedByteBuffer map;
-        try (FileChannel fc = FileChannel.open(path, Set.of(StandardOpenOption.CREATE, StandardOpenOption.READ,
-                StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS), OWNER_ONLY)) {
-            UserPrincipal owner = Files.getOwner(path, LinkOption.NOFOLLOW_LINKS);
-            if (!owner.getName().equals(System.getProperty("user.name"))) {
-                LOG.warn("group {} rank {}: {} belongs to {}, not to this user; not using it", group, rank, path, owner);
-                return null;
-            }
+        try {
             // every rank asks for the same length (it is part of the name), so growing is idempotent
-            if (fc.size() < bytes) {
-                fc.write(ByteBuffer.allocate(1), bytes - 1);
-            }
-            map = fc.map(FileChannel.MapMode.READ_WRITE, 0, bytes);
+            map = ShmFiles.openOrCreateMapped(path, bytes);
         } catch (IOException | RuntimeException e) {
             LOG.debug("group {} rank {}: no node-local channel ({}): {}", group, rank, path, e.toString());
             return null;
         }
         NodeLocalChannel c = new NodeLocalChannel(path, group, rank, size, capacity, jobNonce, map);
         int s = c.slot(rank);
-        c.buf.putLong(s + PID, ProcessHandle.current().pid());
-        c.buf.putLong(s + START, ProcStat.SelfStart.TICKS);
+        c.buf.putLong(s + PID, ProcessIdentity.self().pid());
+        c.buf.putLong(s + START, ProcessIdentity.self().startTicks());
         c.buf.putLongRelease(s + MARK, jobNonce);
         return c;
     }
@@ -207,22 +187,17 @@ public final class NodeLocalChannel implements AutoCloseable {
             if (buf.getLongAcquire(s + MARK) != nonce) {
                 return false;
             }
-            peerPid[r] = buf.getLong(s + PID);
-            peerStart[r] = buf.getLong(s + START);
+            peer[r] = new ProcessIdentity(buf.getLong(s + PID), buf.getLong(s + START));
             // a peer whose process this rank cannot see (another pid namespace) is only watched
             // through its closed flag and the deadline: never report a live peer as dead
-            peerCheckable[r] = ProcStat.alive(peerPid[r], peerStart[r]);
+            peerCheckable[r] = peer[r].alive();
         }
         return true;
     }
 
     /** Removes the file name (idempotent); mappings stay valid. */
     public void unlink() {
-        try {
-            Files.deleteIfExists(path);
-        } catch (IOException e) {
-            LOG.debug("cannot remove {}: {}", path, e.toString());
-        }
+        ShmFiles.unlink(path);
     }
 
     public Path path() {
@@ -391,8 +366,8 @@ public final class NodeLocalChannel implements AutoCloseable {
         if (buf.getLongAcquire(s + CLOSED) != 0) {
             return new CommClosedException(c, "rank " + r + " closed the group (node-local) while this rank waited");
         }
-        if (peerCheckable[r] && !ProcStat.alive(peerPid[r], peerStart[r])) {
-            return new PeerFailureException(c, r, "process " + peerPid[r] + " is gone (node-local)");
+        if (peerCheckable[r] && !peer[r].alive()) {
+            return new PeerFailureException(c, r, "process " + peer[r].pid() + " is gone (node-local)");
         }
         return null;
     }
@@ -429,73 +404,5 @@ public final class NodeLocalChannel implements AutoCloseable {
     @Override
     public String toString() {
         return "NodeLocalChannel{" + group + " rank " + rank + "/" + size + ", " + path + "}";
-    }
-
-    /** Process identity from {@code /proc} (Linux); elsewhere only {@link ProcessHandle}. */
-    static final class ProcStat {
-
-        /** This process's start time (read once: it never changes). */
-        static final class SelfStart {
-            static final long TICKS = startTicks(ProcessHandle.current().pid());
-
-            private SelfStart() {
-            }
-        }
-
-        private ProcStat() {
-        }
-
-        /** Start time of {@code pid} in clock ticks since boot, or -1 when unknown. */
-        static long startTicks(long pid) {
-            String[] f = fields(pid);
-            if (f == null || f.length < 20) {
-                return -1;
-            }
-            try {
-                return Long.parseLong(f[19]); // field 22 of stat = index 19 after "pid (comm)"
-            } catch (NumberFormatException e) {
-                return -1;
-            }
-        }
-
-        /** The fields after {@code "pid (comm) "}: [0] state, [1] ppid, ... or null. */
-        private static String[] fields(long pid) {
-            try {
-                String s = Files.readString(Path.of("/proc", Long.toString(pid), "stat"), StandardCharsets.US_ASCII);
-                int close = s.lastIndexOf(')');
-                if (close < 0 || close + 2 > s.length()) {
-                    return null;
-                }
-                return s.substring(close + 2).trim().split(" ");
-            } catch (IOException | RuntimeException e) {
-                return null;
-            }
-        }
-
-        /** False when {@code pid} is gone, a zombie, or a different process (start time differs). */
-        static boolean alive(long pid, long start) {
-            if (pid <= 0) {
-                return false;
-            }
-            if (pid == ProcessHandle.current().pid()) {
-                return true;
-            }
-            if (start < 0) {
-                return ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false);
-            }
-            String[] f = fields(pid);
-            if (f == null) {
-                return false;
-            }
-            String state = f[0];
-            if (state.equals("Z") || state.equals("X") || state.equals("x")) {
-                return false;
-            }
-            try {
-                return f.length >= 20 && Long.parseLong(f[19]) == start;
-            } catch (NumberFormatException e) {
-                return true;
-            }
-        }
     }
 }

@@ -156,7 +156,7 @@ class NodeLocalChannelTest {
                 m.order(ByteOrder.nativeOrder());
                 int slot = NodeLocalChannel.LINE * 2;
                 m.putLong(slot + NodeLocalChannel.PID, peer.pid());
-                m.putLong(slot + NodeLocalChannel.START, NodeLocalChannel.ProcStat.startTicks(peer.pid()));
+                m.putLong(slot + NodeLocalChannel.START, io.jcomm.api.internal.shm.ProcessIdentity.startTicksOf(peer.pid()));
                 m.putLong(slot + NodeLocalChannel.MARK, 7L);
             }
             assertTrue(c0.attachedByAll());

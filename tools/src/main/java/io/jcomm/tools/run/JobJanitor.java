@@ -1,13 +1,10 @@
 package io.jcomm.tools.run;
 
+import io.jcomm.api.internal.shm.ShmFiles;
 import java.io.IOException;
 import java.nio.file.DirectoryStream;
-import java.nio.file.FileVisitResult;
 import java.nio.file.Files;
-import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.nio.file.SimpleFileVisitor;
-import java.nio.file.attribute.BasicFileAttributes;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -183,34 +180,12 @@ final class JobJanitor {
         }
         for (String e : leftoverShm()) {
             if (e.startsWith(OWN_PREFIX) && !e.contains("/") && !e.equals("..")) {
-                deleteRecursively(shmDir.resolve(e));
+                ShmFiles.deleteRecursively(shmDir.resolve(e));
                 deleted.add(e);
             } else {
                 kept.add(e);
             }
         }
         return List.of(deleted, kept);
-    }
-
-    private static void deleteRecursively(Path p) {
-        try {
-            Files.walkFileTree(p, new SimpleFileVisitor<>() {
-                @Override
-                public FileVisitResult visitFile(Path file, BasicFileAttributes attrs) throws IOException {
-                    Files.deleteIfExists(file);
-                    return FileVisitResult.CONTINUE;
-                }
-
-                @Override
-                public FileVisitResult postVisitDirectory(Path dir, IOException exc) throws IOException {
-                    Files.deleteIfExists(dir);
-                    return FileVisitResult.CONTINUE;
-                }
-            });
-        } catch (NoSuchFileException ignored) {
-            // already gone
-        } catch (IOException e) {
-            System.err.println("commrun: could not remove " + p + ": " + e.getMessage());
-        }
     }
 }

@@ -1,16 +1,14 @@
 package io.jcomm.cpu.internal.tcp;
 
+import io.jcomm.api.internal.shm.ShmFiles;
+import io.jcomm.cpu.TcpOptions;
 import java.io.IOException;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.MappedByteBuffer;
-import java.nio.channels.FileChannel;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
-import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.List;
 import org.slf4j.Logger;
@@ -79,6 +77,7 @@ final class ShmRings {
     private final long generation;
     private final List<Ring> rings = new ArrayList<>();
     private boolean warned;
+    private boolean cleaned;
 
     ShmRings(TcpConfig cfg, String group, int rank, long generation) {
         this.cfg = cfg;
@@ -87,33 +86,29 @@ final class ShmRings {
         this.generation = generation;
     }
 
+    /** Name prefix of ring files (owned names, {@link ShmFiles#ownedName}); stale ones are cleaned by this prefix. */
+    static final String PREFIX = "jcomm-ring-";
+
+    /** The tag of the ring from {@code from} to {@code to}; the receiving side checks its start, {@code r<from>to<to>.} */
+    private String tag(int from, int to) {
+        return "r" + from + "to" + to + ".g" + generation + "." + group;
+    }
+
     /**
      * Creates, pre-faults and maps the file of a ring from this rank to {@code peer}, or returns null
      * (sockets only to that peer) when the directory is missing or too small, with one warning per
-     * group that says so.
+     * group that says so. The first ring of a group first removes the ring files of dead processes.
      */
     Ring createOutbound(int peer) {
         Path dir = Path.of(cfg.shmDir);
         long need = HEADER + (long) cfg.shmRingBytes;
-        try {
-            if (!Files.isDirectory(dir) || !Files.isWritable(dir)) {
-                return refuse(dir + " is not a writable directory", null);
-            }
-            long free = Files.getFileStore(dir).getUsableSpace();
-            if (free < need + (16L << 20)) {
-                return refuse(dir + " has " + (free >> 20) + " MiB free, a ring needs " + (need >> 20) + " MiB "
-                        + "(raise the size of /dev/shm, e.g. docker --shm-size, or lower tcp.shm.ringBytes)", null);
-            }
-        } catch (IOException e) {
-            return refuse("cannot inspect " + dir + ": " + e, null);
+        if (!cleaned) {
+            cleaned = true;
+            ShmFiles.cleanStale(dir, PREFIX);
         }
-        String safe = group.replaceAll("[^A-Za-z0-9_.-]", "_");
-        Path path = dir.resolve("jcomm-" + safe + "-g" + generation + "-r" + rank + "to" + peer + "-"
-                + ProcessHandle.current().pid() + "-" + Long.toHexString(new SecureRandom().nextLong()));
-        try (FileChannel fc = FileChannel.open(path, StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
-                StandardOpenOption.WRITE)) {
-            ShmFiles.allocate(fc, 0, need); // ENOSPC here, never SIGBUS later
-            MappedByteBuffer m = fc.map(FileChannel.MapMode.READ_WRITE, 0, need);
+        Path path = dir.resolve(ShmFiles.ownedName(PREFIX, tag(rank, peer)));
+        try {
+            MappedByteBuffer m = ShmFiles.createMapped(path, need, "a shared-memory ring", TcpOptions.SHM_RING_BYTES);
             LONGS.setRelease(m, HEAD, 0L);
             LONGS.setRelease(m, TAIL, 0L);
             LONGS.setRelease(m, 8, (long) cfg.shmRingBytes);
@@ -123,9 +118,7 @@ final class ShmRings {
             rings.add(r);
             return r;
         } catch (IOException | RuntimeException e) {
-            unlink(path);
-            return refuse("cannot create " + path + " (" + (need >> 20) + " MiB): " + e
-                    + " (is /dev/shm large enough? e.g. docker --shm-size; or lower tcp.shm.ringBytes)", e);
+            return refuse(e.getMessage(), e);
         }
     }
 
@@ -144,36 +137,26 @@ final class ShmRings {
      * name; null when it cannot be used (another /dev/shm, a malformed or foreign file).
      */
     Ring mapInbound(int peer, String offered) {
-        Path p;
+        Path dir = Path.of(cfg.shmDir);
+        Path abs = ShmFiles.offered(dir, offered, PREFIX);
+        if (abs == null || !abs.getFileName().toString().startsWith(PREFIX + "r" + peer + "to" + rank + ".")) {
+            LOG.debug("group {} rank {}: rank {} offered a ring outside {} or not for this rank ({}); using the socket",
+                    group, rank, peer, dir, offered);
+            return null;
+        }
         try {
-            p = Path.of(offered);
-        } catch (RuntimeException e) {
-            return null;
-        }
-        Path dir = Path.of(cfg.shmDir).toAbsolutePath().normalize();
-        Path abs = p.toAbsolutePath().normalize();
-        String name = abs.getFileName() == null ? "" : abs.getFileName().toString();
-        if (!dir.equals(abs.getParent()) || !name.startsWith("jcomm-") || !name.contains("to" + rank + "-")) {
-            LOG.debug("group {} rank {}: rank {} offered a ring outside {} ({}); using the socket", group, rank, peer,
-                    dir, offered);
-            return null;
-        }
-        try (FileChannel fc = FileChannel.open(abs, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
-            long size = fc.size();
-            if (size <= HEADER || size - HEADER > (1L << 30) || Long.bitCount(size - HEADER) != 1) {
-                LOG.debug("group {} rank {}: ring file of rank {} has a bad size {}", group, rank, peer, size);
-                return null;
-            }
-            MappedByteBuffer m = fc.map(FileChannel.MapMode.READ_WRITE, 0, size);
-            if ((long) LONGS.getAcquire(m, 0) != MAGIC || (long) LONGS.getAcquire(m, 8) != size - HEADER) {
-                LOG.debug("group {} rank {}: ring of rank {} in {} is not initialised; using the socket", group, rank,
-                        peer, abs);
-                Unmapper.unmap(m);
+            MappedByteBuffer m = ShmFiles.mapExisting(abs, true, HEADER + 1L, HEADER + (1L << 30));
+            long size = m.capacity();
+            if (Long.bitCount(size - HEADER) != 1 || (long) LONGS.getAcquire(m, 0) != MAGIC
+                    || (long) LONGS.getAcquire(m, 8) != size - HEADER) {
+                LOG.debug("group {} rank {}: ring of rank {} in {} is not initialised or has a bad size; using the socket",
+                        group, rank, peer, abs);
+                ShmFiles.unmap(m);
                 return null;
             }
             Ring r = new Ring(m);
             rings.add(r);
-            unlink(abs); // both ends have it mapped: nothing is left behind if a process dies later
+            ShmFiles.unlink(abs); // both ends have it mapped: nothing is left behind if a process dies later
             return r;
         } catch (IOException | RuntimeException e) {
             LOG.debug("group {} rank {}: cannot map the ring of rank {} ({}); using the socket", group, rank, peer,
@@ -185,20 +168,12 @@ final class ShmRings {
     /** The peer mapped (or refused) {@code r}: its file name goes; a refused ring is unmapped. */
     void settled(Ring r, boolean used) {
         if (r.file != null) {
-            unlink(r.file);
+            ShmFiles.unlink(r.file);
             r.file = null;
         }
         if (!used) {
             rings.remove(r);
-            Unmapper.unmap(r.map);
-        }
-    }
-
-    private static void unlink(Path p) {
-        try {
-            Files.deleteIfExists(p);
-        } catch (IOException e) {
-            LOG.debug("cannot remove {}: {}", p, e.toString());
+            ShmFiles.unmap(r.map);
         }
     }
 
@@ -206,14 +181,10 @@ final class ShmRings {
     void close() {
         for (Ring r : rings) {
             if (r.file != null) {
-                unlink(r.file);
+                ShmFiles.unlink(r.file);
                 r.file = null;
             }
-            try {
-                Unmapper.unmap(r.map);
-            } catch (RuntimeException e) {
-                // the mapping is released with the buffer at the latest
-            }
+            ShmFiles.unmap(r.map);
         }
         rings.clear();
     }

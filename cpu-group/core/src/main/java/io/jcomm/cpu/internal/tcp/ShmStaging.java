@@ -1,16 +1,14 @@
 package io.jcomm.cpu.internal.tcp;
 
+import io.jcomm.api.internal.shm.ShmFiles;
+import io.jcomm.cpu.TcpOptions;
 import java.io.IOException;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.MappedByteBuffer;
-import java.nio.channels.FileChannel;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
-import java.security.SecureRandom;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -51,49 +49,42 @@ final class ShmStaging {
         return D_BASE + 64 * (int) (piece & 1);
     }
 
+    private final Path dir;
     private final Path path;
     private final int rank;
     private final int pieceBytes;
     private final MappedByteBuffer[] regions;
     private boolean unlinked;
 
-    private ShmStaging(Path path, int rank, int size, int pieceBytes) {
+    private ShmStaging(Path dir, Path path, int rank, int size, int pieceBytes) {
+        this.dir = dir;
         this.path = path;
         this.rank = rank;
         this.pieceBytes = pieceBytes;
         this.regions = new MappedByteBuffer[size];
     }
 
+    /** Name prefix of staging files (owned names, {@link ShmFiles#ownedName}). */
+    static final String PREFIX = "jcomm-stage-";
+
     /** Creates this rank's region, or returns null (with a log line) when shared memory cannot be used. */
     static ShmStaging create(TcpConfig cfg, String group, int rank, int size, long generation) {
         int piece = pieceBytes(cfg);
         Path dir = Path.of(cfg.shmDir);
-        String safe = group.replaceAll("[^A-Za-z0-9_.-]", "_");
-        Path path = dir.resolve("jcomm-" + safe + "-g" + generation + "-r" + rank + "-" + ProcessHandle.current().pid()
-                + "-stage-" + Long.toHexString(new SecureRandom().nextLong()));
-        ShmStaging s = new ShmStaging(path, rank, size, piece);
+        ShmFiles.cleanStale(dir, PREFIX);
+        Path path = dir.resolve(ShmFiles.ownedName(PREFIX, "r" + rank + ".g" + generation + "." + group));
+        ShmStaging s = new ShmStaging(dir, path, rank, size, piece);
         try {
-            if (Files.getFileStore(dir).getUsableSpace() < (long) HEADER + 4L * piece + (16L << 20)) {
-                LOG.warn("group {} rank {}: shared staging disabled: {} is too small for {} MiB (lower "
-                        + "tcp.shm.stagingBytes or raise the size of /dev/shm)", group, rank, dir, (4L * piece) >> 20);
-                return null;
-            }
-            try (FileChannel fc = FileChannel.open(path, StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
-                    StandardOpenOption.WRITE)) {
-                long len = HEADER + 4L * piece;
-                ShmFiles.allocate(fc, 0, len); // ENOSPC here, never SIGBUS later
-                MappedByteBuffer m = fc.map(FileChannel.MapMode.READ_WRITE, 0, len);
-                LONGS.setRelease(m, INPUT_SEQ, 0L);
-                LONGS.setRelease(m, RESULT_SEQ, 0L);
-                LONGS.setRelease(m, 8, (long) piece);
-                LONGS.setRelease(m, 0, MAGIC);
-                s.regions[rank] = m;
-            }
+            MappedByteBuffer m = ShmFiles.createMapped(path, HEADER + 4L * piece, "shared staging",
+                    TcpOptions.SHM_STAGING_BYTES);
+            LONGS.setRelease(m, INPUT_SEQ, 0L);
+            LONGS.setRelease(m, RESULT_SEQ, 0L);
+            LONGS.setRelease(m, 8, (long) piece);
+            LONGS.setRelease(m, 0, MAGIC);
+            s.regions[rank] = m;
             return s;
         } catch (IOException | RuntimeException e) {
-            LOG.warn("group {} rank {}: shared staging disabled: cannot create {} ({} MiB): {} (is /dev/shm large "
-                    + "enough? e.g. docker --shm-size; or lower tcp.shm.stagingBytes)", group, rank, path,
-                    (4L * piece) >> 20, e.toString());
+            LOG.warn("group {} rank {}: shared staging disabled: {}", group, rank, e.getMessage());
             s.close();
             return null;
         }
@@ -114,14 +105,16 @@ final class ShmStaging {
 
     /** Maps a peer's region read-only; false if it cannot be mapped or does not match this rank's. */
     boolean map(int peer, String peerPath) {
-        try (FileChannel fc = FileChannel.open(Path.of(peerPath), StandardOpenOption.READ)) {
+        Path p = ShmFiles.offered(dir, peerPath, PREFIX);
+        if (p == null || !p.getFileName().toString().startsWith(PREFIX + "r" + peer + ".")) {
+            LOG.debug("rank {}: rank {} offered a staging region outside {} or not its own: {}", rank, peer, dir, peerPath);
+            return false;
+        }
+        try {
             long len = HEADER + 4L * pieceBytes;
-            if (fc.size() != len) {
-                return false;
-            }
-            MappedByteBuffer m = fc.map(FileChannel.MapMode.READ_ONLY, 0, len);
+            MappedByteBuffer m = ShmFiles.mapExisting(p, false, len, len);
             if ((long) LONGS.getAcquire(m, 0) != MAGIC || (long) LONGS.getAcquire(m, 8) != pieceBytes) {
-                Unmapper.unmap(m);
+                ShmFiles.unmap(m);
                 return false;
             }
             regions[peer] = m;
@@ -192,11 +185,7 @@ final class ShmStaging {
     void unlinkFile() {
         if (!unlinked) {
             unlinked = true;
-            try {
-                Files.deleteIfExists(path);
-            } catch (IOException e) {
-                LOG.debug("cannot remove {}: {}", path, e.toString());
-            }
+            ShmFiles.unlink(path);
         }
     }
 
@@ -205,7 +194,7 @@ final class ShmStaging {
         unlinkFile();
         for (int i = 0; i < regions.length; i++) {
             if (regions[i] != null) {
-                Unmapper.unmap(regions[i]);
+                ShmFiles.unmap(regions[i]);
                 regions[i] = null;
             }
         }

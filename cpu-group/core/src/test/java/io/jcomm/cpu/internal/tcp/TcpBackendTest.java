@@ -138,7 +138,8 @@ class TcpBackendTest {
     private static List<String> jcommFiles(String pid) throws IOException {
         try (Stream<Path> files = Files.list(Path.of("/dev/shm"))) {
             return files.map(p -> p.getFileName().toString())
-                    .filter(n -> n.startsWith("jcomm-tcptest-") && n.contains("-" + pid + "-")).toList();
+                    .filter(n -> (n.startsWith(ShmRings.PREFIX) || n.startsWith(ShmStaging.PREFIX))
+                            && n.contains("-" + pid + "-")).toList();
         }
     }
 
