@@ -68,7 +68,8 @@ public interface ProcessGroup extends AutoCloseable {
      * A barrier that says who is missing (c10d's {@code monitored_barrier}): every rank reports to
      * rank 0, which waits for all of them until {@code timeout} and then releases them. When ranks
      * do not arrive in time, rank 0 fails with {@link CommTimeoutException} naming every one of them
-     * (not only the first), and the others fail waiting for rank 0's release. For debugging a stuck
+     * (not only the first); the others wait up to a second longer for rank 0's verdict and fail with
+     * it (an abort that names the missing ranks), or at that extended deadline. For debugging a stuck
      * job: it costs 2(N-1) messages through rank 0, more than {@link #barrier}. Backends without it
      * throw {@link UnsupportedByBackendException}.
      */

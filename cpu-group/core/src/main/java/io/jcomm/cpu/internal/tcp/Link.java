@@ -199,7 +199,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
         }
         direct = null;
         for (Early e : early) {
-            engine.releaseEarly(e);
+            engine.early.release(e);
         }
         early.clear();
         held.clear();
@@ -439,7 +439,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
         }
         collectiveRecvs.addLast(r);
         if (parked) {
-            engine.markDirty(this);
+            engine.early.markDirty(this);
         }
     }
 
@@ -469,7 +469,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
         }
         p2pRecvs.add(r);
         if (parked) {
-            engine.markDirty(this);
+            engine.early.markDirty(this);
         }
     }
 
@@ -486,7 +486,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
         if (e.complete) {
             // delivered from the wait loop, never inside post(): a continuation must not run before
             // the operation's own first sends were issued
-            engine.markDirty(this);
+            engine.early.markDirty(this);
         }
     }
 
@@ -497,10 +497,10 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
         try {
             r.deliver(data, e.header.payload);
         } finally {
-            engine.releaseEarly(e); // after the copy: the buffer goes back to the pool
+            engine.early.release(e); // after the copy: the buffer goes back to the pool
         }
         if (parked) {
-            engine.markDirty(this);
+            engine.early.markDirty(this);
         }
     }
 
@@ -538,7 +538,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
     private void park() {
         parked = true;
         config.setAutoRead(false);
-        engine.noteParked(this);
+        engine.early.noteParked(this);
     }
 
     boolean isParked() {
@@ -587,7 +587,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
             if (peer < 0) {
                 // a connection that never said a valid hello (a port scanner, a stale peer): drop it,
                 // the group is not affected
-                engine.rejectUnbound(this, e);
+                engine.mesh.rejectUnbound(this, e);
             } else {
                 engine.fail(e);
             }
@@ -674,7 +674,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
                     throw new ProtocolException(engine.ctx(), "unexpected hello from " + who());
                 }
                 helloSeen = true;
-                engine.onHello(this, f);
+                engine.mesh.onHello(this, f);
                 return true;
             case Frame.READY:
                 readySeen = true;
@@ -692,7 +692,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
                 if (peer < 0 || f.payload != 0 || shm == null || shm.offered == null) {
                     throw new ProtocolException(engine.ctx(), "unexpected ring answer from " + who());
                 }
-                engine.onRingAnswer(this, f.count == 1);
+                engine.shm.onRingAnswer(this, f.count == 1);
                 return true;
             case Frame.ABORT:
                 if (f.payload > MAX_CONTROL_PAYLOAD) {
@@ -758,7 +758,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
         // sender before a later collective was sent before it); anything else is buffered, within the budget
         boolean viaShm = (f.flags & Frame.FLAG_SHM) != 0;
         boolean lazy = viaShm && f.kind == Frame.DATA;
-        if (!lazy && !engine.reserveEarly(f.payload)) {
+        if (!lazy && !engine.early.reserve(f.payload)) {
             return false;
         }
         Early e = new Early(f);
@@ -766,12 +766,12 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
         early.addLast(e);
         if (viaShm) {
             if (!lazy) {
-                engine.allocateEarly(e, f.payload);
+                engine.early.allocate(e, f.payload);
             }
             requireShm(f).expect(f, null, e);
             return true;
         }
-        engine.allocateEarly(e, f.payload);
+        engine.early.allocate(e, f.payload);
         begin(new Incoming(f, null, e, 0, e.data));
         return true;
     }
@@ -790,7 +790,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
     /** A lazily kept shared-memory message was consumed straight into the receive that claimed it. */
     void lazyDelivered(Early e) {
         early.remove(e);
-        engine.releaseEarly(e);
+        engine.early.release(e);
     }
 
     private ShmLink requireShm(Frame f) {
@@ -836,7 +836,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
         } else if (in.early != null) {
             earlyComplete(in.early);
         } else if (in.control == Frame.RING) {
-            engine.onRingOffer(this, new String(in.target.array(), java.nio.charset.StandardCharsets.UTF_8));
+            engine.shm.onRingOffer(this, new String(in.target.array(), java.nio.charset.StandardCharsets.UTF_8));
         } else if (in.control == Frame.ABORT) {
             abortSeen = true;
             byte[] reason = in.target.array();

@@ -66,7 +66,7 @@ final class TcpBackend implements CpuBackend {
 
     /** Whether large collectives run through the shared staging regions (set up by the first one). */
     boolean sharedCollectives() {
-        return e.staging() != null;
+        return e.shm.staging() != null;
     }
 
     /**
@@ -74,7 +74,10 @@ final class TcpBackend implements CpuBackend {
      * them (set up on first use, a collective step: every rank decides alike), else null.
      */
     private ShmStaging stagingFor(long bytes, Deadline deadline) {
-        return bytes > 0 && bytes >= cfg.shmCollectiveMinBytes ? e.stagingFor(this, deadline) : null;
+        if (bytes <= 0 || bytes < cfg.shmCollectiveMinBytes) {
+            return null;
+        }
+        return e.shm.stagingFor((mine, max, dl) -> allGatherBytes(mine, rank, size, max, dl), deadline);
     }
 
     /** The transport (tests of this package). */
@@ -84,7 +87,7 @@ final class TcpBackend implements CpuBackend {
 
     /** Whether payloads to {@code peer} go through shared memory. */
     boolean sharedMemoryTo(int peer) {
-        return e.sharedMemoryTo(peer);
+        return e.shm.sharedMemoryTo(peer);
     }
 
     private int mod(int x) {
@@ -149,6 +152,9 @@ final class TcpBackend implements CpuBackend {
 
     // ------------------------------------------------------------------ monitored barrier
 
+    /** How long past its deadline a rank other than 0 waits for rank 0's verdict in {@link #monitoredBarrier}. */
+    private static final long MONITOR_GRACE_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(1);
+
     /**
      * Every rank sends message 0 to rank 0, which posts a receive from every peer at once, so that at
      * its deadline it knows exactly who did not arrive; then rank 0 sends message 1 to each as the
@@ -164,18 +170,15 @@ final class TcpBackend implements CpuBackend {
                 for (int r = 1; r < size; r++) {
                     arrivals[r] = e.post(Recv.into(op, r, op.frame(0), EMPTY, null));
                 }
-                try {
-                    e.await(op);
-                } catch (CommTimeoutException t) {
+                e.await(op, () -> {
                     java.util.List<Integer> missing = new java.util.ArrayList<>();
                     for (int r = 1; r < size; r++) {
                         if (!arrivals[r].done) {
                             missing.add(r);
                         }
                     }
-                    throw e.fail(new CommTimeoutException(e.ctx(), "ranks " + missing + " of " + size
-                            + " did not arrive at the monitored barrier before its deadline", t));
-                }
+                    return "ranks " + missing + " of " + size + " did not arrive at the monitored barrier before its deadline";
+                });
                 Op release = e.begin(Frame.DATA, OpCodes.MONITORED_BARRIER, deadline);
                 for (int r = 1; r < size; r++) {
                     e.send(release, r, release.frame(1), null);
@@ -183,7 +186,10 @@ final class TcpBackend implements CpuBackend {
                 e.await(release);
             } else {
                 e.send(op, 0, op.frame(0), null);
-                Op release = e.begin(Frame.DATA, OpCodes.MONITORED_BARRIER, deadline);
+                // rank 0 knows who is missing: wait a little past the deadline for its verdict (it
+                // reaches this rank as an abort naming them) rather than abort the group first
+                Deadline verdict = Deadline.afterNanos(Math.max(0, deadline.remainingNanos()) + MONITOR_GRACE_NANOS);
+                Op release = e.begin(Frame.DATA, OpCodes.MONITORED_BARRIER, verdict);
                 e.post(Recv.into(release, 0, release.frame(1), EMPTY, null));
                 e.await(op);
                 e.await(release);
@@ -380,10 +386,10 @@ final class TcpBackend implements CpuBackend {
         long code = sharedCode(op, t, rop);
         for (long p0 = 0; p0 < count; p0 += pieceElems) {
             int pe = (int) Math.min(pieceElems, count - p0);
-            long piece = e.nextPiece();
+            long piece = e.shm.nextPiece();
             int c0 = (int) ((long) pe * rank / size);
             int c1 = (int) ((long) pe * (rank + 1) / size);
-            e.gateStaging(op, piece);
+            e.shm.gateStaging(op, piece);
             ByteBuffer mine = st.input(rank, piece);
             if (c0 > 0) {
                 slice(mine, 0, (long) c0 * es).put(slice(buf, p0 * es, (long) c0 * es));
@@ -392,7 +398,7 @@ final class TcpBackend implements CpuBackend {
                 slice(mine, (long) c1 * es, (long) (pe - c1) * es).put(slice(buf, (p0 + c1) * es, (long) (pe - c1) * es));
             }
             st.publishInput(piece, op.seq, count, code, p0);
-            e.awaitStaging(op, ShmStaging.INPUT_SEQ, piece, code, count, p0);
+            e.shm.awaitStaging(op, ShmStaging.INPUT_SEQ, piece, code, count, p0);
             ByteBuffer out = slice(buf, (p0 + c0) * es, (long) (c1 - c0) * es);
             ByteBuffer[] ins = new ByteBuffer[size];
             for (int r = 0; r < size; r++) {
@@ -407,7 +413,7 @@ final class TcpBackend implements CpuBackend {
                 Reductions.reduceManyInPlace(t, rop, out, ins, rank, c1 - c0, result);
             }
             st.publishResult(piece);
-            e.awaitStaging(op, ShmStaging.RESULT_SEQ, piece, code, count, p0);
+            e.shm.awaitStaging(op, ShmStaging.RESULT_SEQ, piece, code, count, p0);
             for (int r = 0; r < size; r++) {
                 if (r == rank) {
                     continue;
@@ -438,14 +444,14 @@ final class TcpBackend implements CpuBackend {
         }
         long code = sharedCode(op, t, null);
         for (long p0 = 0; p0 < max; p0 += pieceElems) {
-            long piece = e.nextPiece();
-            e.gateStaging(op, piece);
+            long piece = e.shm.nextPiece();
+            e.shm.gateStaging(op, piece);
             long mine = Math.max(0, Math.min(pieceElems, counts[rank] - p0));
             if (mine > 0) {
                 slice(st.input(rank, piece), 0, mine * es).put(slice(in, p0 * es, mine * es));
             }
             st.publishInput(piece, op.seq, countField, code, p0);
-            e.awaitStaging(op, ShmStaging.INPUT_SEQ, piece, code, countField, p0);
+            e.shm.awaitStaging(op, ShmStaging.INPUT_SEQ, piece, code, countField, p0);
             for (int r = 0; r < size; r++) {
                 long n = Math.max(0, Math.min(pieceElems, counts[r] - p0));
                 if (r != rank && n > 0) {
@@ -469,16 +475,16 @@ final class TcpBackend implements CpuBackend {
         long code = sharedCode(op, t, null) | ((long) src << 32);
         for (long p0 = 0; p0 < count; p0 += pieceElems) {
             long n = Math.min(pieceElems, count - p0);
-            long piece = e.nextPiece();
+            long piece = e.shm.nextPiece();
             // publishing writes the slot's descriptor: every rank must be done with the piece before the
             // previous one (same slot), whose descriptor a slow rank may still be checking
-            e.gateStaging(op, piece);
+            e.shm.gateStaging(op, piece);
             if (rank == src) {
                 slice(st.input(rank, piece), 0, n * es).put(slice(buf, p0 * es, n * es));
                 st.publishInput(piece, op.seq, count, code, p0);
             } else {
                 st.publishInput(piece, op.seq, count, code, p0); // "done with the previous piece"
-                e.awaitStagingFrom(op, src, piece, code, count, p0);
+                e.shm.awaitStagingFrom(op, src, piece, code, count, p0);
                 slice(buf, p0 * es, n * es).put(slice(st.input(src, piece), 0, n * es));
             }
         }
@@ -498,14 +504,14 @@ final class TcpBackend implements CpuBackend {
         long code = sharedCode(op, t, rop);
         for (long p0 = 0; p0 < count; p0 += pieceElems) {
             int pe = (int) Math.min(pieceElems, count - p0);
-            long piece = e.nextPiece();
-            e.gateStaging(op, piece);
+            long piece = e.shm.nextPiece();
+            e.shm.gateStaging(op, piece);
             ByteBuffer mine = st.input(rank, piece);
             for (int c = 0; c < size; c++) {
                 slice(mine, (long) c * pe * es, (long) pe * es).put(slice(in, (c * count + p0) * es, (long) pe * es));
             }
             st.publishInput(piece, op.seq, count, code, p0);
-            e.awaitStaging(op, ShmStaging.INPUT_SEQ, piece, code, count, p0);
+            e.shm.awaitStaging(op, ShmStaging.INPUT_SEQ, piece, code, count, p0);
             ByteBuffer[] ins = new ByteBuffer[size];
             for (int r = 0; r < size; r++) {
                 ins[r] = slice(st.input(r, piece), (long) rank * pe * es, (long) pe * es);

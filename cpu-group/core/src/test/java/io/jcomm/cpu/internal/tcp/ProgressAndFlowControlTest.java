@@ -116,7 +116,7 @@ class ProgressAndFlowControlTest {
                             Thread.sleep(2);
                             g.recv(x, 0, 0);
                             assertEquals(m & 0x7f, x.getDouble(bytes - 1), 0.0);
-                            maxSeen = Math.max(maxSeen, e.earlyBytes());
+                            maxSeen = Math.max(maxSeen, e.early.bytes());
                         }
                     }
                 } catch (InterruptedException ie) {

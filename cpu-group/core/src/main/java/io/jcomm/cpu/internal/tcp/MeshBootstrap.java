@@ -1,0 +1,329 @@
+package io.jcomm.cpu.internal.tcp;
+
+import io.jcomm.api.CommException;
+import io.jcomm.api.CommTimeoutException;
+import io.jcomm.api.Deadline;
+import io.jcomm.api.PeerFailureException;
+import io.jcomm.api.ProtocolException;
+import io.jcomm.api.store.Store;
+import io.jcomm.cpu.spi.CpuBackendContext;
+import io.netty.bootstrap.Bootstrap;
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.ServerChannel;
+import io.netty.channel.epoll.EpollServerSocketChannel;
+import io.netty.channel.epoll.EpollSocketChannel;
+import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.netty.channel.socket.nio.NioSocketChannel;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.BooleanSupplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Sets up an {@link Engine}'s mesh, once, on the creating call's thread: listens, publishes this
+ * rank's address, process identity and shared-memory capabilities in the store, connects to the
+ * lower ranks and accepts the higher ones (each connection opens with a HELLO bound to the group's
+ * incarnation and the receiver's nonce; {@link #onHello} checks it), decides which links may use
+ * shared memory, and exchanges READY. A peer that refuses connections for a second, or a member the
+ * store reports gone, fails set-up at once instead of at the deadline.
+ */
+final class MeshBootstrap {
+
+    private static final Logger LOG = LoggerFactory.getLogger(MeshBootstrap.class);
+    /** Source of connection nonces (thread safe; seeding one per group cost more than the rest of its set-up). */
+    private static final SecureRandom NONCES = new SecureRandom();
+    /** A peer whose address refuses connections this long has gone (it listens from before it publishes). */
+    private static final long REFUSED_GRACE_NANOS = TimeUnit.SECONDS.toNanos(1);
+    /** While set-up waits for peers, this often it asks the store whether a member of the job left. */
+    private static final long LIVENESS_PROBE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
+    private static final java.time.Duration LIVENESS_PROBE_WAIT = java.time.Duration.ofMillis(2);
+
+    private final Engine engine;
+
+    MeshBootstrap(Engine engine) {
+        this.engine = engine;
+    }
+
+    /** Drives I/O until {@code done} holds (set-up phases). */
+    private void driveUntil(BooleanSupplier done, Deadline d, java.util.function.Supplier<String> what) {
+        driveUntil(done, d, what, null);
+    }
+
+    /**
+     * Drives I/O until {@code done} holds; while it does not, runs {@code probe} (if any) every
+     * {@link #LIVENESS_PROBE_NANOS}.
+     */
+    private void driveUntil(BooleanSupplier done, Deadline d, java.util.function.Supplier<String> what, Runnable probe) {
+        long nextProbe = System.nanoTime() + LIVENESS_PROBE_NANOS;
+        while (!done.getAsBoolean()) {
+            if (probe != null && System.nanoTime() - nextProbe >= 0) {
+                probe.run();
+                nextProbe = System.nanoTime() + LIVENESS_PROBE_NANOS;
+            }
+            engine.check();
+            engine.early.drain();
+            int work = engine.loop.runNow();
+            if (done.getAsBoolean()) {
+                return;
+            }
+            if (work > 0) {
+                continue;
+            }
+            long left = d.remainingNanos();
+            if (left <= 0) {
+                throw engine.fail(new CommTimeoutException(engine.ctx(), "timed out after setting up part of the group: " + what.get()));
+            }
+            engine.loop.runBlocking(Math.min(left, TimeUnit.MILLISECONDS.toNanos(10)));
+        }
+    }
+
+    private ChannelInitializer<Channel> initializer(int peer) {
+        return new ChannelInitializer<>() {
+            @Override
+            protected void initChannel(Channel ch) {
+                Link l = new Link(engine);
+                l.peer = peer;
+                l.attach(ch);
+                ch.config().setRecvByteBufAllocator(l);
+                ch.config().setOption(ChannelOption.TCP_NODELAY, true);
+                if (engine.cfg.socketBufferBytes > 0) {
+                    ch.config().setOption(ChannelOption.SO_SNDBUF, engine.cfg.socketBufferBytes);
+                    ch.config().setOption(ChannelOption.SO_RCVBUF, engine.cfg.socketBufferBytes);
+                }
+                ch.pipeline().addLast(l);
+                engine.allLinks.add(l);
+                if (peer >= 0) {
+                    engine.links[peer] = l;
+                }
+            }
+        };
+    }
+
+    void run(CpuBackendContext ctx, Deadline d) {
+        Store store = ctx.store();
+        engine.nonce = NONCES.nextLong();
+        Class<? extends ServerChannel> serverClass = engine.epoll ? EpollServerSocketChannel.class : NioServerSocketChannel.class;
+        ChannelFuture bind = new ServerBootstrap().group(engine.loop).channel(serverClass)
+                .option(ChannelOption.SO_BACKLOG, 256)
+                .childHandler(initializer(-1))
+                .bind(new InetSocketAddress(ctx.hostname(), 0));
+        driveUntil(bind::isDone, d, () -> "binding a server socket on " + ctx.hostname());
+        if (!bind.isSuccess()) {
+            throw engine.fail(new io.jcomm.api.BackendException(engine.ctx(), "cannot listen on " + ctx.hostname() + ": " + bind.cause(),
+                    bind.cause()));
+        }
+        engine.server = bind.channel();
+        int port = ((InetSocketAddress) engine.server.localAddress()).getPort();
+
+        // which incarnation of the group this is (keys of an earlier one in the same namespace are never
+        // read); a namespace the caller keeps for this incarnation needs no counting
+        engine.generation = engine.cfg.freshNamespace ? 1 : store.add("tcp/instance/" + engine.rank, 1);
+        String hostId = engine.cfg.hostId != null ? engine.cfg.hostId : io.jcomm.api.HostIdentity.local();
+        if (engine.cfg.shm) {
+            engine.shm.enableRings();
+        }
+        // what this rank can do in shared memory; rings and staging regions are made on first use
+        // (staging size and the size from which collectives use it: ranks that differ never set it up)
+        String stagingOffer = engine.cfg.shm && engine.cfg.shmStagingBytes > 0
+                ? engine.cfg.shmStagingBytes + ":" + engine.cfg.shmCollectiveMinBytes : "-";
+        String me = ctx.hostname() + " " + port + " " + Long.toUnsignedString(engine.nonce, 16) + " " + hostId + " "
+                + (engine.cfg.shm ? "shm" : "-") + " " + stagingOffer + " " + Long.toUnsignedString(engine.progress.processId(), 16);
+        String prefix = "tcp/" + engine.generation + "/rank/";
+        store.set(prefix + engine.rank, me.getBytes(StandardCharsets.UTF_8));
+        List<String> keys = new ArrayList<>();
+        for (int r = 0; r < engine.size; r++) {
+            if (r != engine.rank) {
+                keys.add(prefix + r);
+            }
+        }
+        List<byte[]> values = store.multiGet(keys, d.remaining());
+        String[][] peers = new String[engine.size][];
+        int i = 0;
+        for (int r = 0; r < engine.size; r++) {
+            if (r == engine.rank) {
+                continue;
+            }
+            String[] parts = new String(values.get(i++), StandardCharsets.UTF_8).split(" ");
+            if (parts.length != 7) {
+                throw engine.fail(new ProtocolException(engine.ctx(), "malformed address of rank " + r + " in the store"));
+            }
+            try {
+                engine.peerProcess[r] = Long.parseUnsignedLong(parts[6], 16);
+            } catch (NumberFormatException e) {
+                throw engine.fail(new ProtocolException(engine.ctx(), "malformed address of rank " + r + " in the store"));
+            }
+            peers[r] = parts;
+        }
+
+        // connect to lower ranks, accept from higher ranks
+        Class<? extends Channel> clientClass = engine.epoll ? EpollSocketChannel.class : NioSocketChannel.class;
+        for (int r = 0; r < engine.rank; r++) {
+            connect(r, peers[r], clientClass, d);
+        }
+        Store probe = store;
+        String probeKey = prefix + "liveness-probe";
+        driveUntil(this::allConnected, d, this::missingConnections, () -> probeLiveness(probe, probeKey));
+
+        // shared memory to peers on this host: links that may take a ring later
+        boolean stagingCandidate = !stagingOffer.equals("-") && engine.size > 1;
+        for (int r = 0; r < engine.size; r++) {
+            if (r == engine.rank) {
+                continue;
+            }
+            boolean sameHost = peers[r][3].equals(hostId);
+            if (engine.shm.ringsEnabled() && sameHost && peers[r][4].equals("shm")) {
+                engine.links[r].shm = new ShmLink();
+                engine.links[r].shm.bind(engine.links[r]);
+            }
+            stagingCandidate &= sameHost && peers[r][5].equals(stagingOffer);
+        }
+        // every rank sees the same addresses, so every rank comes to the same answer
+        engine.shm.stagingCandidate(stagingCandidate);
+        for (int r = 0; r < engine.size; r++) {
+            if (r != engine.rank) {
+                engine.links[r].write(Frame.of(Frame.READY, 0, engine.generation), null, true);
+            }
+        }
+        driveUntil(this::allReady, d, () -> "waiting for ranks to finish connecting: " + notReady(),
+                () -> probeLiveness(probe, probeKey));
+        engine.server.close();
+        engine.server = null;
+        LOG.debug("group {} rank {}: connected {} peers over {} (shared memory: {}, staging: {})", engine.group, engine.rank,
+                engine.size - 1, engine.transportName(), engine.shm.ringsEnabled() ? "on first large payload" : "off",
+                engine.shm.stagingLater() ? "on first large collective" : "off");
+    }
+
+    private void connect(int r, String[] addr, Class<? extends Channel> clientClass, Deadline d) {
+        String host = addr[0];
+        int port;
+        long theirNonce;
+        try {
+            port = Integer.parseInt(addr[1]);
+            theirNonce = Long.parseUnsignedLong(addr[2], 16);
+        } catch (NumberFormatException e) {
+            throw engine.fail(new ProtocolException(engine.ctx(), "malformed address of rank " + r + ": " + String.join(" ", addr)));
+        }
+        long refusedSince = 0;
+        while (true) {
+            ChannelFuture cf = new Bootstrap().group(engine.loop).channel(clientClass)
+                    .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, (int) Math.max(1, Math.min(10_000, d.remainingMillis())))
+                    .handler(initializer(r))
+                    .connect(new InetSocketAddress(host, port));
+            driveUntil(cf::isDone, d, () -> "connecting to rank " + r + " at " + host + ":" + port);
+            if (cf.isSuccess()) {
+                Frame hello = Frame.of(Frame.HELLO, 0, theirNonce);
+                hello.root = engine.rank;
+                hello.count = engine.generation;
+                hello.index = r;
+                engine.links[r].write(hello, null, true);
+                engine.links[r].helloSeen = true;
+                return;
+            }
+            engine.links[r] = null;
+            if (d.isExpired()) {
+                throw engine.fail(new CommTimeoutException(engine.ctx(), "cannot connect to rank " + r + " at " + host + ":" + port
+                        + ": " + cf.cause()));
+            }
+            if (cf.cause() instanceof java.net.ConnectException && String.valueOf(cf.cause().getMessage()).contains("refused")) {
+                long now = System.nanoTime();
+                if (refusedSince == 0) {
+                    refusedSince = now;
+                } else if (now - refusedSince > REFUSED_GRACE_NANOS) {
+                    // it listened before it published the address: it has closed or died since
+                    throw engine.fail(new PeerFailureException(engine.ctx(), r, "nothing listens at " + host + ":" + port
+                            + " any more (the rank left or died during group creation)"));
+                }
+            } else {
+                refusedSince = 0;
+            }
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(20));
+        }
+    }
+
+    /**
+     * Asks the store whether a member of the job left it without a goodbye: a short wait on a key nobody
+     * sets, which a jcomm store server answers at once with a failure naming the dead rank (other stores
+     * let it time out, and set-up goes on waiting for its deadline).
+     */
+    private void probeLiveness(Store store, String key) {
+        try {
+            store.wait(List.of(key), LIVENESS_PROBE_WAIT);
+        } catch (PeerFailureException e) {
+            throw engine.fail(new PeerFailureException(engine.ctx(), -1, "a member of the job died during group creation: "
+                    + e.detail(), e));
+        } catch (CommTimeoutException e) {
+            // nobody died (or the store cannot tell): keep waiting for the peers
+        } catch (CommException e) {
+            LOG.debug("group {} rank {}: liveness probe failed: {}", engine.group, engine.rank, e.toString());
+        }
+    }
+
+    /** Closes a connection that sent bytes before a valid hello. */
+    void rejectUnbound(Link l, CommException why) {
+        LOG.warn("group {} rank {}: dropping a connection from {} that did not start with a valid hello: {}", engine.group, engine.rank,
+                l.channel.remoteAddress(), why.detail());
+        l.channel.close();
+    }
+
+    void onHello(Link l, Frame f) {
+        int from = f.root;
+        boolean ok = f.seq == engine.nonce && f.count == engine.generation && f.index == engine.rank && from > engine.rank && from < engine.size
+                && engine.links[from] == null && l.peer < 0;
+        if (!ok) {
+            LOG.debug("group {} rank {}: rejecting a connection with a stale or foreign hello from {}", engine.group, engine.rank,
+                    l.channel.remoteAddress());
+            l.channel.close();
+            return;
+        }
+        l.peer = from;
+        engine.links[from] = l;
+    }
+
+    private boolean allConnected() {
+        for (int r = 0; r < engine.size; r++) {
+            if (r != engine.rank && (engine.links[r] == null || !engine.links[r].channel.isActive())) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private String missingConnections() {
+        StringBuilder sb = new StringBuilder("no connection yet with ranks");
+        for (int r = 0; r < engine.size; r++) {
+            if (r != engine.rank && (engine.links[r] == null || !engine.links[r].channel.isActive())) {
+                sb.append(' ').append(r);
+            }
+        }
+        return sb.toString();
+    }
+
+    private boolean allReady() {
+        for (int r = 0; r < engine.size; r++) {
+            if (r != engine.rank && !engine.links[r].readySeen) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private String notReady() {
+        StringBuilder sb = new StringBuilder();
+        for (int r = 0; r < engine.size; r++) {
+            if (r != engine.rank && !engine.links[r].readySeen) {
+                sb.append(' ').append(r);
+            }
+        }
+        return sb.toString().trim();
+    }
+}
