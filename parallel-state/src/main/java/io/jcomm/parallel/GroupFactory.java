@@ -42,7 +42,7 @@ final class GroupFactory {
     private static final Logger LOG = LoggerFactory.getLogger(GroupFactory.class);
 
     /** Ring size for CPU groups that carry only control messages (the device moves the data). */
-    static final String CONTROL_RING_BYTES = "65536";
+    static final int CONTROL_RING_BYTES = 64 << 10;
 
     final DistributedConfig config;
     final ParallelStateOptions options;
@@ -132,19 +132,19 @@ final class GroupFactory {
         CpuGroupOptions.Builder b = CpuGroupOptions.builder().store(scoped)
                 .groupName(spec.name())
                 .rank(spec.ranks().indexOf(config.rank())).size(spec.ranks().size()).globalRanks(spec.ranks())
-                .backend(cpuBackend).timeout(timeout).codec(codec).hostname(hostname)
-                .option(TcpOptions.HOST_ID, config.hostId())
+                .backend(cpuBackend).timeout(timeout).codec(codec).hostname(hostname);
+        TcpOptions.Builder tcp = TcpOptions.builder().hostId(config.hostId())
                 // the spec's namespace is this incarnation's alone (it names the state's generation)
-                .option(TcpOptions.FRESH_NAMESPACE, "true");
-        if (!checkCodec) {
-            // the world group already checked that every rank registered the same classes
-            b.option(CpuGroups.CODEC_CHECK_OPTION, "false");
-        }
+                .freshNamespace(true);
         if (!device.isCpu()) {
             // control plane only: small rings, and no staging region (it serves large CPU
             // collectives: 16 MiB of /dev/shm per rank and group, and its pre-faulting at creation)
-            b.option(TcpOptions.SHM_RING_BYTES, CONTROL_RING_BYTES);
-            b.option(TcpOptions.SHM_STAGING_BYTES, "0");
+            tcp.shmRingBytes(CONTROL_RING_BYTES).shmStagingBytes(0);
+        }
+        b.options(tcp.build());
+        if (!checkCodec) {
+            // the world group already checked that every rank registered the same classes
+            b.option(CpuGroups.CODEC_CHECK_OPTION, "false");
         }
         options.cpuOptions().forEach(b::option);
         return b.build();

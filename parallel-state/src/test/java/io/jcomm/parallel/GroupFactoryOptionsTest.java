@@ -62,7 +62,7 @@ class GroupFactoryOptionsTest {
     @Test
     void controlPlaneGroupsGetSmallRingsAndNoStaging() {
         CpuGroupOptions o = cpuOptionsFor(Device.of("accel", 0));
-        assertEquals(GroupFactory.CONTROL_RING_BYTES, o.option(TcpOptions.SHM_RING_BYTES, null));
+        assertEquals(Integer.toString(GroupFactory.CONTROL_RING_BYTES), o.option(TcpOptions.SHM_RING_BYTES, null));
         assertEquals("0", o.option(TcpOptions.SHM_STAGING_BYTES, null));
     }
 

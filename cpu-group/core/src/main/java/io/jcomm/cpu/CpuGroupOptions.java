@@ -28,7 +28,8 @@ import java.util.Objects;
  *   <tr><td>{@code timeout}</td><td>default deadline of every call, and of connection set-up</td><td>60 s</td></tr>
  *   <tr><td>{@code codec}</td><td>codec of the object collectives</td><td>{@link ForyCodec#defaults()}</td></tr>
  *   <tr><td>{@code hostname}</td><td>address peers use to reach this process</td><td>{@value #HOSTNAME_DEFAULT}</td></tr>
- *   <tr><td>{@code option(k, v)}</td><td>backend-specific options (see each backend), and
+ *   <tr><td>{@code option(k, v)}, {@code options(BackendOptions)}</td><td>backend-specific options (see each
+ *       backend; typed: {@link TcpOptions}), and
  *       {@value #MAX_OBJECT_BYTES_OPTION} (bound on received object sizes, default 256 MiB)</td><td>none</td></tr>
  * </table>
  */
@@ -224,6 +225,28 @@ public final class CpuGroupOptions {
             } else {
                 options.put(key, value);
             }
+            return this;
+        }
+
+        /**
+         * Adds every option of {@code backendOptions}, the typed options of one backend (e.g.
+         * {@code TcpOptions.builder().shm(TcpOptions.Shm.OFF).build()}), replacing earlier values of the same
+         * keys; options it leaves unset keep the backend's defaults. {@link #option(String, String)} stays the
+         * way to pass options read as text (environment, command line, files).
+         *
+         * @throws IllegalArgumentException if a key is not under {@code backendOptions.backend() + "."}
+         */
+        public Builder options(BackendOptions backendOptions) {
+            Objects.requireNonNull(backendOptions, "backendOptions");
+            String prefix = backendOptions.backend() + ".";
+            Map<String, String> entries = backendOptions.asMap();
+            for (String key : entries.keySet()) {
+                if (!key.startsWith(prefix)) {
+                    throw new IllegalArgumentException("option '" + key + "' of " + backendOptions.getClass().getSimpleName()
+                            + " is not under '" + prefix + "'");
+                }
+            }
+            entries.forEach(this::option);
             return this;
         }
 

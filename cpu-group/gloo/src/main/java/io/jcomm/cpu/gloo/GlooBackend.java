@@ -25,7 +25,6 @@ import io.jcomm.cpu.spi.CpuBackend;
 import io.jcomm.cpu.spi.CpuBackendContext;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Locale;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -181,16 +180,19 @@ public final class GlooBackend implements CpuBackend {
         if (context.size() < 2) {
             throw new ProtocolException(op, "the gloo backend needs at least 2 ranks, got " + context.size());
         }
-        int devices = intOption(context, DEVICES_OPTION, DEVICES_DEFAULT, 1, DEVICES_MAX, op);
-        boolean check = boolOption(context, CHECK_ARGS_OPTION, CHECK_ARGS_DEFAULT, op);
-        boolean goodbye = boolOption(context, GOODBYE_OPTION, GOODBYE_DEFAULT, op);
-        boolean torchHalf = boolOption(context, TORCH_HALF_OPTION, false, op);
-        int loopNice = intOption(context, LOOP_NICE_OPTION, LOOP_NICE_DEFAULT, 0, 19, op);
-        String iface = blankToNull(context.option(IFNAME_OPTION, null));
-        String host = blankToNull(context.option(HOSTNAME_OPTION, null));
-        if (host == null) {
-            host = context.hostname();
+        GlooOptions options;
+        try {
+            options = GlooOptions.fromMap(context.options());
+        } catch (IllegalArgumentException e) {
+            throw new BackendException(op, e.getMessage(), e);
         }
+        int devices = options.devices();
+        boolean check = options.checkArgs();
+        boolean goodbye = options.goodbye();
+        boolean torchHalf = options.torchHalf();
+        int loopNice = options.loopNice();
+        String iface = options.ifname().orElse(null);
+        String host = options.hostname().orElse(context.hostname());
         Deadline deadline = Deadline.after(context.timeout());
         long raw;
         try {
@@ -224,38 +226,6 @@ public final class GlooBackend implements CpuBackend {
         }
         return new GlooBackend(context.groupName(), context.rank(), context.size(), devices, check, goodbye, handle,
                 names);
-    }
-
-    private static String blankToNull(String s) {
-        return s == null || s.isBlank() ? null : s.trim();
-    }
-
-    private static int intOption(CpuBackendContext c, String key, int def, int min, int max, OpContext op) {
-        String v = c.option(key, null);
-        if (v == null || v.isBlank()) {
-            return def;
-        }
-        try {
-            int n = Integer.parseInt(v.trim());
-            if (n < min || n > max) {
-                throw new BackendException(op, key + "=" + v + " is not in [" + min + ", " + max + "]");
-            }
-            return n;
-        } catch (NumberFormatException e) {
-            throw new BackendException(op, key + "=" + v + " is not an integer");
-        }
-    }
-
-    private static boolean boolOption(CpuBackendContext c, String key, boolean def, OpContext op) {
-        String v = c.option(key, null);
-        if (v == null || v.isBlank()) {
-            return def;
-        }
-        switch (v.trim().toLowerCase(Locale.ROOT)) {
-            case "true": return true;
-            case "false": return false;
-            default: throw new BackendException(op, key + "=" + v + " is not true or false");
-        }
     }
 
     @Override

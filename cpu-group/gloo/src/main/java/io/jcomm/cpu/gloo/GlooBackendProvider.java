@@ -25,9 +25,7 @@ public final class GlooBackendProvider implements CpuBackendProvider {
 
     @Override
     public java.util.Optional<java.util.Set<String>> optionKeys() {
-        return java.util.Optional.of(java.util.Set.of(GlooBackend.DEVICES_OPTION, GlooBackend.IFNAME_OPTION,
-                GlooBackend.HOSTNAME_OPTION, GlooBackend.GOODBYE_OPTION, GlooBackend.TORCH_HALF_OPTION,
-                GlooBackend.CHECK_ARGS_OPTION, GlooBackend.LOOP_NICE_OPTION));
+        return java.util.Optional.of(GlooOptions.KEYS);
     }
 
     @Override

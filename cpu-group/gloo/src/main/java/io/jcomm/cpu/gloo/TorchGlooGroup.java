@@ -101,8 +101,8 @@ public final class TorchGlooGroup implements AutoCloseable {
         CpuGroupOptions.Builder b = CpuGroupOptions.builder().store(pg).groupName(DEFAULT_GROUP_NAME).rank(rank)
                 .size(size).backend(GlooBackend.NAME).timeout(timeout).hostname(host);
         options.forEach(b::option);
-        b.option(GlooBackend.CHECK_ARGS_OPTION, "false").option(GlooBackend.GOODBYE_OPTION, "false")
-                .option(GlooBackend.TORCH_HALF_OPTION, "true").option(CpuGroups.CODEC_CHECK_OPTION, "false");
+        b.options(GlooOptions.builder().checkArgs(false).goodbye(false).torchHalf(true).build())
+                .option(CpuGroups.CODEC_CHECK_OPTION, "false");
         // The group works under PrefixStore("0", pg): gloo's keys are default_pg/0/<device>/...
         ProcessGroup group = CpuGroups.create(b.build());
         try {

@@ -9,7 +9,7 @@ import io.netty.channel.epoll.Epoll;
 /**
  * The {@code tcp} CPU backend: pure Java over Netty (epoll when available, else NIO), with a
  * shared-memory data path between processes on one host. Always available. Options: see
- * {@link TcpConfig} ({@code tcp.*}).
+ * {@link io.jcomm.cpu.TcpOptions} ({@code tcp.*}).
  */
 public final class TcpBackendProvider implements CpuBackendProvider {
 

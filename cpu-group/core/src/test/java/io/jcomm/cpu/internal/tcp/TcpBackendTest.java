@@ -9,6 +9,7 @@ import io.jcomm.api.ProcessGroup;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
 import io.jcomm.cpu.CpuGroupOptions;
+import io.jcomm.cpu.TcpOptions;
 import io.jcomm.cpu.internal.DefaultProcessGroup;
 import io.jcomm.cpu.testkit.CpuGroupCases;
 import io.jcomm.cpu.testkit.ThreadRanks;
@@ -326,6 +327,22 @@ class TcpBackendTest {
                     t.run(c.body(), Duration.ofSeconds(60));
                 }
             }
+        }
+    }
+
+    @Test
+    void typedOptionsConfigureTheGroup() {
+        TcpOptions typed = TcpOptions.builder().transport(TcpOptions.Transport.NIO).shm(TcpOptions.Shm.OFF)
+                .sendBudgetMessages(4).segmentBytes(64 << 10).build();
+        try (ThreadRanks t = ThreadRanks.start(3, r -> opts(r).options(typed), Duration.ofSeconds(20))) {
+            assertEquals("nio", tcp(t.group(0)).transport());
+            assertFalse(tcp(t.group(0)).sharedMemoryTo(1), TcpOptions.SHM + " = false: sockets only");
+            t.run(g -> {
+                Tensor x = Tensor.allocate(DType.F32, 1 << 18);
+                x.fill(g.rank() + 1);
+                g.allReduce(x, ReduceOp.SUM);
+                assertEquals(6.0, x.getDouble(12345));
+            }, Duration.ofSeconds(30));
         }
     }
 
