@@ -3,7 +3,7 @@
 
 usage: /usr/bin/python3 scripts/torch_gloo_bench.py <op> --nproc N -b MIN -e MAX -f FACTOR
                                                     [-w WARMUP] [-n ITERS] [--dtype f32] [--json FILE]
-ops: barrier broadcast allreduce allgather reducescatter gather scatter sendrecv
+ops: barrier broadcast allreduce allgather reducescatter gather scatter sendrecv alltoall alltoallv
      broadcast-object allgather-object
 Time per size is the median over iterations of the slowest rank's time (as in commbench); cpu(us) is the
 busiest rank's process CPU time (all threads) per iteration;
@@ -23,7 +23,7 @@ import torch.multiprocessing as mp
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
           "i32": torch.int32, "i64": torch.int64, "i8": torch.int8, "u8": torch.uint8}
 LATENCY = {"barrier", "broadcast-object", "allgather-object"}
-SPLIT = {"allgather", "reducescatter", "gather", "scatter"}
+SPLIT = {"allgather", "reducescatter", "gather", "scatter", "alltoall", "alltoallv"}
 
 
 def parse_size(s):
@@ -47,6 +47,12 @@ def percentile(sorted_vals, p):
         return 0.0
     k = max(0, min(len(sorted_vals) - 1, int(round(p / 100.0 * len(sorted_vals) + 0.5)) - 1))
     return sorted_vals[k]
+
+
+def alltoallv_splits(src, n, chunk):
+    """What rank src sends each rank in the alltoallv benchmark (the same rule as commbench's)."""
+    delta = chunk // 4
+    return [chunk + (delta if (src + d) % 2 == 0 else -delta) for d in range(n)]
 
 
 def make_body(op, rank, n, dtype, size):
@@ -90,6 +96,16 @@ def make_body(op, rank, n, dtype, size):
         out = torch.zeros(count // n, dtype=dtype)
         ins = [torch.zeros(count // n, dtype=dtype) for _ in range(n)] if rank == 0 else None
         return (lambda: dist.scatter(out, ins, src=0)), count
+    if op == "alltoall":
+        inp = torch.zeros(count, dtype=dtype)
+        out = torch.zeros(count, dtype=dtype)
+        return (lambda: dist.all_to_all_single(out, inp)), count
+    if op == "alltoallv":
+        ins = alltoallv_splits(rank, n, count // n)
+        outs = [alltoallv_splits(s, n, count // n)[rank] for s in range(n)]
+        inp = torch.zeros(sum(ins), dtype=dtype)
+        out = torch.zeros(sum(outs), dtype=dtype)
+        return (lambda: dist.all_to_all_single(out, inp, outs, ins)), count
     if op == "sendrecv":
         out = torch.zeros(count, dtype=dtype)
         inp = torch.zeros(count, dtype=dtype)

@@ -17,6 +17,8 @@
 
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
+#include <gloo/alltoall.h>
+#include <gloo/alltoallv.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -82,7 +84,8 @@ constexpr int OP_SUM = JCOMM_GLOO_CONST(REDOP_SUM), OP_PROD = JCOMM_GLOO_CONST(R
 constexpr uint8_t K_BARRIER = JCOMM_GLOO_CONST(OP_BARRIER), K_BROADCAST = JCOMM_GLOO_CONST(OP_BROADCAST),
                   K_ALLREDUCE = JCOMM_GLOO_CONST(OP_ALLREDUCE), K_ALLGATHER = JCOMM_GLOO_CONST(OP_ALLGATHER),
                   K_ALLGATHERV = JCOMM_GLOO_CONST(OP_ALLGATHERV), K_GATHER = JCOMM_GLOO_CONST(OP_GATHER),
-                  K_SCATTER = JCOMM_GLOO_CONST(OP_SCATTER), K_REDUCE_SCATTER = JCOMM_GLOO_CONST(OP_REDUCESCATTER);
+                  K_SCATTER = JCOMM_GLOO_CONST(OP_SCATTER), K_REDUCE_SCATTER = JCOMM_GLOO_CONST(OP_REDUCESCATTER),
+                  K_ALLTOALL = JCOMM_GLOO_CONST(OP_ALLTOALL), K_ALLTOALLV = JCOMM_GLOO_CONST(OP_ALLTOALLV);
 
 // Slot prefixes outside gloo's own (0x01..0x08).
 constexpr uint8_t kCheckSlotPrefix = 0xA5;
@@ -1176,6 +1179,10 @@ const char* kindName(uint8_t k) {
       return "scatter";
     case K_REDUCE_SCATTER:
       return "reduceScatter";
+    case K_ALLTOALL:
+      return "allToAll";
+    case K_ALLTOALLV:
+      return "allToAllV";
     default:
       return "?";
   }
@@ -1814,6 +1821,115 @@ JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_allGatherV(JNI
     o.setTag(utag);
     o.setTimeout(dl.left());
     gloo::allgatherv(o);
+  });
+}
+
+JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_allToAll(JNIEnv* env, jclass, jlong h, jint dev,
+                                                                           jint tag, jlong timeoutMs, jboolean check,
+                                                                           jobject in, jobject out, jlong bytes,
+                                                                           jint dtype) {
+  guarded(env, reinterpret_cast<Comm*>(h), [&] {
+    Comm* comm = toComm(h);
+    const auto& ctx = comm->ctx(dev);
+    comm->throwIfSendFailed();
+    if (bytes < 0 || bytes % comm->size != 0) {
+      throw NativeError(KIND_ARGUMENT, "allToAll: the byte count is not a multiple of the group size");
+    }
+    uint8_t* src = address(env, in, bytes, "allToAll input");
+    uint8_t* dst = address(env, out, bytes, "allToAll output");
+    Deadline dl(timeoutMs);
+    auto utag = static_cast<uint32_t>(tag);
+    if (check) {
+      checkArgs(comm, ctx, dl, desc(K_ALLTOALL, utag, dtype, 0, -1, static_cast<uint64_t>(bytes)));
+    }
+    if (bytes == 0) {
+      return;
+    }
+    gloo::AlltoallOptions o(ctx);
+    o.setInput<uint8_t>(src, static_cast<size_t>(bytes));
+    o.setOutput<uint8_t>(dst, static_cast<size_t>(bytes));
+    o.setTag(utag);
+    o.setTimeout(dl.left());
+    gloo::alltoall(o);
+  });
+}
+
+// Reads one non-negative count per rank; returns their sum.
+static uint64_t readCounts(JNIEnv* env, jlongArray a, int size, std::vector<int64_t>& out, const char* what) {
+  if (a == nullptr || env->GetArrayLength(a) != size) {
+    throw NativeError(KIND_ARGUMENT, std::string("allToAllV: need one ") + what + " count per rank");
+  }
+  out.resize(static_cast<size_t>(size));
+  env->GetLongArrayRegion(a, 0, size, reinterpret_cast<jlong*>(out.data()));
+  uint64_t total = 0;
+  for (int64_t c : out) {
+    if (c < 0) {
+      throw NativeError(KIND_ARGUMENT, std::string("allToAllV: negative ") + what + " count");
+    }
+    total += static_cast<uint64_t>(c);
+  }
+  return total;
+}
+
+JNIEXPORT void JNICALL Java_io_jcomm_cpu_gloo_internal_GlooNative_allToAllV(JNIEnv* env, jclass, jlong h, jint dev,
+                                                                            jint tag, jlong timeoutMs,
+                                                                            jboolean check, jobject in, jobject out,
+                                                                            jlongArray inByteCounts,
+                                                                            jlongArray outByteCounts, jint dtype) {
+  guarded(env, reinterpret_cast<Comm*>(h), [&] {
+    Comm* comm = toComm(h);
+    const auto& ctx = comm->ctx(dev);
+    comm->throwIfSendFailed();
+    const int size = comm->size;
+    std::vector<int64_t> inC;
+    std::vector<int64_t> outC;
+    uint64_t inTotal = readCounts(env, inByteCounts, size, inC, "input");
+    uint64_t outTotal = readCounts(env, outByteCounts, size, outC, "output");
+    const size_t rowBytes = sizeof(int64_t) * static_cast<size_t>(size);
+    const bool full = check && 2 * rowBytes <= kInline;
+    if (!full && inC[comm->rank] != outC[comm->rank]) {
+      // (with the full check every rank finds this pair too, and all fail alike)
+      throw NativeError(KIND_MISMATCH, "allToAllV: this rank sends " + std::to_string(inC[comm->rank]) +
+                                           " bytes to itself but expects " + std::to_string(outC[comm->rank]));
+    }
+    uint8_t* src = address(env, in, static_cast<jlong>(inTotal), "allToAllV input");
+    uint8_t* dst = address(env, out, static_cast<jlong>(outTotal), "allToAllV output");
+    Deadline dl(timeoutMs);
+    auto utag = static_cast<uint32_t>(tag);
+    if (check) {
+      // Every rank sends everyone both of its rows (what it sends to, and expects from, each rank), so
+      // every rank checks every pair and all reach the same verdict. Larger groups than fit inline
+      // check the descriptor only (gloo then fails a wrong size with its own error).
+      std::vector<int64_t> rows;
+      if (full) {
+        rows.insert(rows.end(), inC.begin(), inC.end());
+        rows.insert(rows.end(), outC.begin(), outC.end());
+      }
+      Exchanged ex = exchange(comm, ctx, dl, desc(K_ALLTOALLV, utag, dtype, 0, -1, 0),
+                              reinterpret_cast<const uint8_t*>(rows.data()), full ? 2 * rowBytes : 0);
+      for (int p = 0; full && p < size; p++) {
+        for (int q = 0; q < size; q++) {
+          int64_t sends = 0;
+          int64_t expects = 0;
+          std::memcpy(&sends, ex.payload(p) + sizeof(int64_t) * q, sizeof(int64_t));
+          std::memcpy(&expects, ex.payload(q) + rowBytes + sizeof(int64_t) * p, sizeof(int64_t));
+          if (sends != expects) {
+            throw NativeError(KIND_MISMATCH, "allToAllV #" + std::to_string(utag) + ": rank " + std::to_string(p) +
+                                                 " sends " + std::to_string(sends) + " bytes to rank " +
+                                                 std::to_string(q) + ", which expects " + std::to_string(expects));
+          }
+        }
+      }
+    }
+    if (inTotal == 0 && outTotal == 0) {
+      return;
+    }
+    gloo::AlltoallvOptions o(ctx);
+    o.setInput<uint8_t>(src, inC);
+    o.setOutput<uint8_t>(dst, outC);
+    o.setTag(utag);
+    o.setTimeout(dl.left());
+    gloo::alltoallv(o);
   });
 }
 

@@ -115,6 +115,41 @@ public interface ProcessGroup extends AutoCloseable {
     }
 
     /**
+     * All-to-all with equal splits (torch's {@code all_to_all_single} without split sizes): {@code input}
+     * holds {@code size()} chunks of {@code input.numel() / size()} elements, chunk {@code j} going to rank
+     * {@code j}; {@code output} (same dtype and size, a different tensor) receives rank {@code i}'s chunk
+     * for this rank as its chunk {@code i}. {@code input.numel()} must be divisible by {@code size()}, and
+     * every rank passes the same count. Backends without it throw {@link UnsupportedByBackendException}.
+     */
+    default void allToAll(Tensor output, Tensor input, Duration timeout) {
+        throw new UnsupportedByBackendException(OpContext.of(name(), rank(), "allToAll"), backendName(), "allToAll");
+    }
+
+    default void allToAll(Tensor output, Tensor input) {
+        allToAll(output, input, defaultTimeout());
+    }
+
+    /**
+     * All-to-all with per-rank counts (torch's {@code all_to_all_single} with split sizes, MoE token
+     * dispatch): this rank sends {@code inputCounts[j]} elements to rank {@code j}, taken from
+     * {@code input} in rank order, and receives {@code outputCounts[i]} elements from rank {@code i}
+     * into {@code output} in rank order. {@code input.numel()} and {@code output.numel()} equal the sums
+     * of the counts; counts may be zero. Rank {@code i}'s {@code inputCounts[j]} must equal rank
+     * {@code j}'s {@code outputCounts[i]}; when they disagree, a backend that can tell (tcp, gloo)
+     * fails the rank that would receive the wrong count with {@link CollectiveMismatchException}
+     * naming the sender, and the group is poisoned on every rank: ranks that finished their part
+     * first fail at their next call (gloo checks every pair up front, so all of its ranks fail at
+     * once). Never a hang.
+     */
+    default void allToAllV(Tensor output, Tensor input, long[] outputCounts, long[] inputCounts, Duration timeout) {
+        throw new UnsupportedByBackendException(OpContext.of(name(), rank(), "allToAllV"), backendName(), "allToAllV");
+    }
+
+    default void allToAllV(Tensor output, Tensor input, long[] outputCounts, long[] inputCounts) {
+        allToAllV(output, input, outputCounts, inputCounts, defaultTimeout());
+    }
+
+    /**
      * Gathers {@code input} from every rank into {@code output} on rank {@code dst} only
      * ({@code output} may be {@code null} on other ranks).
      */
@@ -209,6 +244,17 @@ public interface ProcessGroup extends AutoCloseable {
     Work<Void> allGatherAsync(Tensor output, Tensor input, Duration timeout);
 
     Work<Void> reduceScatterAsync(Tensor output, Tensor input, ReduceOp op, Duration timeout);
+
+    /** {@link #allToAll} without waiting; the tensors must not be touched until the work completes. */
+    default Work<Void> allToAllAsync(Tensor output, Tensor input, Duration timeout) {
+        throw new UnsupportedByBackendException(OpContext.of(name(), rank(), "allToAll"), backendName(), "allToAll");
+    }
+
+    /** {@link #allToAllV} without waiting; the tensors must not be touched until the work completes. */
+    default Work<Void> allToAllVAsync(Tensor output, Tensor input, long[] outputCounts, long[] inputCounts,
+                                      Duration timeout) {
+        throw new UnsupportedByBackendException(OpContext.of(name(), rank(), "allToAllV"), backendName(), "allToAllV");
+    }
 
     Work<Void> sendAsync(Tensor tensor, int dst, int tag, Duration timeout);
 

@@ -4,6 +4,9 @@ import io.jcomm.api.CommException;
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.ObjectCodec;
 import io.jcomm.api.OpContext;
+import io.jcomm.api.ProcessGroup;
+import io.jcomm.api.ReduceOp;
+import io.jcomm.api.Tensor;
 import io.jcomm.api.store.PrefixStore;
 import io.jcomm.api.store.Store;
 import io.jcomm.cpu.store.TcpRendezvous;
@@ -581,6 +584,26 @@ public final class ParallelState implements AutoCloseable {
 
     public GroupCoordinator world() {
         return world;
+    }
+
+    /**
+     * Data-parallel agreement, what vLLM does every step to agree on token counts and padding (and on
+     * whether any DP rank still has work): {@code values} reduced element-wise with {@code op} over this
+     * rank's DP group; every DP rank gets the same array. One small int64 all-reduce on the DP group's
+     * CPU group (never the device communicator), bounded by the group's default timeout; a DP group of
+     * one returns a copy. {@code values} is not modified.
+     *
+     * @throws IllegalStateException if the model-parallel groups are not initialized
+     */
+    public long[] dpAgree(long[] values, ReduceOp op) {
+        java.util.Objects.requireNonNull(values, "values");
+        java.util.Objects.requireNonNull(op, "op");
+        ProcessGroup g = dp().cpuGroup();
+        Tensor t = Tensor.ofLongs(values.clone());
+        if (g.size() > 1) {
+            g.allReduce(t, op);
+        }
+        return t.toLongArray();
     }
 
     private GroupCoordinator require(GroupCoordinator g, String what) {

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.jcomm.api.DistributedConfig;
+import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
 import io.jcomm.mq.AeronMedia;
 import io.jcomm.mq.MessageQueueOptions;
@@ -202,6 +203,17 @@ class ParallelStateFeaturesTest {
                         ps.groups().names());
                 ps.ensureModelParallelInitialized(2, 2, 2);
                 assertEquals(4, ps.ep().allReduce(Tensor.ofLongs(1)).getLong(0));
+                // DP agreement: every DP rank gets the same reduction; the input is not modified
+                long[] mine = {ps.rank(), 100 - ps.rank(), ps.rank() % 3};
+                long[] max = ps.dpAgree(mine, ReduceOp.MAX);
+                long[] sum = ps.dpAgree(mine, ReduceOp.SUM);
+                assertArrayEquals(new long[] {ps.rank(), 100 - ps.rank(), ps.rank() % 3}, mine);
+                List<Integer> dpRanks = ps.dp().ranks();
+                assertArrayEquals(new long[] {dpRanks.stream().mapToLong(Integer::longValue).max().orElseThrow(),
+                    100 - dpRanks.stream().mapToLong(Integer::longValue).min().orElseThrow(),
+                    dpRanks.stream().mapToLong(r -> r % 3).max().orElseThrow()}, max);
+                assertEquals(dpRanks.stream().mapToLong(Integer::longValue).sum(), sum[0]);
+                assertArrayEquals(new long[0], ps.dpAgree(new long[0], ReduceOp.SUM));
                 assertEquals(8, ps.world().allReduce(Tensor.ofLongs(1)).getLong(0));
                 // re-initialising after destroy takes a fresh namespace
                 ps.destroyModelParallel();

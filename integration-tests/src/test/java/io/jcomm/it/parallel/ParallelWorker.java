@@ -193,6 +193,10 @@ public final class ParallelWorker {
     private static void otherGroups(ParallelState ps, int me) {
         long dpSum = ps.dp().allReduce(Tensor.ofLongs(me)).getLong(0);
         require(dpSum == ps.dp().ranks().stream().mapToLong(Integer::longValue).sum(), "dp allReduce " + dpSum);
+        long[] agreed = ps.dpAgree(new long[] {me, -me}, io.jcomm.api.ReduceOp.MAX);
+        long dpMax = ps.dp().ranks().stream().mapToLong(Integer::longValue).max().orElseThrow();
+        long dpMin = ps.dp().ranks().stream().mapToLong(Integer::longValue).min().orElseThrow();
+        require(agreed[0] == dpMax && agreed[1] == -dpMin, "dpAgree " + java.util.Arrays.toString(agreed));
         long epSum = ps.ep().allReduce(Tensor.ofLongs(me)).getLong(0);
         require(epSum == ps.ep().ranks().stream().mapToLong(Integer::longValue).sum(), "ep allReduce " + epSum);
         Tensor all = ps.world().allGather(Tensor.ofInts(me), 0);

@@ -16,6 +16,8 @@ public enum BenchOp {
     GATHER(false, false),
     SCATTER(false, false),
     SENDRECV(false, false),
+    ALLTOALL(false, false),
+    ALLTOALLV(false, false),
     BROADCAST_OBJECT(true, true),
     ALLGATHER_OBJECT(true, true);
 
@@ -48,7 +50,8 @@ public enum BenchOp {
     public double busFactor(int n) {
         switch (this) {
             case ALLREDUCE: return 2.0 * (n - 1) / n;
-            case ALLGATHER: case REDUCESCATTER: case GATHER: case SCATTER: return (double) (n - 1) / n;
+            case ALLGATHER: case REDUCESCATTER: case GATHER: case SCATTER: case ALLTOALL: case ALLTOALLV:
+                return (double) (n - 1) / n;
             default: return 1.0;
         }
     }

@@ -124,6 +124,19 @@ public final class BenchWorker {
         return split ? c / n * n : c;
     }
 
+    /**
+     * What rank {@code src} sends each rank in the {@code alltoallv} benchmark: a quarter more or less
+     * than an even split, alternating (scripts/torch_gloo_bench.py uses the same rule).
+     */
+    static long[] allToAllVSplits(int src, int n, long chunk) {
+        long delta = chunk / 4;
+        long[] c = new long[n];
+        for (int d = 0; d < n; d++) {
+            c[d] = chunk + ((src + d) % 2 == 0 ? delta : -delta);
+        }
+        return c;
+    }
+
     private static Runnable prepare(BenchOp op, ProcessGroup g, DType t, long size) {
         int n = g.size();
         int rank = g.rank();
@@ -162,6 +175,23 @@ public final class BenchWorker {
                 Tensor in = rank == 0 ? Tensor.allocate(t, c) : null;
                 Tensor out = Tensor.allocate(t, c / n);
                 return c == 0 ? null : () -> g.scatter(out, in, 0);
+            }
+            case ALLTOALL: {
+                long c = count(size, t, n, true);
+                Tensor in = Tensor.allocate(t, c);
+                Tensor out = Tensor.allocate(t, c);
+                return c == 0 ? null : () -> g.allToAll(out, in);
+            }
+            case ALLTOALLV: {
+                long c = count(size, t, n, true);
+                long[] inCounts = allToAllVSplits(rank, n, c / n);
+                long[] outCounts = new long[n];
+                for (int s = 0; s < n; s++) {
+                    outCounts[s] = allToAllVSplits(s, n, c / n)[rank];
+                }
+                Tensor in = Tensor.allocate(t, java.util.Arrays.stream(inCounts).sum());
+                Tensor out = Tensor.allocate(t, java.util.Arrays.stream(outCounts).sum());
+                return c == 0 ? null : () -> g.allToAllV(out, in, outCounts, inCounts);
             }
             case SENDRECV: {
                 // ring exchange: even ranks send first, odd ranks receive first

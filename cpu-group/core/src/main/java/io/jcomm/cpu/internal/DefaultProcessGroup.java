@@ -1,5 +1,6 @@
 package io.jcomm.cpu.internal;
 
+import io.jcomm.api.CollectiveMismatchException;
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
 import io.jcomm.api.CommTimeoutException;
@@ -507,6 +508,115 @@ public final class DefaultProcessGroup implements ProcessGroup {
             return;
         }
         sync("allGatherV", timeout, (b, d) -> b.allGatherV(output, input, c, d));
+    }
+
+    private void validateAllToAll(Tensor output, Tensor input, OpContext ctx) {
+        checkHost(output, "output", ctx);
+        checkHost(input, "input", ctx);
+        checkSameType(output, input, ctx);
+        checkDistinct(output, input, ctx);
+        if (input.numel() % size != 0) {
+            throw new ProtocolException(ctx, "input has " + input.numel() + " elements, not a multiple of the group size "
+                    + size);
+        }
+        checkNumel(output, input.numel(), "output", ctx);
+    }
+
+    private void checkDistinct(Tensor output, Tensor input, OpContext ctx) {
+        if (output == input) {
+            throw new ProtocolException(ctx, "output and input must be different tensors");
+        }
+    }
+
+    @Override
+    public void allToAll(Tensor output, Tensor input, Duration timeout) {
+        OpContext ctx = ctx("allToAll");
+        validateAllToAll(output, input, ctx);
+        if (size == 1) {
+            deadline(timeout, ctx);
+            checkUsable(ctx);
+            copyIfDistinct(output, input);
+            return;
+        }
+        sync("allToAll", timeout, (b, d) -> b.allToAll(output, input, d));
+    }
+
+    @Override
+    public Work<Void> allToAllAsync(Tensor output, Tensor input, Duration timeout) {
+        OpContext ctx = ctx("allToAll");
+        validateAllToAll(output, input, ctx);
+        if (size == 1) {
+            deadline(timeout, ctx);
+            return local("allToAll", () -> copyIfDistinct(output, input));
+        }
+        return async("allToAll", timeout, new Tensor[] {output, input}, (b, d) -> b.allToAll(output, input, d));
+    }
+
+    /** Checks one count per rank, none negative, summing to {@code numel} of {@code t}; returns a copy. */
+    private long[] checkCounts(long[] counts, String what, Tensor t, OpContext ctx) {
+        if (counts == null || counts.length != size) {
+            throw new ProtocolException(ctx, what + " must have one entry per rank (" + size + "), got "
+                    + (counts == null ? "null" : counts.length));
+        }
+        long[] c = counts.clone();
+        long total = 0;
+        for (int r = 0; r < size; r++) {
+            if (c[r] < 0) {
+                throw new ProtocolException(ctx, what + "[" + r + "] is negative: " + c[r]);
+            }
+            total += c[r];
+            if (total < 0) {
+                throw new ProtocolException(ctx, what + " overflow");
+            }
+        }
+        checkNumel(t, total, what.startsWith("input") ? "input" : "output", ctx);
+        return c;
+    }
+
+    @Override
+    public void allToAllV(Tensor output, Tensor input, long[] outputCounts, long[] inputCounts, Duration timeout) {
+        OpContext ctx = ctx("allToAllV");
+        long[][] c = validateAllToAllV(output, input, outputCounts, inputCounts, ctx);
+        if (size == 1) {
+            deadline(timeout, ctx);
+            checkUsable(ctx);
+            checkSelfCounts(c, ctx);
+            copyIfDistinct(output, input);
+            return;
+        }
+        sync("allToAllV", timeout, (b, d) -> b.allToAllV(output, input, c[0], c[1], d));
+    }
+
+    @Override
+    public Work<Void> allToAllVAsync(Tensor output, Tensor input, long[] outputCounts, long[] inputCounts,
+                                     Duration timeout) {
+        OpContext ctx = ctx("allToAllV");
+        long[][] c = validateAllToAllV(output, input, outputCounts, inputCounts, ctx);
+        if (size == 1) {
+            deadline(timeout, ctx);
+            checkSelfCounts(c, ctx);
+            return local("allToAllV", () -> copyIfDistinct(output, input));
+        }
+        return async("allToAllV", timeout, new Tensor[] {output, input},
+                (b, d) -> b.allToAllV(output, input, c[0], c[1], d));
+    }
+
+    private long[][] validateAllToAllV(Tensor output, Tensor input, long[] outputCounts, long[] inputCounts,
+                                       OpContext ctx) {
+        checkHost(output, "output", ctx);
+        checkHost(input, "input", ctx);
+        checkSameType(output, input, ctx);
+        checkDistinct(output, input, ctx);
+        return new long[][] {checkCounts(outputCounts, "outputCounts", output, ctx),
+            checkCounts(inputCounts, "inputCounts", input, ctx)};
+    }
+
+    /** A group of one sends to itself: what it sends must be what it expects. */
+    private static void checkSelfCounts(long[][] c, OpContext ctx) {
+        if (c[0][0] != c[1][0]) {
+            throw new CollectiveMismatchException(ctx, "rank 0 sends " + c[1][0] + " elements to itself but expects "
+                    + c[0][0]);
+        }
     }
 
     private void validateGather(Tensor output, Tensor input, int dst, OpContext ctx) {

@@ -24,10 +24,12 @@ public final class OpCodes {
     public static final int GATHER_BYTES = 12;
     public static final int SEND_BYTES = 13;
     public static final int MONITORED_BARRIER = 14;
+    public static final int ALLTOALL = 15;
+    public static final int ALLTOALLV = 16;
 
     private static final String[] NAMES = {"none", "barrier", "broadcast", "allReduce", "allGather", "allGatherV",
         "gather", "scatter", "reduceScatter", "send", "broadcastObject", "allGatherObject", "gatherObject",
-        "sendObject", "monitoredBarrier"};
+        "sendObject", "monitoredBarrier", "allToAll", "allToAllV"};
 
     private OpCodes() {
     }

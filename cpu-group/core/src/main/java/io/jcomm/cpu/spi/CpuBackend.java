@@ -84,6 +84,23 @@ public interface CpuBackend extends AutoCloseable {
         throw unsupported("allGatherV");
     }
 
+    /**
+     * Equal splits: {@code input.numel() == output.numel()}, divisible by the group size; distinct
+     * tensors of one dtype.
+     */
+    default void allToAll(Tensor output, Tensor input, Deadline deadline) {
+        throw unsupported("allToAll");
+    }
+
+    /**
+     * {@code input.numel() == sum(inputCounts)}, {@code output.numel() == sum(outputCounts)}, one
+     * non-negative count per rank each; distinct tensors of one dtype. Whether peers agree is the
+     * backend's to check.
+     */
+    default void allToAllV(Tensor output, Tensor input, long[] outputCounts, long[] inputCounts, Deadline deadline) {
+        throw unsupported("allToAllV");
+    }
+
     /** {@code output} is non-null only on {@code dst}. */
     default void gather(Tensor output, Tensor input, int dst, Deadline deadline) {
         throw unsupported("gather");

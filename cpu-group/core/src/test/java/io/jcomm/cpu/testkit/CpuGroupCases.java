@@ -111,6 +111,21 @@ public final class CpuGroupCases {
         cs.add(new Case("allGather-f16-odd-300001", g -> allGather(g, DType.F16, 300_001)));
         cs.add(new Case("allGatherV-small", g -> allGatherV(g, DType.I32, 100)));
         cs.add(new Case("allGatherV-large", g -> allGatherV(g, DType.F32, MIB / 4)));
+        // all-to-all (n elements per pair)
+        for (long n : new long[] {0, 1, 1001}) {
+            cs.add(new Case("allToAll-f32-" + n + "-per-pair", g -> allToAll(g, DType.F32, n, false)));
+        }
+        cs.add(new Case("allToAll-i8-333-per-pair", g -> allToAll(g, DType.I8, 333, false)));
+        cs.add(new Case("allToAll-bf16-1MiB-per-pair", g -> allToAll(g, DType.BF16, MIB / 2, false)));
+        cs.add(new Case("allToAll-i64-async", g -> allToAll(g, DType.I64, 257, true)));
+        cs.add(new Case("allToAllV-uneven-with-zeros", g -> allToAllV(g, DType.I32, 50, false)));
+        cs.add(new Case("allToAllV-large", g -> allToAllV(g, DType.F32, MIB / 4, false)));
+        cs.add(new Case("allToAllV-f16-async", g -> allToAllV(g, DType.F16, 100, true)));
+        cs.add(new Case("allToAllV-all-zero", g -> allToAllV(g, DType.F32, -1, false)));
+        if (big) {
+            cs.add(new Case("allToAll-f32-16MiB-total", g -> allToAll(g, DType.F32, 16 * MIB / 4 / g.size() / g.size(),
+                    false)));
+        }
         // gather / scatter
         for (long n : new long[] {0, 1, 1001, MIB / 4}) {
             cs.add(new Case("gather-f32-" + n, g -> gather(g, DType.F32, n, 0)));
@@ -191,6 +206,69 @@ public final class CpuGroupCases {
             int rr = r;
             Values.assertAll(out.flatSlice(off, counts[r]), i -> Values.moveInput(t, rr, i, 3), "allGatherV part " + r);
             off += counts[r];
+        }
+    }
+
+    /** Element {@code i} of what rank {@code src} sends rank {@code dst} in the all-to-all cases. */
+    private static long a2a(DType t, int src, int dst, long i, int salt) {
+        return Values.moveInput(t, src * 16 + dst, i, salt);
+    }
+
+    static void allToAll(ProcessGroup g, DType t, long n, boolean async) {
+        int size = g.size();
+        int me = g.rank();
+        Tensor in = Tensor.allocate(t, n * size);
+        for (int d = 0; d < size; d++) {
+            int dd = d;
+            Values.fill(in, d * n, n, i -> a2a(t, me, dd, i, 5));
+        }
+        Tensor out = Tensor.allocate(t, n * size);
+        if (async) {
+            g.allToAllAsync(out, in, g.defaultTimeout()).await();
+        } else {
+            g.allToAll(out, in);
+        }
+        for (int s = 0; s < size; s++) {
+            int ss = s;
+            Values.assertAll(out.flatSlice(s * n, n), i -> a2a(t, ss, me, i, 5), "allToAll part from rank " + s);
+        }
+    }
+
+    /** What rank {@code s} sends rank {@code d}: zero for some pairs (never to itself), uneven otherwise; all zero for base -1. */
+    private static long a2aCount(int s, int d, long base) {
+        if (base < 0) {
+            return 0;
+        }
+        return (s + 2 * d + 1) % 3 == 0 ? 0 : base + 7L * s + 3L * d;
+    }
+
+    static void allToAllV(ProcessGroup g, DType t, long base, boolean async) {
+        int size = g.size();
+        int me = g.rank();
+        long[] inCounts = new long[size];
+        long[] outCounts = new long[size];
+        for (int r = 0; r < size; r++) {
+            inCounts[r] = a2aCount(me, r, base);
+            outCounts[r] = a2aCount(r, me, base);
+        }
+        Tensor in = Tensor.allocate(t, Arrays.stream(inCounts).sum());
+        long off = 0;
+        for (int d = 0; d < size; d++) {
+            int dd = d;
+            Values.fill(in, off, inCounts[d], i -> a2a(t, me, dd, i, 6));
+            off += inCounts[d];
+        }
+        Tensor out = Tensor.allocate(t, Arrays.stream(outCounts).sum());
+        if (async) {
+            g.allToAllVAsync(out, in, outCounts, inCounts, g.defaultTimeout()).await();
+        } else {
+            g.allToAllV(out, in, outCounts, inCounts);
+        }
+        off = 0;
+        for (int s = 0; s < size; s++) {
+            int ss = s;
+            Values.assertAll(out.flatSlice(off, outCounts[s]), i -> a2a(t, ss, me, i, 6), "allToAllV part from rank " + s);
+            off += outCounts[s];
         }
     }
 

@@ -24,6 +24,7 @@ import io.jcomm.cpu.CpuGroupOptions;
 import io.jcomm.cpu.CpuGroups;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -345,6 +346,16 @@ public abstract class CpuGroupConformanceKit {
                 assertThrows(ProtocolException.class, () -> g.allGatherV(Tensor.allocate(DType.F32, 3), f, new long[] {3}));
                 assertThrows(ProtocolException.class,
                         () -> g.allGatherV(Tensor.allocate(DType.F32, 4), f, new long[] {3, -1}));
+                assertThrows(ProtocolException.class, () -> g.allToAll(Tensor.allocate(DType.F32, 3), f)); // 3 % 2 != 0
+                Tensor four = Tensor.allocate(DType.F32, 4);
+                assertThrows(ProtocolException.class, () -> g.allToAll(four, four), "same tensor");
+                assertThrows(ProtocolException.class, () -> g.allToAll(Tensor.allocate(DType.I32, 4), four));
+                assertThrows(ProtocolException.class,
+                        () -> g.allToAllV(Tensor.allocate(DType.F32, 3), f, new long[] {3}, new long[] {3}));
+                assertThrows(ProtocolException.class,
+                        () -> g.allToAllV(Tensor.allocate(DType.F32, 3), f, new long[] {1, 2}, new long[] {4, -1}));
+                assertThrows(ProtocolException.class,
+                        () -> g.allToAllV(Tensor.allocate(DType.F32, 3), f, new long[] {1, 1}, new long[] {1, 2}));
                 assertThrows(ProtocolException.class, () -> g.gather(null, f, g.rank()));
                 assertThrows(ProtocolException.class, () -> g.scatter(f, null, g.rank()));
                 assertThrows(ProtocolException.class, () -> g.send(f, g.rank(), 0));
@@ -412,6 +423,55 @@ public abstract class CpuGroupConformanceKit {
                     assertInstanceOf(CollectiveMismatchException.class, o, String.valueOf(o));
                 }
             }
+        }
+    }
+
+    @Test
+    void allToAllVCountsThatDisagreeFailEveryRankWithoutHanging() {
+        try (ThreadRanks t = startThreads(3)) {
+            long start = System.nanoTime();
+            List<Object> out = t.outcomes(g -> {
+                long[] inCounts = {2, 2, 2};
+                long[] outCounts = {2, 2, 2};
+                if (g.rank() == 1) {
+                    inCounts[2] = 3; // rank 1 sends rank 2 three elements; rank 2 expects two
+                }
+                Tensor in = Tensor.allocate(DType.F32, Arrays.stream(inCounts).sum());
+                Tensor o = Tensor.allocate(DType.F32, Arrays.stream(outCounts).sum());
+                g.allToAllV(o, in, outCounts, inCounts, Duration.ofSeconds(5));
+                return "completed";
+            }, Duration.ofSeconds(20));
+            assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(8), "took too long");
+            // only the receiver of the wrong count must see it at once; with a pairwise exchange the
+            // others may finish their part first (they fail at their next call, below)
+            for (int r : new int[] {0, 1}) {
+                assertTrue("completed".equals(out.get(r)) || out.get(r) instanceof CommException, "rank " + r + ": "
+                        + out.get(r));
+            }
+            if (!detectsMismatches()) {
+                expectMismatch(out);
+                return;
+            }
+            assertInstanceOf(CollectiveMismatchException.class, out.get(2), "rank 2: " + out.get(2));
+            String m = ((Throwable) out.get(2)).getMessage();
+            assertTrue(m.contains("rank 1"), "the receiver names the sender: " + m);
+            // and the group is poisoned everywhere: the next call fails at once, on rank 0 too
+            List<Object> after = t.outcomes(g -> {
+                CommException e = assertThrows(CommException.class, () -> g.barrier(Duration.ofSeconds(5)));
+                return e;
+            }, Duration.ofSeconds(20));
+            for (Object o : after) {
+                assertInstanceOf(CollectiveMismatchException.class, o, String.valueOf(o));
+            }
+        }
+        try (ThreadRanks t = startThreads(2)) {
+            List<Object> out = t.outcomes(g -> {
+                // equal splits of different sizes on the two ranks
+                int n = g.rank() == 0 ? 4 : 6;
+                g.allToAll(Tensor.allocate(DType.I32, n), Tensor.allocate(DType.I32, n), Duration.ofSeconds(5));
+                return "completed";
+            }, Duration.ofSeconds(20));
+            expectMismatch(out);
         }
     }
 

@@ -42,7 +42,7 @@ import java.util.concurrent.TimeUnit;
  *       and context {@code tag % devices} and do not advance the counter (torch 1.13's rules). Tags
  *       are unsigned 32-bit on the wire: negative tags (the group's internal ones, e.g.
  *       {@code CpuBackend.OBJECT_TAG}) map to slots a torch user cannot pick.</li>
- *   <li>Algorithms: gloo's ring all-reduce, binomial-tree broadcast, ring all-gather, allgatherv,
+ *   <li>Algorithms: gloo's ring all-reduce, binomial-tree broadcast, ring all-gather, allgatherv, alltoall(v),
  *       gather, scatter, barrier. Reduce-scatter is an all-reduce of a copy of the input of which
  *       each rank keeps its chunk (gloo 2022 has none). {@code F16}/{@code BF16} reductions run in
  *       float and round back to nearest even ({@code F16} in half precision, like PyTorch, with
@@ -364,6 +364,68 @@ public final class GlooBackend implements CpuBackend {
         } catch (GlooNativeException e) {
             throw fail(op, e);
         }
+    }
+
+    @Override
+    public void allToAll(Tensor output, Tensor input, Deadline deadline) {
+        final String op = "allToAll";
+        host(output, op);
+        host(input, op);
+        sameDType(output, input, op);
+        if (input.numel() % size != 0 || output.numel() != input.numel()) {
+            throw new ProtocolException(ctx(op), "input has " + input.numel() + " elements and output "
+                    + output.numel() + ": need equal sizes, a multiple of " + size);
+        }
+        int tag = takeTag();
+        try (NativeHandle.Lease l = begin(op)) {
+            GlooNative.allToAll(l.handle(), device(tag), tag, millis(deadline, op), checkArgs,
+                    input.buffer(), output.buffer(), input.byteSize(), input.dtype().code());
+        } catch (GlooNativeException e) {
+            throw fail(op, e);
+        }
+    }
+
+    @Override
+    public void allToAllV(Tensor output, Tensor input, long[] outputCounts, long[] inputCounts, Deadline deadline) {
+        final String op = "allToAllV";
+        host(output, op);
+        host(input, op);
+        sameDType(output, input, op);
+        long[] inBytes = byteCounts(inputCounts, input, "input", op);
+        long[] outBytes = byteCounts(outputCounts, output, "output", op);
+        int tag = takeTag();
+        try (NativeHandle.Lease l = begin(op)) {
+            GlooNative.allToAllV(l.handle(), device(tag), tag, millis(deadline, op), checkArgs,
+                    input.buffer(), output.buffer(), inBytes, outBytes, input.dtype().code());
+        } catch (GlooNativeException e) {
+            throw fail(op, e);
+        }
+    }
+
+    /** One non-negative count per rank summing to {@code t}'s elements, as bytes. */
+    private long[] byteCounts(long[] counts, Tensor t, String what, String op) {
+        if (counts == null || counts.length != size) {
+            throw new ProtocolException(ctx(op), "need " + size + " " + what + " counts, got "
+                    + (counts == null ? "none" : Integer.toString(counts.length)));
+        }
+        long[] bytes = new long[size];
+        long total = 0;
+        int es = t.dtype().byteSize();
+        for (int r = 0; r < size; r++) {
+            if (counts[r] < 0) {
+                throw new ProtocolException(ctx(op), "negative " + what + " count " + counts[r] + " for rank " + r);
+            }
+            try {
+                total = Math.addExact(total, counts[r]);
+                bytes[r] = Math.multiplyExact(counts[r], (long) es);
+            } catch (ArithmeticException e) {
+                throw new ProtocolException(ctx(op), what + " counts overflow");
+            }
+        }
+        if (t.numel() != total) {
+            throw new ProtocolException(ctx(op), what + " has " + t.numel() + " elements, its counts sum to " + total);
+        }
+        return bytes;
     }
 
     @Override

@@ -611,6 +611,73 @@ final class TcpBackend implements CpuBackend {
         }
     }
 
+    // ------------------------------------------------------------------ all-to-all
+
+    @Override
+    public void allToAll(Tensor output, Tensor input, Deadline deadline) {
+        long[] counts = new long[size];
+        java.util.Arrays.fill(counts, input.numel() / size);
+        exchangeAll("allToAll", OpCodes.ALLTOALL, output, input, counts, counts, deadline);
+    }
+
+    @Override
+    public void allToAllV(Tensor output, Tensor input, long[] outputCounts, long[] inputCounts, Deadline deadline) {
+        exchangeAll("allToAllV", OpCodes.ALLTOALLV, output, input, outputCounts, inputCounts, deadline);
+    }
+
+    /**
+     * Pairwise exchange: every rank posts a receive from every peer straight into that peer's part of
+     * {@code output}, copies its own part, then sends every peer its part of {@code input} (each rank
+     * starts with the next rank, so that they do not all send to rank 0 first). Each message's header
+     * carries its element count, so a receiver that expects another count fails with a mismatch naming
+     * the sender (and aborts the others) before it touches the payload. Parts for peers on this host
+     * take the shared-memory rings when large (see {@link Engine#send}); zero counts still send a header,
+     * which keeps the check.
+     */
+    private void exchangeAll(String name, int code, Tensor output, Tensor input, long[] outCounts, long[] inCounts,
+                             Deadline deadline) {
+        e.enter(name);
+        try {
+            DType t = output.dtype();
+            int es = t.byteSize();
+            Op op = e.begin(Frame.DATA, code, deadline);
+            op.template.dtype(t).algo(ALGO_DIRECT);
+            if (outCounts[rank] != inCounts[rank]) {
+                throw e.fail(new io.jcomm.api.CollectiveMismatchException(e.ctx(), "this rank sends " + inCounts[rank]
+                        + " elements to itself but expects " + outCounts[rank] + " (" + name + " #" + op.seq + ")"));
+            }
+            ByteBuffer out = output.buffer();
+            ByteBuffer in = input.buffer();
+            long[] outOff = offsets(outCounts);
+            long[] inOff = offsets(inCounts);
+            for (int i = 1; i < size; i++) {
+                int p = mod(rank - i);
+                Frame f = op.frame(0);
+                f.count = outCounts[p];
+                e.post(Recv.into(op, p, f, slice(out, outOff[p] * es, outCounts[p] * es), null));
+            }
+            slice(out, outOff[rank] * es, outCounts[rank] * es).put(slice(in, inOff[rank] * es, inCounts[rank] * es));
+            for (int i = 1; i < size; i++) {
+                int p = mod(rank + i);
+                Frame f = op.frame(0);
+                f.count = inCounts[p];
+                e.send(op, p, f, slice(in, inOff[p] * es, inCounts[p] * es));
+            }
+            e.await(op);
+        } finally {
+            e.exit();
+        }
+    }
+
+    /** {@code [0, c0, c0 + c1, ...]}: where each rank's part starts, in elements. */
+    private static long[] offsets(long[] counts) {
+        long[] off = new long[counts.length + 1];
+        for (int r = 0; r < counts.length; r++) {
+            off[r + 1] = off[r] + counts[r];
+        }
+        return off;
+    }
+
     // ------------------------------------------------------------------ gather / scatter
 
     @Override

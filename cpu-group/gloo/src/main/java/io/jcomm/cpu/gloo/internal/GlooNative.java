@@ -40,6 +40,8 @@ public final class GlooNative {
     @Native static final int OP_GATHER = OpCodes.GATHER;
     @Native static final int OP_SCATTER = OpCodes.SCATTER;
     @Native static final int OP_REDUCESCATTER = OpCodes.REDUCESCATTER;
+    @Native static final int OP_ALLTOALL = OpCodes.ALLTOALL;
+    @Native static final int OP_ALLTOALLV = OpCodes.ALLTOALLV;
 
     /**
      * {@link io.jcomm.api.DType#code()} and {@link io.jcomm.api.ReduceOp#code()} of the types and
@@ -112,6 +114,18 @@ public final class GlooNative {
 
     public static native void allGatherV(long handle, int dev, int tag, long timeoutMillis, boolean check,
                                   ByteBuffer in, ByteBuffer out, long[] byteCounts, int dtype);
+
+    /** Equal splits: {@code bytes} in and out, a multiple of the group size. */
+    public static native void allToAll(long handle, int dev, int tag, long timeoutMillis, boolean check,
+                                ByteBuffer in, ByteBuffer out, long bytes, int dtype);
+
+    /**
+     * Per-rank byte counts (one per rank each). With {@code check}, every rank verifies every pair's
+     * counts (groups of up to 64 ranks) and all fail with a mismatch alike.
+     */
+    public static native void allToAllV(long handle, int dev, int tag, long timeoutMillis, boolean check,
+                                 ByteBuffer in, ByteBuffer out, long[] inByteCounts, long[] outByteCounts,
+                                 int dtype);
 
     /** {@code out} is null except on {@code root}. */
     public static native void gather(long handle, int dev, int tag, long timeoutMillis, boolean check,
