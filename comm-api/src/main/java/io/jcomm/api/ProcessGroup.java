@@ -1,5 +1,6 @@
 package io.jcomm.api;
 
+import io.jcomm.api.device.P2POp;
 import io.jcomm.api.work.Work;
 import java.time.Duration;
 import java.util.List;
@@ -254,6 +255,23 @@ public interface ProcessGroup extends AutoCloseable {
     default Work<Void> allToAllVAsync(Tensor output, Tensor input, long[] outputCounts, long[] inputCounts,
                                       Duration timeout) {
         throw new UnsupportedByBackendException(OpContext.of(name(), rank(), "allToAllV"), backendName(), "allToAllV");
+    }
+
+    /**
+     * Batched point-to-point (torch's {@code batch_isend_irecv}): every send and receive of {@code ops}
+     * (host tensors, peers other than this rank) as one work that completes when all of them did, in
+     * whatever order the peers get to them, so that a ring exchange cannot deadlock on its order.
+     * Messages carry tag {@code tag}; between two ranks, sends and receives of one tag match in the
+     * order they were issued. The tensors must not be touched until the work completes. Backends
+     * without it throw {@link UnsupportedByBackendException}.
+     */
+    default Work<Void> batchIsendIrecv(List<P2POp> ops, int tag, Duration timeout) {
+        throw new UnsupportedByBackendException(OpContext.of(name(), rank(), "batchIsendIrecv"), backendName(),
+                "batchIsendIrecv");
+    }
+
+    default Work<Void> batchIsendIrecv(List<P2POp> ops) {
+        return batchIsendIrecv(ops, 0, defaultTimeout());
     }
 
     Work<Void> sendAsync(Tensor tensor, int dst, int tag, Duration timeout);

@@ -816,9 +816,71 @@ public final class GroupCoordinator implements AutoCloseable {
         if (async && sent.stream().anyMatch(t -> !t.isHost())) {
             DeviceCommunicator dc = deviceComm;
             StreamHandle s = stream;
-            parts.add(new SyncWork(ctx(op), () -> dc.synchronize(s)));
+            parts.add(SyncWork.of(ctx(op), () -> dc.synchronize(s)));
         }
         return new AllWork(ctx(op), parts, List.copyOf(sent));
+    }
+
+    /** vLLM's {@code isend_tensor_dict}: the same as {@link #sendTensorDictAsync}. */
+    public Work<Void> isendTensorDict(Map<String, ?> dict, int dst, GroupCoordinator allGatherGroup) {
+        return sendTensorDictAsync(dict, dst, allGatherGroup);
+    }
+
+    /**
+     * vLLM's {@code irecv_tensor_dict}: receives the metadata now (one small object message from
+     * {@code src}), allocates the tensors and posts their receives (host tensors asynchronously on the
+     * CPU group, device tensors on the group's stream), and returns at once. The work's result is the
+     * dict, in the sender's order, once every tensor arrived (and, with {@code allGatherGroup}, was
+     * gathered there, which {@link Work#await()} does); it keeps every buffer reachable until then. Do not
+     * read the tensors before it completes.
+     */
+    public Work<Map<String, Object>> irecvTensorDict(int src, GroupCoordinator allGatherGroup) {
+        String op = "recvTensorDict";
+        checkOpen(op);
+        requirePeer(op, "src", src);
+        int agSize = allGatherGroup == null ? 1 : allGatherGroup.worldSize();
+        List<TensorDictCodec.Entry> entries = decode(cpu.recvObject(src, byte[].class, timeout), op);
+        Map<String, Object> out = new LinkedHashMap<>();
+        List<Work<Void>> parts = new ArrayList<>();
+        List<Runnable> gathers = new ArrayList<>();
+        boolean device = false;
+        for (TensorDictCodec.Entry e : entries) {
+            if (!(e instanceof TensorDictCodec.TensorEntry)) {
+                out.put(e.key(), ((TensorDictCodec.ValueEntry) e).value());
+                continue;
+            }
+            TensorDictCodec.TensorEntry te = (TensorDictCodec.TensorEntry) e;
+            Tensor full = allocate(op, te.deviceType(), te.dtype(), te.shape());
+            out.put(e.key(), full);
+            if (full.numel() == 0) {
+                continue;
+            }
+            boolean gathered = agSize > 1 && full.numel() % agSize == 0;
+            long part = full.numel() / agSize;
+            Tensor target = gathered ? allocate(op, te.deviceType(), te.dtype(), new long[] {1, part}) : full;
+            if (target.isHost()) {
+                parts.add(cpu.recvAsync(target, src, TENSOR_DICT_TAG, timeout));
+            } else {
+                commFor(target, op).recv(target, src, stream);
+                device = true;
+            }
+            if (gathered) {
+                gathers.add(() -> allGatherGroup.allGather(target, full.reshape(agSize, part), 0));
+            }
+        }
+        boolean onDevice = device;
+        DeviceCommunicator dc = deviceComm;
+        StreamHandle s = stream;
+        return new SyncWork<>(ctx(op), () -> {
+            for (Work<Void> w : parts) {
+                w.await();
+            }
+            if (onDevice) {
+                dc.synchronize(s);
+            }
+            gathers.forEach(Runnable::run);
+            return out;
+        });
     }
 
     /** Receives a dict from the previous member (see {@link #recvTensorDict(int, GroupCoordinator)}). */
@@ -926,23 +988,31 @@ public final class GroupCoordinator implements AutoCloseable {
                 + (local != null ? ", node-local" : "") + (destroyed ? ", destroyed" : "") + "}";
     }
 
-    /** A work that runs a blocking wait once, on the first await; later awaits return its outcome. */
-    private static final class SyncWork implements Work<Void> {
+    /** A work that runs a blocking completion once, on the first await; later awaits return its outcome. */
+    private static final class SyncWork<T> implements Work<T> {
         private final OpContext context;
-        private final Runnable wait;
+        private final java.util.function.Supplier<T> completion;
         private volatile boolean done;
+        private volatile T result;
         private volatile RuntimeException failure;
 
-        SyncWork(OpContext context, Runnable wait) {
+        SyncWork(OpContext context, java.util.function.Supplier<T> completion) {
             this.context = context;
-            this.wait = wait;
+            this.completion = completion;
+        }
+
+        static SyncWork<Void> of(OpContext context, Runnable wait) {
+            return new SyncWork<>(context, () -> {
+                wait.run();
+                return null;
+            });
         }
 
         @Override
-        public synchronized Void await() {
+        public synchronized T await() {
             if (!done) {
                 try {
-                    wait.run();
+                    result = completion.get();
                 } catch (RuntimeException e) {
                     failure = e;
                 } finally {
@@ -952,11 +1022,11 @@ public final class GroupCoordinator implements AutoCloseable {
             if (failure != null) {
                 throw failure;
             }
-            return null;
+            return result;
         }
 
         @Override
-        public Void await(Duration timeout) {
+        public T await(Duration timeout) {
             return await();
         }
 

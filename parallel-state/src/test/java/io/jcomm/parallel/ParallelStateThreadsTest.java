@@ -167,6 +167,21 @@ class ParallelStateThreadsTest {
                     assertTrue(((Tensor) dict.get("hidden")).contentEquals((Tensor) pp.recvTensorDict(pp.prevInGroup(),
                             ps.tp()).get("hidden")));
                 }
+                // vLLM's isend/irecv pair: both return work; the receiver's result is the dict
+                for (GroupCoordinator ag : new GroupCoordinator[] {null, ps.tp()}) {
+                    if (pp.isFirstRank()) {
+                        pp.isendTensorDict(dict, pp.nextInGroup(), ag).await();
+                    } else {
+                        Work<Map<String, Object>> w = pp.irecvTensorDict(pp.prevInGroup(), ag);
+                        Map<String, Object> got = w.await();
+                        assertTrue(w.isSuccess());
+                        assertSame(got, w.await(), "idempotent");
+                        assertEquals(List.of("hidden", "odd", "empty", "step", "none"), new ArrayList<>(got.keySet()));
+                        assertTrue(((Tensor) dict.get("hidden")).contentEquals((Tensor) got.get("hidden")));
+                        assertTrue(((Tensor) dict.get("odd")).contentEquals((Tensor) got.get("odd")));
+                        assertEquals(5, got.get("step"));
+                    }
+                }
 
                 // broadcast of a dict inside the TP group
                 Map<String, Object> src = Map.of("w", Tensor.ofDoubles(r, r + 0.5));

@@ -13,6 +13,7 @@ import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
 import io.jcomm.api.UnsupportedByBackendException;
+import io.jcomm.api.device.P2POp;
 import io.jcomm.api.internal.FailureLatch;
 import io.jcomm.api.work.CompletableWork;
 import io.jcomm.api.work.Work;
@@ -706,6 +707,23 @@ public final class DefaultProcessGroup implements ProcessGroup {
     public void send(Tensor tensor, int dst, int tag, Duration timeout) {
         validateP2p(tensor, dst, tag, "dst", ctx("send"));
         sync("send", timeout, (b, d) -> b.send(tensor, dst, tag, d));
+    }
+
+    @Override
+    public Work<Void> batchIsendIrecv(List<P2POp> ops, int tag, Duration timeout) {
+        OpContext ctx = ctx("batchIsendIrecv");
+        if (ops == null) {
+            throw new ProtocolException(ctx, "ops is null");
+        }
+        List<P2POp> batch = List.copyOf(ops);
+        for (P2POp op : batch) {
+            validateP2p(op.tensor(), op.peer(), tag, op.kind() == P2POp.Kind.SEND ? "dst" : "src", ctx);
+        }
+        if (batch.isEmpty()) {
+            deadline(timeout, ctx);
+            return local("batchIsendIrecv", () -> { });
+        }
+        return async("batchIsendIrecv", timeout, batch, (b, d) -> b.batchP2P(batch, tag, d));
     }
 
     @Override

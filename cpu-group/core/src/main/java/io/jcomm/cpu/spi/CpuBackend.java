@@ -116,6 +116,26 @@ public interface CpuBackend extends AutoCloseable {
         throw unsupported("reduceScatter");
     }
 
+    /**
+     * Every send and receive of {@code ops} (checked: host tensors, valid peers other than this rank),
+     * returning when all completed. The default issues the sends, then the receives, through
+     * {@link #send}/{@link #recv}: right for a backend whose sends return before the peer receives
+     * (gloo); a backend whose sends can wait for the peer must override it (tcp posts everything in
+     * one operation).
+     */
+    default void batchP2P(java.util.List<io.jcomm.api.device.P2POp> ops, int tag, Deadline deadline) {
+        for (io.jcomm.api.device.P2POp op : ops) {
+            if (op.kind() == io.jcomm.api.device.P2POp.Kind.SEND) {
+                send(op.tensor(), op.peer(), tag, deadline);
+            }
+        }
+        for (io.jcomm.api.device.P2POp op : ops) {
+            if (op.kind() == io.jcomm.api.device.P2POp.Kind.RECV) {
+                recv(op.tensor(), op.peer(), tag, deadline);
+            }
+        }
+    }
+
     default void send(Tensor tensor, int dst, int tag, Deadline deadline) {
         throw unsupported("send");
     }

@@ -4,6 +4,7 @@ import io.jcomm.api.DType;
 import io.jcomm.api.ProcessGroup;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
+import io.jcomm.api.device.P2POp;
 import io.jcomm.api.work.Work;
 import io.jcomm.cpu.codec.ForyCodec;
 import java.util.ArrayList;
@@ -149,6 +150,8 @@ public final class CpuGroupCases {
             cs.add(new Case("sendRecv-ring-f32-" + n, g -> sendRecvRing(g, DType.F32, n)));
         }
         cs.add(new Case("sendRecv-tags-out-of-order", CpuGroupCases::sendRecvTags));
+        cs.add(new Case("batchIsendIrecv-ring-both-ways-1001", g -> batchRing(g, DType.F32, 1001)));
+        cs.add(new Case("batchIsendIrecv-ring-both-ways-6MiB", g -> batchRing(g, DType.I32, 6 * MIB / 4)));
         cs.add(new Case("sendRecv-interleaved-with-collectives", CpuGroupCases::interleaved));
         // objects
         cs.add(new Case("broadcastObject", CpuGroupCases::broadcastObject));
@@ -270,6 +273,26 @@ public final class CpuGroupCases {
             Values.assertAll(out.flatSlice(off, outCounts[s]), i -> a2a(t, ss, me, i, 6), "allToAllV part from rank " + s);
             off += outCounts[s];
         }
+    }
+
+    /**
+     * One batch per rank: a send to the next and to the previous rank, a receive from each (in that
+     * order everywhere, so that at N=2 the two messages between the pair match in order). Larger than
+     * the tcp credit, so that a backend that ran the batch in order would deadlock.
+     */
+    static void batchRing(ProcessGroup g, DType t, long n) {
+        int size = g.size();
+        int me = g.rank();
+        int next = (me + 1) % size;
+        int prev = (me + size - 1) % size;
+        Tensor toNext = Values.moveTensor(t, n, me * 4 + 1, 7);
+        Tensor toPrev = Values.moveTensor(t, n, me * 4 + 2, 7);
+        Tensor fromPrev = Tensor.allocate(t, n);
+        Tensor fromNext = Tensor.allocate(t, n);
+        g.batchIsendIrecv(List.of(P2POp.send(toNext, next), P2POp.send(toPrev, prev),
+                P2POp.recv(fromPrev, prev), P2POp.recv(fromNext, next))).await();
+        Values.assertAll(fromPrev, i -> Values.moveInput(t, prev * 4 + 1, i, 7), "batch: from the previous rank");
+        Values.assertAll(fromNext, i -> Values.moveInput(t, next * 4 + 2, i, 7), "batch: from the next rank");
     }
 
     static void gather(ProcessGroup g, DType t, long n, int dst) {

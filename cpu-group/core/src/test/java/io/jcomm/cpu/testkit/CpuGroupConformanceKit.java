@@ -356,6 +356,11 @@ public abstract class CpuGroupConformanceKit {
                         () -> g.allToAllV(Tensor.allocate(DType.F32, 3), f, new long[] {1, 2}, new long[] {4, -1}));
                 assertThrows(ProtocolException.class,
                         () -> g.allToAllV(Tensor.allocate(DType.F32, 3), f, new long[] {1, 1}, new long[] {1, 2}));
+                assertThrows(ProtocolException.class,
+                        () -> g.batchIsendIrecv(List.of(io.jcomm.api.device.P2POp.send(f, g.rank()))), "self");
+                assertThrows(ProtocolException.class,
+                        () -> g.batchIsendIrecv(List.of(io.jcomm.api.device.P2POp.recv(f, 5))), "out of range");
+                assertTrue(g.batchIsendIrecv(List.of()).isSuccess(), "an empty batch completes at once");
                 assertThrows(ProtocolException.class, () -> g.gather(null, f, g.rank()));
                 assertThrows(ProtocolException.class, () -> g.scatter(f, null, g.rank()));
                 assertThrows(ProtocolException.class, () -> g.send(f, g.rank(), 0));

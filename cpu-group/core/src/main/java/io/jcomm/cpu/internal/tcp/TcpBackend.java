@@ -833,6 +833,35 @@ final class TcpBackend implements CpuBackend {
         }
     }
 
+    /**
+     * One operation for the whole batch: every receive is posted first, then every send goes (each
+     * bounded by its peer's credit, released as the peer's receives consume), and the operation is
+     * complete when all are, whatever their order.
+     */
+    @Override
+    public void batchP2P(java.util.List<io.jcomm.api.device.P2POp> ops, int tag, Deadline deadline) {
+        e.enter("batchIsendIrecv");
+        try {
+            Op op = e.begin(Frame.P2P, OpCodes.SEND, deadline);
+            for (io.jcomm.api.device.P2POp p : ops) {
+                if (p.kind() == io.jcomm.api.device.P2POp.Kind.RECV) {
+                    Tensor t = p.tensor();
+                    Frame f = op.frame(0).dtype(t.dtype()).count(t.numel()).root(tag);
+                    e.post(Recv.into(op, p.peer(), f, t.buffer(), null));
+                }
+            }
+            for (io.jcomm.api.device.P2POp p : ops) {
+                if (p.kind() == io.jcomm.api.device.P2POp.Kind.SEND) {
+                    Tensor t = p.tensor();
+                    e.send(op, p.peer(), op.frame(0).dtype(t.dtype()).count(t.numel()).root(tag), t.buffer());
+                }
+            }
+            e.await(op);
+        } finally {
+            e.exit();
+        }
+    }
+
     @Override
     public void recv(Tensor tensor, int src, int tag, Deadline deadline) {
         e.enter("recv");
