@@ -13,6 +13,7 @@ import io.jcomm.api.ReduceOp;
 import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
 import io.jcomm.api.device.DeviceCommunicator;
+import io.jcomm.api.internal.jfr.OperationEvent;
 import io.jcomm.api.ray.TensorAllocator;
 import io.jcomm.api.work.CompletableWork;
 import io.jcomm.api.work.Work;
@@ -528,7 +529,10 @@ public final class GroupCoordinator implements AutoCloseable {
             return;
         }
         if (local != null) {
-            local.barrier(Deadline.after(timeout));
+            traced(NODE_LOCAL, "barrier", () -> {
+                local.barrier(Deadline.after(timeout));
+                return null;
+            });
         } else {
             cpu.barrier(timeout);
         }
@@ -562,10 +566,12 @@ public final class GroupCoordinator implements AutoCloseable {
             case QUEUE:
                 if (rankInGroup == src) {
                     checkType(value, type);
-                    q.enqueueObject(value, timeout);
-                    return value;
+                    return traced(MESSAGE_QUEUE, "broadcastObject", () -> {
+                        q.enqueueObject(value, timeout);
+                        return value;
+                    });
                 }
-                return q.dequeueObject(type, timeout);
+                return traced(MESSAGE_QUEUE, "broadcastObject", () -> q.dequeueObject(type, timeout));
             case SWITCHING: {
                 // the broadcaster is still being made: over the CPU side, with the writer's word on switching
                 if (rankInGroup == src) {
@@ -579,13 +585,35 @@ public final class GroupCoordinator implements AutoCloseable {
                 // encodes it itself: no bytes-in-bytes)
                 if (local != null) {
                     byte[] bytes = rankInGroup == src ? codec.encode(value) : null;
-                    byte[] got = local.broadcast(bytes, src, Deadline.after(timeout));
+                    byte[] got = traced(NODE_LOCAL, "broadcastObject", () -> local.broadcast(bytes, src,
+                            Deadline.after(timeout)));
                     if (got != null) {
                         return rankInGroup == src ? value : codec.decode(got, type);
                     }
                 }
                 return cpu.broadcastObject(value, src, type, timeout);
             }
+        }
+    }
+
+    private static final String NODE_LOCAL = "node-local";
+    private static final String MESSAGE_QUEUE = "message-queue";
+
+    /**
+     * Runs {@code body}, an operation on a route that bypasses the CPU group (which records its own),
+     * as an {@link OperationEvent} for JFR; free while no recording enables the event.
+     */
+    private <T> T traced(String route, String op, java.util.function.Supplier<T> body) {
+        OperationEvent event = new OperationEvent();
+        event.begin();
+        RuntimeException failure = null;
+        try {
+            return body.get();
+        } catch (RuntimeException e) {
+            failure = e;
+            throw e;
+        } finally {
+            OperationEvent.end(event, name, rankInGroup, route, op, false, failure);
         }
     }
 
@@ -648,10 +676,12 @@ public final class GroupCoordinator implements AutoCloseable {
         switch (route(q, src)) {
             case QUEUE:
                 if (rankInGroup == src) {
-                    q.enqueue(bytes, timeout);
-                    return bytes;
+                    return traced(MESSAGE_QUEUE, "broadcastBytes", () -> {
+                        q.enqueue(bytes, timeout);
+                        return bytes;
+                    });
                 }
-                return q.dequeueBytes(timeout);
+                return traced(MESSAGE_QUEUE, "broadcastBytes", () -> q.dequeueBytes(timeout));
             case SWITCHING: {
                 byte[] got = beforeSwitch(rankInGroup == src ? bytes : null, "broadcastBytes");
                 return rankInGroup == src ? bytes : java.util.Arrays.copyOfRange(got, 1, got.length);
@@ -664,7 +694,7 @@ public final class GroupCoordinator implements AutoCloseable {
     /** Bytes over the node-local channel when they fit, else the CPU group. */
     private byte[] broadcastCpuSide(byte[] bytes, int src) {
         if (local != null) {
-            byte[] got = local.broadcast(bytes, src, Deadline.after(timeout));
+            byte[] got = traced(NODE_LOCAL, "broadcastBytes", () -> local.broadcast(bytes, src, Deadline.after(timeout)));
             if (got != null) {
                 return got;
             }

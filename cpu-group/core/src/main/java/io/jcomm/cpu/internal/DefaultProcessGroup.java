@@ -15,6 +15,7 @@ import io.jcomm.api.Tensor;
 import io.jcomm.api.UnsupportedByBackendException;
 import io.jcomm.api.device.P2POp;
 import io.jcomm.api.internal.FailureLatch;
+import io.jcomm.api.internal.jfr.OperationEvent;
 import io.jcomm.api.work.CompletableWork;
 import io.jcomm.api.work.Work;
 import io.jcomm.cpu.spi.CpuBackend;
@@ -274,13 +275,23 @@ public final class DefaultProcessGroup implements ProcessGroup {
     private void sync(String op, Duration t, Call call) {
         OpContext ctx = ctx(op);
         Deadline d = deadline(t, ctx);
-        enter(ctx, d);
+        OperationEvent event = new OperationEvent();
+        event.begin();
+        RuntimeException failure = null;
         try {
-            call.run(backend, d);
-        } catch (UnsupportedByBackendException e) {
-            throw unsupported(ctx, e);
+            enter(ctx, d);
+            try {
+                call.run(backend, d);
+            } catch (UnsupportedByBackendException e) {
+                throw unsupported(ctx, e);
+            } catch (RuntimeException e) {
+                throw fail(ctx, e);
+            }
         } catch (RuntimeException e) {
-            throw fail(ctx, e);
+            failure = e;
+            throw e;
+        } finally {
+            OperationEvent.end(event, name, rank, backendName, op, false, failure);
         }
     }
 
@@ -321,16 +332,24 @@ public final class DefaultProcessGroup implements ProcessGroup {
                 w.fail(p != null ? Errors.poisoned(p, ctx) : new CommClosedException(ctx, "group closed"));
                 return;
             }
+            OperationEvent event = new OperationEvent();
+            event.begin();
+            Throwable failure = null;
             try {
                 call.run(backend, d);
                 w.complete(null);
             } catch (UnsupportedByBackendException e) {
-                w.fail(unsupported(ctx, e));
+                failure = unsupported(ctx, e);
+                w.fail(failure);
             } catch (RuntimeException e) {
-                w.fail(fail(ctx, e));
+                failure = fail(ctx, e);
+                w.fail(failure);
             } catch (Error e) {
+                failure = e;
                 w.fail(fail(ctx, e));
                 throw e;
+            } finally {
+                OperationEvent.end(event, name, rank, backendName, ctx.operation(), true, failure);
             }
         } finally {
             inFlight.remove(w);
