@@ -14,6 +14,7 @@ import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
 import io.jcomm.api.device.DeviceCommunicator;
 import io.jcomm.api.internal.jfr.OperationEvent;
+import io.jcomm.api.internal.recorder.FlightRecorder;
 import io.jcomm.api.ray.TensorAllocator;
 import io.jcomm.api.work.CompletableWork;
 import io.jcomm.api.work.Work;
@@ -596,6 +597,7 @@ public final class GroupCoordinator implements AutoCloseable {
         }
     }
 
+    private volatile FlightRecorder.Group routeRecord;
     private static final String NODE_LOCAL = "node-local";
     private static final String MESSAGE_QUEUE = "message-queue";
 
@@ -607,6 +609,8 @@ public final class GroupCoordinator implements AutoCloseable {
         OperationEvent event = new OperationEvent();
         event.begin();
         RuntimeException failure = null;
+        FlightRecorder.Group rec = routeRecord();
+        long seq = rec != null ? rec.begin(op, false) : 0;
         try {
             return body.get();
         } catch (RuntimeException e) {
@@ -614,7 +618,31 @@ public final class GroupCoordinator implements AutoCloseable {
             throw e;
         } finally {
             OperationEvent.end(event, name, rankInGroup, route, op, false, failure);
+            if (rec != null) {
+                rec.end(op, seq, failure == null);
+            }
         }
+    }
+
+    /**
+     * This group's record of the routes that bypass its CPU group ({@code "<name> (shm)"} in the flight
+     * recorder: the node-local channel and the message queue), made on first use; null when off.
+     */
+    private FlightRecorder.Group routeRecord() {
+        FlightRecorder.Group r = routeRecord;
+        if (r == null) {
+            FlightRecorder fr = FlightRecorder.process();
+            if (fr == null) {
+                return null;
+            }
+            synchronized (this) {
+                if (routeRecord == null) {
+                    routeRecord = fr.group(name + " (shm)", rankInGroup, ranks.size());
+                }
+                r = routeRecord;
+            }
+        }
+        return r;
     }
 
     /** The three ways a broadcast goes, decided in one place ({@link #route}) for objects and bytes alike. */

@@ -85,6 +85,11 @@ public final class CommRun implements Callable<Integer> {
     @Option(names = "--timeout", description = "stop the job after this many seconds (exit code 124); default: no limit")
     Long timeoutSeconds;
 
+    @Option(names = "--stall-report", defaultValue = "30", description = "when no rank's operations advanced for this "
+            + "many seconds, print which rank is in which operation and each rank's thread stacks, without stopping the "
+            + "job (also printed when the job fails); 0: off (default ${DEFAULT-VALUE})")
+    private double stallReportSeconds;
+
     @Option(names = "--no-prefix", description = "do not prefix output lines with [rank N]")
     boolean noPrefix;
 
@@ -207,7 +212,8 @@ public final class CommRun implements Callable<Integer> {
         long t0 = System.nanoTime();
         LocalJob job;
         try {
-            job = LocalJob.start(plan, parentEnv, out, err, !noPrefix, shmDir);
+            job = LocalJob.start(plan, parentEnv, out, err, !noPrefix, shmDir,
+                    Duration.ofMillis((long) (Math.max(0, stallReportSeconds) * 1000)));
         } catch (IOException e) {
             err.println("commrun: cannot start workers: " + e.getMessage());
             if (server != null) {

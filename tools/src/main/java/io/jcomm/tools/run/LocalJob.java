@@ -43,10 +43,13 @@ final class LocalJob {
     private final AtomicBoolean stopping = new AtomicBoolean();
     private final JobJanitor janitor;
     private final Thread sampler;
+    private final Duration stallReport;
+    private volatile StallWatch stalls;
     private volatile boolean stopRequested;
 
-    private LocalJob(RunPlan plan, PrintStream out, PrintStream err, boolean prefix, Path shmDir) {
+    private LocalJob(RunPlan plan, PrintStream out, PrintStream err, boolean prefix, Path shmDir, Duration stallReport) {
         this.plan = plan;
+        this.stallReport = stallReport;
         this.out = out;
         this.err = err;
         this.prefix = prefix;
@@ -59,7 +62,16 @@ final class LocalJob {
     /** Starts every worker of this node. */
     static LocalJob start(RunPlan plan, Map<String, String> parentEnv, PrintStream out, PrintStream err,
                           boolean prefix, Path shmDir) throws IOException {
-        LocalJob job = new LocalJob(plan, out, err, prefix, shmDir);
+        return start(plan, parentEnv, out, err, prefix, shmDir, Duration.ZERO);
+    }
+
+    /**
+     * Starts every worker of this node; with a positive {@code stallReport}, prints a stall report
+     * ({@link StallWatch}) when no rank's operations advanced for that long, and on a failure.
+     */
+    static LocalJob start(RunPlan plan, Map<String, String> parentEnv, PrintStream out, PrintStream err,
+                          boolean prefix, Path shmDir, Duration stallReport) throws IOException {
+        LocalJob job = new LocalJob(plan, out, err, prefix, shmDir, stallReport);
         try {
             for (int local = 0; local < plan.nprocPerNode(); local++) {
                 ProcessBuilder pb = new ProcessBuilder(plan.workerCommand(local));
@@ -79,6 +91,13 @@ final class LocalJob {
             job.stop(Duration.ZERO);
             throw e;
         }
+        long[] pids = new long[job.processes.length];
+        int[] ranks = new int[job.processes.length];
+        for (int i = 0; i < pids.length; i++) {
+            pids[i] = job.processes[i].pid();
+            ranks[i] = plan.globalRank(i);
+        }
+        job.stalls = new StallWatch(shmDir, stallReport, err, plan.javaBinary(), pids, ranks);
         job.sampler.start();
         return job;
     }
@@ -106,6 +125,10 @@ final class LocalJob {
     private void sampleLoop() {
         while (true) {
             janitor.sample();
+            StallWatch w = stalls;
+            if (w != null) {
+                w.poll();
+            }
             boolean any = false;
             for (Process p : processes) {
                 any |= p != null && p.isAlive();
@@ -164,6 +187,11 @@ final class LocalJob {
                 if (remaining > 0) {
                     err.println("commrun: rank " + firstFailed + " exited with " + code + describe(code)
                             + "; stopping the other ranks");
+                    StallWatch w = stalls;
+                    if (w != null && !stallReport.isZero()) {
+                        w.reportNow("rank " + firstFailed + " exited with " + code + describe(code)
+                                + "; the others as they were before being stopped");
+                    }
                     stopAsync();
                 }
             }

@@ -177,6 +177,11 @@ public final class RunPlan {
     }
 
     /** The command line of worker {@code localRank} (the same for every rank; ranks differ by environment). */
+    /** The workers' {@code java}. */
+    public Path javaBinary() {
+        return javaBinary;
+    }
+
     public List<String> workerCommand(int localRank) {
         List<String> cmd = new ArrayList<>();
         cmd.add(javaBinary.toString());

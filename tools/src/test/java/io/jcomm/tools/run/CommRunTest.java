@@ -105,6 +105,33 @@ class CommRunTest {
     }
 
     @Test
+    void aStallIsReportedWithTheMissingRankAndWhatEveryRankDoes() {
+        Captured c = new Captured();
+        long t0 = System.nanoTime();
+        int code = run(c, env(), "--nproc-per-node", "4", "--stall-report", "2", JobWorker.class.getName(), "stall", "2",
+                "50", "7000");
+        assertEquals(3, code, c.err());
+        String err = c.err();
+        int first = err.indexOf("commrun: stall report (no rank's operations advanced");
+        assertTrue(first >= 0, err);
+        String report = err.substring(first);
+        assertTrue(report.contains("group world (4 ranks, 4 on this node)"), report);
+        assertTrue(report.contains("verdict: rank 2 has not reached allReduce #50; rank 2: idle after allReduce #49"),
+                report);
+        for (int r : new int[] {0, 1, 3}) {
+            assertTrue(report.contains("rank " + r + " (group rank " + r + "): in allReduce #50 for "), report);
+        }
+        assertTrue(report.contains("rank 2 (pid "), report);
+        assertTrue(report.contains("\"main\""), "thread stacks: " + report);
+        // printed again when the job failed (rank 2 exits 3 after its sleep)
+        int last = err.indexOf("commrun: stall report (rank 2 exited with 3", first);
+        assertTrue(last > first, err);
+        assertTrue(err.indexOf("not seen here: ranks [2]", last) > last, err);
+        // the stall was reported within S + 5 s of it: the whole job took the sleep plus start-up
+        assertTrue(System.nanoTime() - t0 < TimeUnit.SECONDS.toNanos(40), "took too long");
+    }
+
+    @Test
     void twoLaunchersAreTwoNodesOfOneJob() throws Exception {
         int port;
         try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {

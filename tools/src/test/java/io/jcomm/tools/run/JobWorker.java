@@ -21,6 +21,8 @@ import java.util.TreeMap;
  *   <li>{@code term}: prints its pid, says "TERM" in a shutdown hook and sleeps;</li>
  *   <li>{@code litter}: leaves shared-memory files behind (one named with its pid, one only mapped)
  *       and a child process, then exits 0;</li>
+ *   <li>{@code stall RANK STEP MILLIS}: all-reduces over a tcp group; rank RANK stops before all-reduce
+ *       #STEP, sleeps MILLIS and exits 3;</li>
  *   <li>{@code sleep}: prints "READY" and sleeps.</li>
  * </ul>
  */
@@ -91,6 +93,25 @@ public final class JobWorker {
                 System.out.println("CHILD " + child.pid());
                 Thread.sleep(1500); // long enough for the launcher to see the mapping and the child
                 return;
+            }
+            case "stall": {
+                // all-reduces over a tcp world group; rank STALLING stops before all-reduce #STEP (sleeps,
+                // then exits 3), so the others wait inside it
+                int stalling = Integer.parseInt(args[1]);
+                int step = Integer.parseInt(args[2]);
+                try (TcpStore store = TcpRendezvous.connect(cfg);
+                     io.jcomm.api.ProcessGroup g = io.jcomm.cpu.CpuGroups.create(io.jcomm.cpu.CpuGroupOptions.builder()
+                             .store(store).rank(cfg.rank()).size(cfg.worldSize()).backend("tcp").groupName("world")
+                             .timeout(java.time.Duration.ofSeconds(60)).build())) {
+                    for (int i = 1; ; i++) {
+                        if (i == step && cfg.rank() == stalling) {
+                            System.out.println("STALLING before allReduce #" + i);
+                            Thread.sleep(Long.parseLong(args[3]));
+                            System.exit(3);
+                        }
+                        g.allReduce(io.jcomm.api.Tensor.ofFloats(1), io.jcomm.api.ReduceOp.SUM);
+                    }
+                }
             }
             case "sleep": {
                 System.out.println("READY " + ProcessHandle.current().pid());

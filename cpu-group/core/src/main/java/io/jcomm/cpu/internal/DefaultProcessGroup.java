@@ -16,6 +16,7 @@ import io.jcomm.api.UnsupportedByBackendException;
 import io.jcomm.api.device.P2POp;
 import io.jcomm.api.internal.FailureLatch;
 import io.jcomm.api.internal.jfr.OperationEvent;
+import io.jcomm.api.internal.recorder.FlightRecorder;
 import io.jcomm.api.work.CompletableWork;
 import io.jcomm.api.work.Work;
 import io.jcomm.cpu.spi.CpuBackend;
@@ -69,6 +70,8 @@ public final class DefaultProcessGroup implements ProcessGroup {
     private final int size;
     private final List<Integer> globalRanks;
     private final String backendName;
+    /** This group's record in the process's flight recorder, or null (off, or size 1). */
+    private final FlightRecorder.Group recorder;
     private final Duration timeout;
     private final ObjectCodec codec;
     private final int maxObjectBytes;
@@ -95,6 +98,8 @@ public final class DefaultProcessGroup implements ProcessGroup {
         this.codec = Objects.requireNonNull(codec, "codec");
         this.maxObjectBytes = (int) Math.min(Integer.MAX_VALUE - 64, maxObjectBytes);
         this.backend = backend;
+        FlightRecorder fr = size > 1 ? FlightRecorder.process() : null;
+        this.recorder = fr != null ? fr.group(name, rank, size) : null;
         if (size > 1 && backend == null) {
             throw new IllegalArgumentException("a group of size " + size + " needs a backend");
         }
@@ -162,6 +167,17 @@ public final class DefaultProcessGroup implements ProcessGroup {
     }
 
     // ---------------------------------------------------------------- validation
+
+    /** When the call that made {@code d} from {@code t} started (no clock read: the recorder's start stamp). */
+    private static long startOf(Deadline d, Duration t) {
+        long n;
+        try {
+            n = t.toNanos();
+        } catch (ArithmeticException e) {
+            n = Long.MAX_VALUE / 4;
+        }
+        return d.nanoTime() - Math.min(n, Long.MAX_VALUE / 4);
+    }
 
     private Deadline deadline(Duration t, OpContext ctx) {
         if (t == null || t.isNegative()) {
@@ -278,6 +294,8 @@ public final class DefaultProcessGroup implements ProcessGroup {
         OperationEvent event = new OperationEvent();
         event.begin();
         RuntimeException failure = null;
+        FlightRecorder.Group rec = recorder;
+        long seq = rec != null ? rec.begin(op, false, startOf(d, t)) : 0;
         try {
             enter(ctx, d);
             try {
@@ -292,6 +310,9 @@ public final class DefaultProcessGroup implements ProcessGroup {
             throw e;
         } finally {
             OperationEvent.end(event, name, rank, backendName, op, false, failure);
+            if (rec != null) {
+                rec.end(op, seq, failure == null);
+            }
         }
     }
 
@@ -335,6 +356,8 @@ public final class DefaultProcessGroup implements ProcessGroup {
             OperationEvent event = new OperationEvent();
             event.begin();
             Throwable failure = null;
+            FlightRecorder.Group rec = recorder;
+            long seq = rec != null ? rec.begin(ctx.operation(), true) : 0;
             try {
                 call.run(backend, d);
                 w.complete(null);
@@ -350,6 +373,9 @@ public final class DefaultProcessGroup implements ProcessGroup {
                 throw e;
             } finally {
                 OperationEvent.end(event, name, rank, backendName, ctx.operation(), true, failure);
+                if (rec != null) {
+                    rec.end(ctx.operation(), seq, failure == null);
+                }
             }
         } finally {
             inFlight.remove(w);
