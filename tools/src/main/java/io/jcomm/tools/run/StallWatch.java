@@ -149,16 +149,6 @@ final class StallWatch {
                 sb.append("    verdict: ");
                 if (behind.isEmpty()) {
                     sb.append("every rank here is in ").append(targetOp).append(" #").append(target);
-                    if (members.size() < size) {
-                        List<Integer> unseen = new ArrayList<>();
-                        for (int r : ranks) {
-                            if (!snaps.containsKey(r)) {
-                                unseen.add(r);
-                            }
-                        }
-                        sb.append(unseen.isEmpty() ? "; its other members are on other nodes"
-                                : "; not seen here: ranks " + unseen + " (process gone, or no recorder)");
-                    }
                 } else {
                     sb.append(behind.size() == 1 ? "rank " : "ranks ").append(behind.size() == 1 ? behind.get(0) : behind)
                             .append(behind.size() == 1 ? " has" : " have").append(" not reached ").append(targetOp)
@@ -168,6 +158,16 @@ final class StallWatch {
                     }
                 }
                 sb.append('\n');
+            }
+            if (members.size() < size) {
+                List<Integer> unseen = new ArrayList<>();
+                for (int r : ranks) {
+                    if (!snaps.containsKey(r)) {
+                        unseen.add(r);
+                    }
+                }
+                sb.append("    ").append(unseen.isEmpty() ? "its other members are on other nodes"
+                        : "not seen here: ranks " + unseen + " (process gone, or no recorder)").append('\n');
             }
         }
         for (int i = 0; i < pids.length; i++) {
