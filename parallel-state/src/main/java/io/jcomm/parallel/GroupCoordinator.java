@@ -62,6 +62,13 @@ import org.agrona.CloseHelper;
  *       nothing uses Java serialization.</li>
  * </ul>
  *
+ * <h2>Mixture of experts</h2>
+ * {@link #dispatch} and {@link #combine} move MoE tokens to the ranks of their experts and the
+ * results back through the group's {@link All2AllManager} (one per {@link ParallelState}, chosen by
+ * {@link ParallelStateOptions#all2allBackend()}). They are meant for the EP group
+ * ({@link ParallelState#ep()}), whose ranks hold the experts in contiguous blocks, and move host
+ * tensors over the CPU group.
+ *
  * <h2>World size 1</h2>
  * Collectives return their input at once (no copy), barrier and object broadcast return at once;
  * point-to-point calls fail with {@link ProtocolException} (there is no peer).
@@ -96,6 +103,7 @@ public final class GroupCoordinator implements AutoCloseable {
     private final Duration timeout;
     private final ObjectCodec codec;
     private final String transportName;
+    private final All2AllManager all2all;
     /** The broadcaster when made after the group (null when made with it, or when there is none). */
     private volatile LateBroadcaster late;
     /** {@link #late}'s queue once the writer switched to it (the application thread's view). */
@@ -105,7 +113,8 @@ public final class GroupCoordinator implements AutoCloseable {
 
     GroupCoordinator(String name, List<Integer> ranks, int rank, ProcessGroup cpu, DeviceCommunicator hostComm,
                      DeviceCommunicator deviceComm, Device device, MessageQueue mq, AeronMedia ownedMedia,
-                     NodeLocalChannel local, TensorAllocator deviceAllocator, Duration timeout, String transportName) {
+                     NodeLocalChannel local, TensorAllocator deviceAllocator, Duration timeout, String transportName,
+                     All2AllManager all2all) {
         this.name = Objects.requireNonNull(name, "name");
         this.ranks = List.copyOf(ranks);
         this.rank = rank;
@@ -125,6 +134,7 @@ public final class GroupCoordinator implements AutoCloseable {
         this.timeout = Objects.requireNonNull(timeout, "timeout");
         this.codec = cpu.codec();
         this.transportName = Objects.requireNonNull(transportName, "transportName");
+        this.all2all = Objects.requireNonNull(all2all, "all2all");
         if (this.ranks.size() > 1 && (hostComm == null || deviceComm == null)) {
             throw new IllegalArgumentException("a group of " + this.ranks.size() + " ranks needs communicators");
         }
@@ -446,6 +456,37 @@ public final class GroupCoordinator implements AutoCloseable {
             return;
         }
         commFor(input, "reduceScatter").reduceScatter(input, output, op, dim, streamFor(input));
+    }
+
+    // ------------------------------------------------------------------ mixture of experts
+
+    /** The manager behind {@link #dispatch} and {@link #combine}. */
+    public All2AllManager all2allManager() {
+        return all2all;
+    }
+
+    /**
+     * MoE dispatch (vLLM's {@code GroupCoordinator.dispatch}), collective over the group, meant for
+     * the EP group: sends each of this rank's token copies ({@code hidden}, a host tensor
+     * {@code [tokens x hidden]}, routed by {@code routing}) to the rank holding its expert and
+     * returns the copies this rank's experts must process. Run the experts on
+     * {@link DispatchResult#tokens()} and pass their output to {@link #combine}. The full contract
+     * (equal hidden size, dtype, expert count and top-k on every member; token counts may differ) is
+     * {@link All2AllManager}'s.
+     */
+    public DispatchResult dispatch(Tensor hidden, ExpertRouting routing) {
+        checkOpen("dispatch");
+        return all2all.dispatch(this, hidden, routing);
+    }
+
+    /**
+     * MoE combine, collective over the group: sends the experts' outputs for {@code dispatched}'s
+     * rows back and returns this rank's tokens' results, {@code [tokens x hidden]} in the order
+     * given to {@link #dispatch}: for each token the sum of its experts' outputs times their weights.
+     */
+    public Tensor combine(DispatchResult dispatched, Tensor expertOutput) {
+        checkOpen("combine");
+        return all2all.combine(this, dispatched, expertOutput);
     }
 
     /**

@@ -59,6 +59,8 @@ final class GroupFactory {
     private final CpuBackendProvider cpuProvider;
     /** Broadcasters are made after their groups ({@link LateBroadcaster}), not by {@link #create}. */
     final boolean lateBroadcasters;
+    /** MoE dispatch/combine of every group (selected once: a class-path scan). */
+    final All2AllManager all2all;
 
     GroupFactory(DistributedConfig config, ParallelStateOptions options, Store store, ObjectCodec codec,
                  DeviceCommunicators registry) {
@@ -75,6 +77,8 @@ final class GroupFactory {
         this.hostProvider = device.isCpu() ? deviceProvider : registry.byName(CpuDeviceCommunicatorProvider.NAME);
         this.cpuProvider = config.worldSize() > 1 ? selectQuietly(cpuBackend) : null;
         this.lateBroadcasters = options.broadcasterInBackground() && ParallelState.concurrentStores(store);
+        this.all2all = All2AllManagers.resolve(options.all2allBackend(), System.getenv(),
+                ParallelStateOptions.class.getClassLoader());
     }
 
     /** The CPU backend, chosen once per state (a class-path scan); null leaves the choice, and its error, to each group. */
@@ -260,7 +264,7 @@ final class GroupFactory {
                 }
             }
             return new GroupCoordinator(spec.name(), spec.ranks(), config.rank(), cpu, hostComm, deviceComm, device,
-                    mq, ownedMedia, local, options.deviceAllocator(), timeout, deviceProvider.name());
+                    mq, ownedMedia, local, options.deviceAllocator(), timeout, deviceProvider.name(), all2all);
         } catch (RuntimeException e) {
             closeMedia(media);
             CloseHelper.quietCloseAll(mq, ownedMedia, local);

@@ -53,6 +53,9 @@ import java.util.Objects;
  *   <tr><td>{@code storePrefix}</td><td>namespace of this job's keys in a shared store</td><td>{@code jcomm}</td></tr>
  *   <tr><td>{@code rendezvous}</td><td>how {@link ParallelState#initialize} makes the store</td><td>{@link TcpRendezvous.Options#defaults()}</td></tr>
  *   <tr><td>{@code listener}</td><td>told when groups are created and destroyed</td><td>none</td></tr>
+ *   <tr><td>{@code all2allBackend}</td><td>the {@link All2AllManager} of {@link GroupCoordinator#dispatch} and
+ *       {@link GroupCoordinator#combine} (MoE), by provider name: {@code allgather-reducescatter} or {@code alltoall}
+ *       built in; unset: {@code JCOMM_ALL2ALL_BACKEND}, else {@code allgather-reducescatter}</td><td>{@code null}</td></tr>
  * </table>
  */
 public final class ParallelStateOptions {
@@ -83,6 +86,7 @@ public final class ParallelStateOptions {
     private final String storePrefix;
     private final TcpRendezvous.Options rendezvous;
     private final GroupListener listener;
+    private final String all2allBackend;
 
     private ParallelStateOptions(Builder b) {
         this.codec = b.codec;
@@ -104,6 +108,7 @@ public final class ParallelStateOptions {
         this.storePrefix = Objects.requireNonNull(b.storePrefix, "storePrefix");
         this.rendezvous = Objects.requireNonNull(b.rendezvous, "rendezvous");
         this.listener = b.listener != null ? b.listener : GroupListener.NONE;
+        this.all2allBackend = b.all2allBackend;
         if (timeout != null && (timeout.isNegative() || timeout.isZero())) {
             throw new IllegalArgumentException("timeout must be positive, got " + timeout);
         }
@@ -175,6 +180,12 @@ public final class ParallelStateOptions {
     public String storePrefix() { return storePrefix; }
     public TcpRendezvous.Options rendezvous() { return rendezvous; }
     public GroupListener listener() { return listener; }
+    /**
+     * Name of the MoE dispatch/combine manager ({@link All2AllManagers}), or {@code null} for
+     * {@code JCOMM_ALL2ALL_BACKEND}, else {@link All2AllManagers#ALLGATHER_REDUCESCATTER}. An unknown
+     * name fails {@link ParallelState} creation with an {@link IllegalArgumentException} listing the known ones.
+     */
+    public String all2allBackend() { return all2allBackend; }
 
     public Builder toBuilder() {
         Builder b = builder().codec(codec).timeout(timeout).cpuBackend(cpuBackend).deviceCommunicator(deviceCommunicator)
@@ -183,7 +194,7 @@ public final class ParallelStateOptions {
                 .broadcasterInBackground(broadcasterInBackground)
                 .messageQueueOptions(messageQueueOptions).nodeLocalFastPath(nodeLocalFastPath)
                 .shmDirectory(shmDirectory).shmDataBytes(shmDataBytes).concurrentGroupCreation(concurrentGroupCreation)
-                .storePrefix(storePrefix).rendezvous(rendezvous).listener(listener);
+                .storePrefix(storePrefix).rendezvous(rendezvous).listener(listener).all2allBackend(all2allBackend);
         cpuOptions.forEach(b::cpuOption);
         return b;
     }
@@ -194,7 +205,8 @@ public final class ParallelStateOptions {
                 + device + " via " + deviceCommunicator + ", tpMessageQueue=" + tpMessageQueue + (messageQueueAcrossHostsOnly ? " (across hosts only)" : "")
                 + (broadcasterInBackground ? " (in the background)" : "") + ", nodeLocal="
                 + nodeLocalFastPath + " in " + shmDirectory + " (" + shmDataBytes + " B), concurrent="
-                + concurrentGroupCreation + ", prefix=" + storePrefix + "}";
+                + concurrentGroupCreation + ", prefix=" + storePrefix
+                + (all2allBackend != null ? ", all2all=" + all2allBackend : "") + "}";
     }
 
     /** Mutable builder; {@link #build()} validates. */
@@ -219,6 +231,7 @@ public final class ParallelStateOptions {
         private String storePrefix = "jcomm";
         private TcpRendezvous.Options rendezvous = TcpRendezvous.Options.defaults();
         private GroupListener listener;
+        private String all2allBackend;
 
         private Builder() {
         }
@@ -253,6 +266,8 @@ public final class ParallelStateOptions {
         public Builder storePrefix(String v) { this.storePrefix = v; return this; }
         public Builder rendezvous(TcpRendezvous.Options v) { this.rendezvous = v; return this; }
         public Builder listener(GroupListener v) { this.listener = v; return this; }
+        /** See {@link ParallelStateOptions#all2allBackend()}; {@code null} for the environment's or the default. */
+        public Builder all2allBackend(String v) { this.all2allBackend = v; return this; }
 
         public ParallelStateOptions build() {
             return new ParallelStateOptions(this);

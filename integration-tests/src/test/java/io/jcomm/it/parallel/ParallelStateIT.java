@@ -24,7 +24,7 @@ import org.junit.jupiter.api.Timeout;
 class ParallelStateIT {
 
     private static final String[] CHECKS = {"init", "membership", "tpAllReduce", "broadcaster", "barrier", "pipeline",
-        "otherGroups", "actors", "done"};
+        "otherGroups", "moe", "actors", "done"};
 
     private static MultiJvm.Results run(String name, int world, int tp, int pp, int dp, boolean oneStep,
                                         Map<Integer, String> hostIds) {

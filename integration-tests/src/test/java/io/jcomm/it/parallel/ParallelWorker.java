@@ -7,6 +7,10 @@ import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
 import io.jcomm.api.ray.ActorId;
 import io.jcomm.mq.MessageQueueOptions;
+import io.jcomm.parallel.All2AllManager;
+import io.jcomm.parallel.All2AllManagers;
+import io.jcomm.parallel.DispatchResult;
+import io.jcomm.parallel.ExpertRouting;
 import io.jcomm.parallel.GroupCoordinator;
 import io.jcomm.parallel.ParallelSizes;
 import io.jcomm.parallel.ParallelState;
@@ -66,6 +70,7 @@ public final class ParallelWorker {
             barriers(ps);
             pipelineDicts(ps, me);
             otherGroups(ps, me);
+            moe(ps);
             actors(ps, me);
             ps.world().barrier();
             check("done", "");
@@ -204,6 +209,54 @@ public final class ParallelWorker {
             require(all.getLong(r) == r, "world allGather " + Arrays.toString(all.toLongArray()));
         }
         check("otherGroups", "dp=" + dpSum + " ep=" + epSum);
+    }
+
+    /**
+     * MoE dispatch/combine over the EP group with both built-in managers: group rank g has g % 3 tokens
+     * (so rank 0 none), top-2 of 2 * size experts; out = in * (expert + 1), combined exactly.
+     */
+    private static void moe(ParallelState ps) {
+        GroupCoordinator ep = ps.ep();
+        int g = ep.rankInGroup();
+        int tokens = g % 3;
+        int hidden = 3;
+        int experts = 2 * ep.worldSize();
+        int[] ids = new int[tokens * 2];
+        float[] weights = new float[tokens * 2];
+        Tensor x = Tensor.allocate(DType.F32, tokens, hidden);
+        for (int t = 0; t < tokens; t++) {
+            ids[2 * t] = (g + t) % experts;
+            ids[2 * t + 1] = (g + 2 * t + 2) % experts;
+            weights[2 * t] = 0.5f;
+            weights[2 * t + 1] = 0.5f;
+            for (int i = 0; i < hidden; i++) {
+                x.setDouble((long) t * hidden + i, g * 4 + t + i);
+            }
+        }
+        ExpertRouting routing = ExpertRouting.topK(experts, 2, ids, weights);
+        int rows = 0;
+        for (String name : List.of(All2AllManagers.ALLGATHER_REDUCESCATTER, All2AllManagers.ALLTOALL)) {
+            All2AllManager m = All2AllManagers.select(name, ParallelWorker.class.getClassLoader());
+            DispatchResult d = m.dispatch(ep, x, routing);
+            int[] got = d.expertIds();
+            Tensor out = Tensor.allocate(DType.F32, d.rows(), hidden);
+            for (int r = 0; r < d.rows(); r++) {
+                require(got[r] / (experts / ep.worldSize()) == g, name + " row " + r + " of expert " + got[r]);
+                for (int i = 0; i < hidden; i++) {
+                    out.setDouble((long) r * hidden + i, d.tokens().getDouble((long) r * hidden + i) * (got[r] + 1));
+                }
+            }
+            Tensor y = m.combine(ep, d, out);
+            for (int t = 0; t < tokens; t++) {
+                for (int i = 0; i < hidden; i++) {
+                    double want = 0.5 * (g * 4 + t + i) * (ids[2 * t] + 1) + 0.5 * (g * 4 + t + i) * (ids[2 * t + 1] + 1);
+                    require(y.getDouble((long) t * hidden + i) == want, name + " token " + t + " element " + i + ": "
+                            + y.getDouble((long) t * hidden + i) + " != " + want);
+                }
+            }
+            rows = d.rows();
+        }
+        check("moe", "ep=" + ep.worldSize() + " rows=" + rows);
     }
 
     private static void actors(ParallelState ps, int me) {

@@ -1,0 +1,66 @@
+package io.jcomm.parallel;
+
+import java.util.Locale;
+import java.util.Map;
+import java.util.Objects;
+import java.util.ServiceLoader;
+import java.util.TreeMap;
+
+/**
+ * Finds {@link All2AllManager}s by name among the {@link All2AllManagerProvider}s a class loader
+ * sees. Nothing is cached: each call scans the class path (a {@link ParallelState} selects once).
+ */
+public final class All2AllManagers {
+
+    /** Name of the default manager (vLLM's default): all-gather in dispatch, reduce-scatter in combine. */
+    public static final String ALLGATHER_REDUCESCATTER = "allgather-reducescatter";
+    /** Name of the all-to-all manager: token counts, then {@code allToAllV} of the token copies. */
+    public static final String ALLTOALL = "alltoall";
+    /** Environment variable read when {@link ParallelStateOptions#all2allBackend()} is not set. */
+    public static final String ENV = "JCOMM_ALL2ALL_BACKEND";
+
+    private All2AllManagers() {
+    }
+
+    /** The providers {@code loader} sees, by name. */
+    public static Map<String, All2AllManagerProvider> providers(ClassLoader loader) {
+        Map<String, All2AllManagerProvider> byName = new TreeMap<>();
+        for (All2AllManagerProvider p : ServiceLoader.load(All2AllManagerProvider.class, loader)) {
+            All2AllManagerProvider prev = byName.putIfAbsent(p.name(), p);
+            if (prev != null && prev.getClass() != p.getClass()) {
+                throw new IllegalStateException("two all2all managers named '" + p.name() + "': "
+                        + prev.getClass().getName() + " and " + p.getClass().getName());
+            }
+        }
+        return byName;
+    }
+
+    /**
+     * The manager named {@code name} (trimmed, case-insensitive); {@code null} or blank selects
+     * {@link #ALLGATHER_REDUCESCATTER}.
+     *
+     * @throws IllegalArgumentException if no provider has that name (the message lists the known ones)
+     */
+    public static All2AllManager select(String name, ClassLoader loader) {
+        String n = name == null || name.isBlank() ? ALLGATHER_REDUCESCATTER : name.trim().toLowerCase(Locale.ROOT);
+        Map<String, All2AllManagerProvider> all = providers(loader);
+        All2AllManagerProvider p = all.get(n);
+        if (p == null) {
+            throw new IllegalArgumentException("unknown all2all backend '" + name + "'; known: " + all.keySet());
+        }
+        All2AllManager m = Objects.requireNonNull(p.create(), () -> p.getClass().getName() + ".create() returned null");
+        if (!m.name().equals(p.name())) {
+            throw new IllegalStateException("provider '" + p.name() + "' made a manager named '" + m.name() + "'");
+        }
+        return m;
+    }
+
+    /**
+     * The manager a job uses: {@code configured} when set, else the value of {@link #ENV} in
+     * {@code env}, else the default.
+     */
+    public static All2AllManager resolve(String configured, Map<String, String> env, ClassLoader loader) {
+        String n = configured != null && !configured.isBlank() ? configured : env.get(ENV);
+        return select(n, loader);
+    }
+}
