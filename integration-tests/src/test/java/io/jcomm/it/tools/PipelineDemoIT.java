@@ -63,6 +63,28 @@ class PipelineDemoIT {
     }
 
     /**
+     * {@code demo --moe}: besides the pipeline, each step a mixture-of-experts layer over the EP group
+     * (the TP ranks), with the {@code alltoall} manager (token counts exchanged, then all-to-all-v), every
+     * combined value checked on every rank.
+     */
+    @Test
+    @Timeout(value = 150, unit = TimeUnit.SECONDS)
+    void demoWithAMixtureOfExpertsLayerVerifiesEveryToken() throws Exception {
+        CommRunJob job = CommRunJob.run(Map.of("JCOMM_ALL2ALL_BACKEND", "alltoall"), "--nproc-per-node", "4", "--timeout",
+                "120", "demo", "--tp", "2", "--pp", "2", "--steps", "40", "--warmup", "10", "--hidden", "256", "--moe");
+        job.assertSucceeded();
+        String all = String.join("\n", job.lines(0));
+        assertTrue(all.contains("MoE layer each step over EP=2 (alltoall): 16 tokens of 64 f32 per rank, 2 of 4 experts"),
+                all);
+        Matcher m = Pattern.compile("verified (\\d+) values on 4 ranks: all exact").matcher(all);
+        assertTrue(m.find(), all);
+        long perStep = 2 * (6 + 256) + 2 * (2 + 3 * 256) + 4 * 16 * 64;
+        assertEquals(50 * perStep, Long.parseLong(m.group(1)), all);
+        assertTrue(all.contains("ep dispatch+combine            160"), "4 ranks x 40 measured steps:\n" + all);
+        job.assertNothingLeftBehind();
+    }
+
+    /**
      * A long pipeline with the defaults: 30,000 steps in which stage 0 only sends to stage 1 and runs
      * ahead of it as far as the credit allows. It used to stall after some ten thousand steps (bytes left
      * in stage 0's outbound buffer while it was busy in its TP group, and a growing backlog).

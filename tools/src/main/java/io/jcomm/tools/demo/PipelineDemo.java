@@ -63,6 +63,11 @@ public final class PipelineDemo implements Callable<Integer> {
     @Option(names = "--hidden", defaultValue = "1024", description = "activation elements (f32) per step (default ${DEFAULT-VALUE})")
     int hidden;
 
+    @Option(names = "--moe", description = "also run a mixture-of-experts layer each step over the EP group (the TP "
+            + "ranks): a deterministic router sends every token to 2 of 2 x EP experts, dispatch, an expert function, "
+            + "combine, every value verified")
+    boolean moe;
+
     @Option(names = "--device", defaultValue = "auto",
             description = "auto: NCCL and cuda:LOCAL_RANK when GPUs are usable, else the CPU communicator; "
                     + "cpu: the CPU communicator everywhere (e.g. more ranks than GPUs) (default ${DEFAULT-VALUE})")
@@ -89,6 +94,7 @@ public final class PipelineDemo implements Callable<Integer> {
     static final String OP_SEND = "pp send tensor dict";
     static final String OP_RECV = "pp recv tensor dict";
     static final String OP_STEP = "whole step";
+    static final String OP_MOE = "ep dispatch+combine";
 
     @Override
     public Integer call() {
@@ -114,7 +120,7 @@ public final class PipelineDemo implements Callable<Integer> {
             // CPU with its making (the warm-up's first TP broadcast then switches to it)
             ps.tp().awaitMessageQueue(ps.tp().cpuGroup().defaultTimeout());
             double broadcasterSeconds = secondsSinceJvmStart();
-            Stage stage = new Stage(ps, hidden);
+            Stage stage = new Stage(ps, hidden, moe);
             phase("warmup");
             for (int s = 0; s < warmup; s++) {
                 stage.step(s, false);
@@ -198,6 +204,8 @@ public final class PipelineDemo implements Callable<Integer> {
         final ParallelState ps;
         final GroupCoordinator tp;
         final GroupCoordinator pp;
+        /** The EP group with {@code --moe}, else null. */
+        final GroupCoordinator ep;
         final int stage;
         final int stages;
         final int tpRank;
@@ -209,7 +217,12 @@ public final class PipelineDemo implements Callable<Integer> {
         long checkedValues;
 
         Stage(ParallelState ps, int hidden) {
+            this(ps, hidden, false);
+        }
+
+        Stage(ParallelState ps, int hidden, boolean moe) {
             this.ps = ps;
+            this.ep = moe ? ps.ep() : null;
             this.tp = ps.tp();
             this.pp = ps.pp();
             this.stage = pp.rankInGroup();
@@ -221,6 +234,68 @@ public final class PipelineDemo implements Callable<Integer> {
             this.shard = Tensor.allocate(DType.F32, hidden);
             for (String op : List.of(OP_META, OP_ALLREDUCE, OP_SEND, OP_RECV, OP_STEP)) {
                 histograms.put(op, new Histogram(3));
+            }
+            if (ep != null) {
+                histograms.put(OP_MOE, new Histogram(3));
+            }
+        }
+
+        /** Tokens per rank and their width in the MoE layer; experts per EP rank. */
+        static final int MOE_TOKENS = 16;
+        static final int MOE_HIDDEN = 64;
+        static final int EXPERTS_PER_RANK = 2;
+
+        /** Element h of token t of EP rank r at step s (a small integer, so every sum below is exact). */
+        static long moeInput(int s, int r, int t, int h) {
+            return (s + r * 31L + t * 7L + h) % 97;
+        }
+
+        /** The router: token t's j-th expert (two distinct experts per token, deterministic). */
+        static int moeExpert(int s, int r, int t, int j, int experts) {
+            int first = (s * 7 + r * 3 + t) % experts;
+            return j == 0 ? first : (first + 1 + (s + t) % (experts - 1)) % experts;
+        }
+
+        /**
+         * One MoE layer over the EP group: route every token to two experts (weights 1/2 each), dispatch,
+         * run expert e as {@code x * (e + 1)}, combine, and check every value against the local formula.
+         */
+        void moeStep(int s, boolean measure) {
+            int r = ep.rankInGroup();
+            int experts = EXPERTS_PER_RANK * ep.worldSize();
+            Tensor in = Tensor.allocate(DType.F32, MOE_TOKENS, MOE_HIDDEN);
+            int[] ids = new int[MOE_TOKENS * 2];
+            float[] weights = new float[MOE_TOKENS * 2];
+            for (int t = 0; t < MOE_TOKENS; t++) {
+                for (int h = 0; h < MOE_HIDDEN; h++) {
+                    in.setDouble((long) t * MOE_HIDDEN + h, moeInput(s, r, t, h));
+                }
+                for (int j = 0; j < 2; j++) {
+                    ids[t * 2 + j] = moeExpert(s, r, t, j, experts);
+                    weights[t * 2 + j] = 0.5f;
+                }
+            }
+            long t0 = System.nanoTime();
+            io.jcomm.parallel.DispatchResult d = ep.dispatch(in, io.jcomm.parallel.ExpertRouting.topK(experts, 2, ids,
+                    weights));
+            Tensor tokens = d.tokens();
+            int[] rowExperts = d.expertIds();
+            Tensor expertOut = Tensor.allocate(DType.F32, d.rows(), MOE_HIDDEN);
+            for (int row = 0; row < d.rows(); row++) {
+                for (int h = 0; h < MOE_HIDDEN; h++) {
+                    long at = (long) row * MOE_HIDDEN + h;
+                    expertOut.setDouble(at, tokens.getDouble(at) * (rowExperts[row] + 1));
+                }
+            }
+            Tensor out = ep.combine(d, expertOut);
+            record(measure, OP_MOE, t0);
+            for (int t = 0; t < MOE_TOKENS; t++) {
+                for (int h = 0; h < MOE_HIDDEN; h++) {
+                    long x = moeInput(s, r, t, h);
+                    double expected = 0.5 * x * (ids[t * 2] + 1) + 0.5 * x * (ids[t * 2 + 1] + 1);
+                    double got = out.getDouble((long) t * MOE_HIDDEN + h);
+                    check(s, "moe token " + t + "[" + h + "] x2", (long) (2 * got), (long) (2 * expected));
+                }
             }
         }
 
@@ -276,6 +351,9 @@ public final class PipelineDemo implements Callable<Integer> {
                 t = System.nanoTime();
                 pp.sendTensorDict(dict, stage + 1, tp);
                 record(measure, OP_SEND, t);
+            }
+            if (ep != null) {
+                moeStep(s, measure);
             }
             record(measure, OP_STEP, stepStart);
         }
@@ -356,6 +434,11 @@ public final class PipelineDemo implements Callable<Integer> {
         out.printf(Locale.ROOT, "  actor ids mapped to PP ranks (ActorRankMapper, %d per PP group) and checked%n", actors);
         out.printf(Locale.ROOT, "  groups ready %.1f s after JVM start (TP broadcaster %.1f s); %d steps (+%d warm-up) of %d f32 "
                 + "in %.2f s: %.0f steps/s%n", readySeconds, broadcasterSeconds, steps, warmup, hidden, seconds, steps / seconds);
+        if (st.ep != null) {
+            out.printf(Locale.ROOT, "  MoE layer each step over EP=%d (%s): %d tokens of %d f32 per rank, 2 of %d experts "
+                    + "per token, dispatch, expert, combine%n", st.ep.worldSize(), st.ep.all2allManager().name(),
+                    Stage.MOE_TOKENS, Stage.MOE_HIDDEN, Stage.EXPERTS_PER_RANK * st.ep.worldSize());
+        }
         out.printf(Locale.ROOT, "  verified %d values on %s: all exact%n", checked, plural(ps.worldSize(), "rank"));
         out.printf(Locale.ROOT, "  %-24s %9s %10s %10s%n", "operation", "count", "p50(us)", "p99(us)");
         for (Map.Entry<String, Histogram> e : merged.entrySet()) {
