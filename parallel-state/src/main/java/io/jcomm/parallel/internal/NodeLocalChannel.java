@@ -299,8 +299,15 @@ public final class NodeLocalChannel implements AutoCloseable {
                         throw fail(gone);
                     }
                     if (deadline.isExpired()) {
-                        throw fail(new CommTimeoutException(c, "ranks " + missing(k) + " did not arrive at operation "
-                                + k + " within the deadline (node-local)"));
+                        StringBuilder sb = new StringBuilder("ranks ").append(missing(k)).append(" did not arrive at operation ")
+                                .append(k).append(" within the deadline (node-local)");
+                        for (int m : missing(k)) {
+                            if (peer[m] != null) {
+                                io.jcomm.api.internal.recorder.RecorderReader.describeProcess(peer[m].pid())
+                                        .ifPresent(d -> sb.append(" (rank ").append(m).append(": ").append(d).append(')'));
+                            }
+                        }
+                        throw fail(new CommTimeoutException(c, sb.toString()));
                     }
                 }
                 if (closed) {

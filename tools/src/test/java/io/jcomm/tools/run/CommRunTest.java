@@ -134,6 +134,21 @@ class CommRunTest {
     }
 
     @Test
+    void theOthersTimeoutsSayWhatTheMissingRankIsDoing() {
+        Captured c = new Captured();
+        int code = run(c, env(), "--nproc-per-node", "3", "--stall-report", "0", JobWorker.class.getName(), "stall", "2",
+                "20", "30000", "3000");
+        assertEquals(1, code, c.err());
+        String err = c.err();
+        for (int r : new int[] {0, 1}) {
+            String line = err.lines().filter(l -> l.startsWith("[rank " + r + "]") && l.contains("did not complete before its "
+                    + "deadline")).findFirst().orElseThrow(() -> new AssertionError("rank " + r + ": no timeout in\n" + err));
+            assertTrue(line.contains("from rank 2 (rank 2: in no operation; last world allReduce #19 ended "), line);
+        }
+        assertFalse(err.contains("stall report"), "--stall-report 0 is off");
+    }
+
+    @Test
     void twoLaunchersAreTwoNodesOfOneJob() throws Exception {
         int port;
         try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {

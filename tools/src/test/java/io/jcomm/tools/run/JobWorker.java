@@ -21,8 +21,8 @@ import java.util.TreeMap;
  *   <li>{@code term}: prints its pid, says "TERM" in a shutdown hook and sleeps;</li>
  *   <li>{@code litter}: leaves shared-memory files behind (one named with its pid, one only mapped)
  *       and a child process, then exits 0;</li>
- *   <li>{@code stall RANK STEP MILLIS}: all-reduces over a tcp group; rank RANK stops before all-reduce
- *       #STEP, sleeps MILLIS and exits 3;</li>
+ *   <li>{@code stall RANK STEP MILLIS [TIMEOUT_MS]}: all-reduces over a tcp group (timeout 60 s or
+ *       TIMEOUT_MS); rank RANK stops before all-reduce #STEP, sleeps MILLIS and exits 3;</li>
  *   <li>{@code sleep}: prints "READY" and sleeps.</li>
  * </ul>
  */
@@ -102,7 +102,8 @@ public final class JobWorker {
                 try (TcpStore store = TcpRendezvous.connect(cfg);
                      io.jcomm.api.ProcessGroup g = io.jcomm.cpu.CpuGroups.create(io.jcomm.cpu.CpuGroupOptions.builder()
                              .store(store).rank(cfg.rank()).size(cfg.worldSize()).backend("tcp").groupName("world")
-                             .timeout(java.time.Duration.ofSeconds(60)).build())) {
+                             .timeout(java.time.Duration.ofMillis(args.length > 4 ? Long.parseLong(args[4]) : 60_000))
+                             .build())) {
                     for (int i = 1; ; i++) {
                         if (i == step && cfg.rank() == stalling) {
                             System.out.println("STALLING before allReduce #" + i);

@@ -58,6 +58,45 @@ public final class RecorderReader {
         return String.format(java.util.Locale.ROOT, "%.1f s", Math.max(0, nanos) / 1e9);
     }
 
+    /**
+     * What process {@code pid} (on this host) is doing according to its recorder, for error messages:
+     * its running operations ({@code "in pp:0 recvObject #412 for 9.8 s"}), else its latest finished one;
+     * empty when it has no readable recorder (another host, recorder off, gone). Reads the default directory
+     * ({@code JCOMM_RECORDER_DIR}, else {@code /dev/shm}).
+     */
+    public static Optional<String> describeProcess(long pid) {
+        if (pid <= 0) {
+            return Optional.empty();
+        }
+        String d = System.getenv("JCOMM_RECORDER_DIR");
+        Path dir = d != null && !d.isBlank() ? Path.of(d) : ShmFiles.DEFAULT_DIR;
+        for (Path f : filesOf(dir, pid)) {
+            Optional<Snapshot> s = read(f);
+            if (s.isEmpty()) {
+                continue;
+            }
+            long now = System.nanoTime();
+            List<String> running = new ArrayList<>();
+            GroupState latest = null;
+            for (GroupState g : s.get().groups()) {
+                if (g.running()) {
+                    running.add("in " + g.group() + " " + g.op() + " #" + g.seq() + " for " + seconds(now - g.startNanos()));
+                } else if (g.seq() > 0 && (latest == null || g.endNanos() - latest.endNanos() > 0)) {
+                    latest = g;
+                }
+            }
+            if (!running.isEmpty()) {
+                return Optional.of(String.join(", ", running));
+            }
+            if (latest != null) {
+                return Optional.of("in no operation; last " + latest.group() + " " + latest.op() + " #" + latest.seq()
+                        + " ended " + seconds(now - latest.endNanos()) + " ago");
+            }
+            return Optional.of("in no operation yet");
+        }
+        return Optional.empty();
+    }
+
     /** The recorder files of process {@code pid} in {@code dir} (normally one). */
     public static List<Path> filesOf(Path dir, long pid) {
         List<Path> out = new ArrayList<>();

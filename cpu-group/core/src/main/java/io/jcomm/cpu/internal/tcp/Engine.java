@@ -98,6 +98,8 @@ final class Engine {
     final Progress progress = Progress.shared();
     /** Process identity of each member (from its published address), 0 for this rank. */
     final long[] peerProcess;
+    /** Pid of each member on this host (0 elsewhere and for this rank), for what its recorder says. */
+    final long[] peerPid;
     private boolean registered;
     /** When the last call left (nanoTime; written opaquely by callers, read by the progress thread). */
     @SuppressWarnings("unused") // through LAST_EXIT
@@ -130,6 +132,7 @@ final class Engine {
         this.cfg = cfg;
         this.links = new Link[size];
         this.peerProcess = new long[size];
+        this.peerPid = new long[size];
         this.spinNanos = cfg.spinNanos;
         this.early = new EarlyMessages(cfg.maxUnexpectedBytes);
         boolean useEpoll = cfg.transport.equals("epoll") || (cfg.transport.equals("auto") && Epoll.isAvailable());
@@ -427,12 +430,21 @@ final class Engine {
                 String p = l.pendingDescription();
                 if (!p.isEmpty()) {
                     sb.append("; ").append(p);
+                    whatPeerDoes(sb, l.peer);
                 }
             }
         }
         CommTimeoutException e = new CommTimeoutException(ctx(), sb.toString());
         fail(e);
         return e;
+    }
+
+    /** Appends {@code " (rank R: in GROUP OP #N for T s)"} when the peer is on this host and has a recorder. */
+    void whatPeerDoes(StringBuilder sb, int peer) {
+        if (peer >= 0 && peer < size && peerPid[peer] > 0) {
+            io.jcomm.api.internal.recorder.RecorderReader.describeProcess(peerPid[peer])
+                    .ifPresent(d -> sb.append(" (rank ").append(peer).append(": ").append(d).append(')'));
+        }
     }
 
     // ------------------------------------------------------------------ sending and receiving

@@ -137,7 +137,8 @@ final class MeshBootstrap {
         String stagingOffer = engine.cfg.shm && engine.cfg.shmStagingBytes > 0
                 ? engine.cfg.shmStagingBytes + ":" + engine.cfg.shmCollectiveMinBytes : "-";
         String me = ctx.hostname() + " " + port + " " + Long.toUnsignedString(engine.nonce, 16) + " " + hostId + " "
-                + (engine.cfg.shm ? "shm" : "-") + " " + stagingOffer + " " + Long.toUnsignedString(engine.progress.processId(), 16);
+                + (engine.cfg.shm ? "shm" : "-") + " " + stagingOffer + " " + Long.toUnsignedString(engine.progress.processId(), 16)
+                + " " + ProcessHandle.current().pid();
         String prefix = "tcp/" + engine.generation + "/rank/";
         store.set(prefix + engine.rank, me.getBytes(StandardCharsets.UTF_8));
         List<String> keys = new ArrayList<>();
@@ -154,11 +155,13 @@ final class MeshBootstrap {
                 continue;
             }
             String[] parts = new String(values.get(i++), StandardCharsets.UTF_8).split(" ");
-            if (parts.length != 7) {
+            if (parts.length != 8) {
                 throw engine.fail(new ProtocolException(engine.ctx(), "malformed address of rank " + r + " in the store"));
             }
             try {
                 engine.peerProcess[r] = Long.parseUnsignedLong(parts[6], 16);
+                // its pid, to read its flight recorder when it is on this host (error messages)
+                engine.peerPid[r] = parts[3].equals(hostId) ? Long.parseLong(parts[7]) : 0;
             } catch (NumberFormatException e) {
                 throw engine.fail(new ProtocolException(engine.ctx(), "malformed address of rank " + r + " in the store"));
             }

@@ -177,7 +177,12 @@ final class TcpBackend implements CpuBackend {
                             missing.add(r);
                         }
                     }
-                    return "ranks " + missing + " of " + size + " did not arrive at the monitored barrier before its deadline";
+                    StringBuilder sb = new StringBuilder("ranks ").append(missing).append(" of ").append(size)
+                            .append(" did not arrive at the monitored barrier before its deadline");
+                    for (int r : missing) {
+                        e.whatPeerDoes(sb, r);
+                    }
+                    return sb.toString();
                 });
                 Op release = e.begin(Frame.DATA, OpCodes.MONITORED_BARRIER, deadline);
                 for (int r = 1; r < size; r++) {
