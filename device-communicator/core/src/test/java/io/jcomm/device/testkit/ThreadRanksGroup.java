@@ -1,5 +1,6 @@
 package io.jcomm.device.testkit;
 
+import io.jcomm.api.CollectiveMismatchException;
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
 import io.jcomm.api.CommTimeoutException;
@@ -255,6 +256,46 @@ public final class ThreadRanksGroup implements ProcessGroup {
         checkHost(ctx("allGatherV"), output);
         checkHost(ctx("allGatherV"), input);
         concat(output, exchange("allGatherV", input.toByteArray(), timeout));
+    }
+
+    @Override
+    public void allToAll(Tensor output, Tensor input, Duration timeout) {
+        checkHost(ctx("allToAll"), input);
+        long[] counts = new long[fabric.size];
+        Arrays.fill(counts, input.numel() / fabric.size);
+        allToAll("allToAll", output, input, counts, counts, timeout);
+    }
+
+    @Override
+    public void allToAllV(Tensor output, Tensor input, long[] outputCounts, long[] inputCounts, Duration timeout) {
+        allToAll("allToAllV", output, input, outputCounts, inputCounts, timeout);
+    }
+
+    /** Every rank's input and counts meet in the exchange; each rank copies out the parts addressed to it. */
+    private void allToAll(String op, Tensor output, Tensor input, long[] outputCounts, long[] inputCounts,
+                          Duration timeout) {
+        checkHost(ctx(op), output);
+        checkHost(ctx(op), input);
+        if (outputCounts.length != fabric.size || inputCounts.length != fabric.size) {
+            throw new ProtocolException(ctx(op), "counts must have one entry per rank");
+        }
+        List<Object> all = exchange(op, new Object[] {input.toByteArray(), inputCounts.clone()}, timeout);
+        int es = output.dtype().byteSize();
+        var b = output.buffer();
+        for (int i = 0; i < fabric.size; i++) {
+            Object[] part = (Object[]) all.get(i);
+            byte[] data = (byte[]) part[0];
+            long[] counts = (long[]) part[1];
+            if (counts[rank] != outputCounts[i]) {
+                throw new CollectiveMismatchException(ctx(op), "rank " + i + " sends " + counts[rank]
+                        + " elements but this rank expects " + outputCounts[i]);
+            }
+            long offset = 0;
+            for (int j = 0; j < rank; j++) {
+                offset += counts[j];
+            }
+            b.put(data, (int) (offset * es), (int) (counts[rank] * es));
+        }
     }
 
     @Override
