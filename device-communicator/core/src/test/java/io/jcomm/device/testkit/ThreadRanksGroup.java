@@ -11,6 +11,7 @@ import io.jcomm.api.ProcessGroup;
 import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
+import io.jcomm.api.UnsupportedByBackendException;
 import io.jcomm.api.work.CompletableWork;
 import io.jcomm.api.work.Work;
 import java.time.Duration;
@@ -48,7 +49,15 @@ public final class ThreadRanksGroup implements ProcessGroup {
 
     /** One group handle per rank, sharing an in-memory fabric. */
     public static List<ThreadRanksGroup> create(String name, int size, Duration timeout) {
-        Fabric f = new Fabric(name, size, timeout);
+        return create(name, size, timeout, true);
+    }
+
+    /**
+     * The same; without {@code allToAll}, the group refuses allToAll and allToAllV with
+     * {@link UnsupportedByBackendException} like a backend that lacks them.
+     */
+    public static List<ThreadRanksGroup> create(String name, int size, Duration timeout, boolean allToAll) {
+        Fabric f = new Fabric(name, size, timeout, allToAll);
         List<ThreadRanksGroup> out = new ArrayList<>();
         for (int r = 0; r < size; r++) {
             out.add(new ThreadRanksGroup(f, r));
@@ -60,6 +69,7 @@ public final class ThreadRanksGroup implements ProcessGroup {
         final String name;
         final int size;
         final Duration timeout;
+        final boolean allToAll;
         final ReentrantLock lock = new ReentrantLock();
         final Condition changed = lock.newCondition();
         final Object[] slots;
@@ -70,10 +80,11 @@ public final class ThreadRanksGroup implements ProcessGroup {
         final ExecutorService[] async;
         volatile CommException poison;
 
-        Fabric(String name, int size, Duration timeout) {
+        Fabric(String name, int size, Duration timeout, boolean allToAll) {
             this.name = name;
             this.size = size;
             this.timeout = timeout;
+            this.allToAll = allToAll;
             this.slots = new Object[size];
             this.async = new ExecutorService[size];
             for (int r = 0; r < size; r++) {
@@ -274,6 +285,9 @@ public final class ThreadRanksGroup implements ProcessGroup {
     /** Every rank's input and counts meet in the exchange; each rank copies out the parts addressed to it. */
     private void allToAll(String op, Tensor output, Tensor input, long[] outputCounts, long[] inputCounts,
                           Duration timeout) {
+        if (!fabric.allToAll) {
+            throw new UnsupportedByBackendException(ctx(op), backendName(), op);
+        }
         checkHost(ctx(op), output);
         checkHost(ctx(op), input);
         if (outputCounts.length != fabric.size || inputCounts.length != fabric.size) {
