@@ -80,6 +80,42 @@ public interface DeviceCommunicator extends AutoCloseable {
         throw unsupported("gather");
     }
 
+    /**
+     * All-to-all with equal splits (torch's {@code all_to_all_single} without split sizes):
+     * {@code input} holds {@code worldSize()} chunks of {@code input.numel() / worldSize()} elements
+     * (flat, row-major order), chunk {@code j} going to rank {@code j}; {@code output} receives rank
+     * {@code i}'s chunk for this rank as its chunk {@code i}. {@code input} and {@code output} have the
+     * same dtype, live on {@link #device()} and have the same element count, which must be divisible
+     * by {@code worldSize()}; they are distinct tensors (not in place). Every rank must pass the same
+     * element count; a backend generally cannot detect a disagreement (what then happens, wrong data,
+     * an error or the communicator's timeout and abort, is backend-defined, as in NCCL). The chunk a
+     * rank sends to itself is copied locally. With world size 1 it is a copy.
+     *
+     * <p>jcomm's {@code AbstractDeviceCommunicator} implements it (and {@link #allToAllV}) as one
+     * {@link #batchP2P} call, so a provider with batched point-to-point gets it without overriding.
+     */
+    default void allToAll(Tensor input, Tensor output, StreamHandle stream) {
+        throw unsupported("allToAll");
+    }
+
+    /**
+     * All-to-all with per-rank counts (torch's {@code all_to_all_single} with split sizes, MoE token
+     * dispatch): this rank sends {@code inputCounts[j]} elements to rank {@code j}, taken from
+     * {@code input} in rank order (flat), and receives {@code outputCounts[i]} elements from rank
+     * {@code i} into {@code output} in rank order. Each array has one non-negative count per rank
+     * ({@code worldSize()} entries); {@code input.numel()} and {@code output.numel()} equal their
+     * sums; counts may be zero; same dtype and device, distinct tensors. Bad arguments fail with
+     * {@link io.jcomm.api.ProtocolException} before anything is enqueued.
+     *
+     * <p>Rank {@code i}'s {@code inputCounts[j]} must equal rank {@code j}'s {@code outputCounts[i]}.
+     * Unlike the CPU group, a device backend generally cannot detect a disagreement: the result is
+     * backend-defined, as in NCCL (wrong or partial data, a backend error, or the operation never
+     * completes and the communicator's timeout aborts it).
+     */
+    default void allToAllV(Tensor input, Tensor output, long[] inputCounts, long[] outputCounts, StreamHandle stream) {
+        throw unsupported("allToAllV");
+    }
+
     /** In-place broadcast from {@code src}. */
     default void broadcast(Tensor tensor, int src, StreamHandle stream) {
         throw unsupported("broadcast");

@@ -4,9 +4,15 @@ import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
 import io.jcomm.api.Device;
 import io.jcomm.api.OpContext;
+import io.jcomm.api.StreamHandle;
+import io.jcomm.api.Tensor;
+import io.jcomm.api.UnsupportedByBackendException;
 import io.jcomm.api.device.DeviceCommunicator;
+import io.jcomm.api.device.P2POp;
 import io.jcomm.api.internal.FailureLatch;
+import java.util.ArrayList;
 import java.util.EnumMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 
@@ -19,14 +25,18 @@ import java.util.Objects;
  * <p>Subclasses call {@link #ensureOpen(OpContext)} first in every operation, then
  * {@link DeviceArgs} checks, then do the work; on a failure that leaves the communicator unusable
  * they call {@link #poison(CommException)}.
+ *
+ * <p>It implements {@link #allToAll} and {@link #allToAllV} as one {@link #batchP2P} call (a
+ * receive and a send per peer, self included), so a provider that implements {@code batchP2P} gets
+ * them without overriding; a provider with a native all-to-all overrides them.
  */
 public abstract class AbstractDeviceCommunicator implements DeviceCommunicator {
 
     /** The operations of the SPI, with the names used in error contexts. */
     public enum Op {
         ALL_REDUCE("allReduce"), ALL_GATHER("allGather"), REDUCE_SCATTER("reduceScatter"), GATHER("gather"),
-        BROADCAST("broadcast"), SEND("send"), RECV("recv"), BATCH_P2P("batchP2P"), SYNCHRONIZE("synchronize"),
-        INIT("init"), ABORT("abort"), CLOSE("close");
+        BROADCAST("broadcast"), SEND("send"), RECV("recv"), BATCH_P2P("batchP2P"), ALL_TO_ALL("allToAll"),
+        ALL_TO_ALL_V("allToAllV"), SYNCHRONIZE("synchronize"), INIT("init"), ABORT("abort"), CLOSE("close");
 
         private final String opName;
 
@@ -114,6 +124,72 @@ public abstract class AbstractDeviceCommunicator implements DeviceCommunicator {
     /** The cause that made the communicator unusable, or {@code null} while it is usable. */
     public final CommException poisonCause() {
         return poison.first();
+    }
+
+    /**
+     * Equal-split all-to-all as one {@link #batchP2P} call: arguments are checked with
+     * {@link DeviceArgs#allToAll} (and the stream, on a device) under this operation's context, then
+     * the batch runs; a failure of the batch itself names {@code batchP2P}.
+     */
+    @Override
+    public void allToAll(Tensor input, Tensor output, StreamHandle stream) {
+        OpContext c = ctx(Op.ALL_TO_ALL);
+        ensureOpen(c);
+        long[] counts = DeviceArgs.allToAll(c, input, output, worldSize, device);
+        if (!device.isCpu()) {
+            DeviceArgs.requireStream(c, stream, device);
+        }
+        batchAllToAll(c, allToAllOps(input, output, counts, counts), stream);
+    }
+
+    /**
+     * All-to-all with per-rank counts as one {@link #batchP2P} call, after
+     * {@link DeviceArgs#allToAllV}; see {@link #allToAll}.
+     */
+    @Override
+    public void allToAllV(Tensor input, Tensor output, long[] inputCounts, long[] outputCounts, StreamHandle stream) {
+        OpContext c = ctx(Op.ALL_TO_ALL_V);
+        ensureOpen(c);
+        long[][] counts = DeviceArgs.allToAllV(c, input, output, inputCounts, outputCounts, rank, worldSize, device);
+        if (!device.isCpu()) {
+            DeviceArgs.requireStream(c, stream, device);
+        }
+        batchAllToAll(c, allToAllOps(input, output, counts[0], counts[1]), stream);
+    }
+
+    /** Runs the batch; a provider without {@code batchP2P} refuses the all-to-all by its own name. */
+    private void batchAllToAll(OpContext c, List<P2POp> ops, StreamHandle stream) {
+        try {
+            batchP2P(ops, stream);
+        } catch (UnsupportedByBackendException e) {
+            if (!Op.BATCH_P2P.opName().equals(e.unsupportedOperation())) {
+                throw e;
+            }
+            throw new UnsupportedByBackendException(c, name, c.operation(), e);
+        }
+    }
+
+    /**
+     * The point-to-point operations of an all-to-all whose arguments were checked: for every peer
+     * {@code p} in rank order, a receive of {@code outputCounts[p]} elements into {@code output}'s
+     * slice for {@code p} and a send of {@code input}'s slice for {@code p} ({@code inputCounts[p]}
+     * elements), leaving out zero counts. The pair with this rank itself is a matched self pair.
+     */
+    protected static List<P2POp> allToAllOps(Tensor input, Tensor output, long[] inputCounts, long[] outputCounts) {
+        List<P2POp> ops = new ArrayList<>(2 * inputCounts.length);
+        long in = 0;
+        long out = 0;
+        for (int p = 0; p < inputCounts.length; p++) {
+            if (outputCounts[p] > 0) {
+                ops.add(P2POp.recv(output.flatSlice(out, outputCounts[p]), p));
+            }
+            if (inputCounts[p] > 0) {
+                ops.add(P2POp.send(input.flatSlice(in, inputCounts[p]), p));
+            }
+            in += inputCounts[p];
+            out += outputCounts[p];
+        }
+        return ops;
     }
 
     @Override

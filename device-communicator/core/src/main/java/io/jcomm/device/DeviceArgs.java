@@ -108,6 +108,80 @@ public final class DeviceArgs {
         return DimLayout.of(output.shape(), d, worldSize, output.dtype());
     }
 
+    /**
+     * Input and output of an equal-split all-to-all: same device and dtype, distinct tensors, equal
+     * element counts divisible by {@code worldSize}.
+     *
+     * @return the counts, {@code worldSize} chunks of {@code input.numel() / worldSize} elements
+     */
+    public static long[] allToAll(OpContext ctx, Tensor input, Tensor output, int worldSize, Device device) {
+        requireOn(ctx, "input", input, device);
+        requireOn(ctx, "output", output, device);
+        sameDtype(ctx, input, output);
+        distinct(ctx, input, output);
+        if (input.numel() != output.numel()) {
+            throw new ProtocolException(ctx, "output has " + output.numel() + " elements, input " + input.numel());
+        }
+        if (input.numel() % worldSize != 0) {
+            throw new ProtocolException(ctx, "input has " + input.numel() + " elements, not divisible by the world size "
+                    + worldSize);
+        }
+        long[] counts = new long[worldSize];
+        Arrays.fill(counts, input.numel() / worldSize);
+        return counts;
+    }
+
+    /**
+     * Input and output of an all-to-all with per-rank counts: same device and dtype, distinct
+     * tensors, one non-negative count per rank in each array, the sums equal to the element counts,
+     * and what this rank sends to itself ({@code inputCounts[rank]}) equal to what it expects from
+     * itself ({@code outputCounts[rank]}), the one pair of counts a rank can check alone.
+     *
+     * @return copies of the counts, {@code {inputCounts, outputCounts}}
+     */
+    public static long[][] allToAllV(OpContext ctx, Tensor input, Tensor output, long[] inputCounts,
+                                     long[] outputCounts, int rank, int worldSize, Device device) {
+        requireOn(ctx, "input", input, device);
+        requireOn(ctx, "output", output, device);
+        sameDtype(ctx, input, output);
+        distinct(ctx, input, output);
+        long[] in = counts(ctx, "inputCounts", inputCounts, input, "input", worldSize);
+        long[] out = counts(ctx, "outputCounts", outputCounts, output, "output", worldSize);
+        if (in[rank] != out[rank]) {
+            throw new ProtocolException(ctx, "inputCounts[" + rank + "] = " + in[rank] + " elements sent to self but outputCounts["
+                    + rank + "] = " + out[rank] + " expected from self");
+        }
+        return new long[][] {in, out};
+    }
+
+    private static void distinct(OpContext ctx, Tensor input, Tensor output) {
+        if (input == output) {
+            throw new ProtocolException(ctx, "input and output must be different tensors (no in-place all-to-all)");
+        }
+    }
+
+    private static long[] counts(OpContext ctx, String what, long[] counts, Tensor t, String role, int worldSize) {
+        if (counts == null || counts.length != worldSize) {
+            throw new ProtocolException(ctx, what + " must have one entry per rank (" + worldSize + "), got "
+                    + (counts == null ? "null" : counts.length));
+        }
+        long[] c = counts.clone();
+        long total = 0;
+        for (int r = 0; r < c.length; r++) {
+            if (c[r] < 0) {
+                throw new ProtocolException(ctx, what + "[" + r + "] is negative: " + c[r]);
+            }
+            total += c[r];
+            if (total < 0) {
+                throw new ProtocolException(ctx, what + " overflow");
+            }
+        }
+        if (total != t.numel()) {
+            throw new ProtocolException(ctx, what + " sum to " + total + " but " + role + " has " + t.numel() + " elements");
+        }
+        return c;
+    }
+
     /** Normalises {@code dim} for {@code t}, or throws {@link ProtocolException}. */
     public static int normalizeDim(OpContext ctx, Tensor t, int dim) {
         if (t.dim() == 0) {

@@ -43,5 +43,10 @@ class UnsupportedDeviceOperationTest {
                 () -> c.batchP2P(java.util.List.of(), StreamHandle.HOST)).unsupportedOperation());
         assertEquals("broadcast", assertThrows(UnsupportedByBackendException.class,
                 () -> c.broadcast(t, 0, StreamHandle.HOST)).unsupportedOperation());
+        Tensor o = Tensor.ofFloats(0, 0);
+        assertEquals("allToAll", assertThrows(UnsupportedByBackendException.class,
+                () -> c.allToAll(t, o, StreamHandle.HOST)).unsupportedOperation());
+        assertEquals("allToAllV", assertThrows(UnsupportedByBackendException.class,
+                () -> c.allToAllV(t, o, new long[] {1, 1}, new long[] {1, 1}, StreamHandle.HOST)).unsupportedOperation());
     }
 }

@@ -9,6 +9,7 @@ import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
+import io.jcomm.api.UnsupportedByBackendException;
 import io.jcomm.api.device.P2POp;
 import io.jcomm.device.AbstractDeviceCommunicator;
 import io.jcomm.device.DeviceArgs;
@@ -181,6 +182,60 @@ public final class CpuDeviceCommunicator extends AbstractDeviceCommunicator {
                 }
             }
         });
+    }
+
+    /**
+     * The CPU group's {@link ProcessGroup#allToAll}; a group whose backend lacks it (refused before
+     * anything was sent) gets the {@code batchP2P} form instead.
+     */
+    @Override
+    public void allToAll(Tensor input, Tensor output, StreamHandle stream) {
+        OpContext c = ctx(Op.ALL_TO_ALL);
+        ensureOpen(c);
+        DeviceArgs.allToAll(c, input, output, worldSize(), Device.CPU);
+        if (worldSize() == 1) {
+            output.copyFrom(input);
+            return;
+        }
+        if (input.numel() == 0) {
+            return;
+        }
+        if (!delegate(() -> group.allToAll(output, input, timeout))) {
+            super.allToAll(input, output, stream);
+        }
+    }
+
+    /** The CPU group's {@link ProcessGroup#allToAllV} (note its order: output first); see {@link #allToAll}. */
+    @Override
+    public void allToAllV(Tensor input, Tensor output, long[] inputCounts, long[] outputCounts, StreamHandle stream) {
+        OpContext c = ctx(Op.ALL_TO_ALL_V);
+        ensureOpen(c);
+        long[][] counts = DeviceArgs.allToAllV(c, input, output, inputCounts, outputCounts, rank(), worldSize(), Device.CPU);
+        if (worldSize() == 1) {
+            output.copyFrom(input);
+            return;
+        }
+        if (!delegate(() -> group.allToAllV(output, input, counts[1], counts[0], timeout))) {
+            super.allToAllV(input, output, counts[0], counts[1], stream);
+        }
+    }
+
+    /** Runs {@code call} like {@link #run}; false if the group's backend refused the operation. */
+    private boolean delegate(Runnable call) {
+        try {
+            call.run();
+            return true;
+        } catch (UnsupportedByBackendException e) {
+            return false;
+        } catch (ProtocolException e) {
+            if (group.isPoisoned()) {
+                poison(e);
+            }
+            throw e;
+        } catch (CommException e) {
+            poison(e);
+            throw e;
+        }
     }
 
     @Override

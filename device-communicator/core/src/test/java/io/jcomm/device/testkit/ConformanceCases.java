@@ -20,7 +20,8 @@ import java.util.Locale;
  * its expected values independently of the implementation (explicit index arithmetic) and checks
  * real results on its own rank. Covered: every operation and reduce op, several dtypes,
  * concatenation/splitting along first, middle and last dimensions, in place and out of place,
- * point-to-point and batched point-to-point (ring, all-to-all, self), empty tensors, world size 1
+ * point-to-point and batched point-to-point (ring, all-to-all, self), all-to-all with equal splits
+ * and per-rank counts (zeros, uneven, all-zero), empty tensors, world size 1
  * (the same cases: expected values are computed for any world size), bad arguments (typed errors
  * before anything is enqueued, communicator still usable), and close.
  */
@@ -177,6 +178,50 @@ public final class ConformanceCases {
     /** Values exact in every dtype used (small integers, distinct per rank and index). */
     static final Value SMALL = (r, i) -> (r + 1) + (i % 5);
     static final Value WIDE = (r, i) -> r * 1000 + i;
+
+    /** Values exact in every dtype used by the all-to-all cases (0..100, distinct along a chunk). */
+    static final Value A2A = (r, i) -> (r * 31 + i) % 101;
+
+    /** How many elements rank {@code i} sends to rank {@code j} in an all-to-all-v case. */
+    @FunctionalInterface
+    interface Counts {
+        long of(int i, int j);
+    }
+
+    /**
+     * One all-to-all-v: rank i sends {@code counts.of(i, j)} elements to rank j, element q of them
+     * being {@code i * 100 + j * 10 + q % 10}; checks exact values on this rank.
+     */
+    private static void allToAllV(Rank r, DType dt, Counts counts) {
+        long[] inCounts = new long[r.world];
+        long[] outCounts = new long[r.world];
+        for (int p = 0; p < r.world; p++) {
+            inCounts[p] = counts.of(r.rank, p);
+            outCounts[p] = counts.of(p, r.rank);
+        }
+        long inTotal = Arrays.stream(inCounts).sum();
+        long outTotal = Arrays.stream(outCounts).sum();
+        Tensor host = Tensor.allocate(dt, inTotal);
+        long k = 0;
+        for (int j = 0; j < r.world; j++) {
+            for (long q = 0; q < inCounts[j]; q++) {
+                host.setDouble(k++, r.rank * 100 + j * 10 + q % 10);
+            }
+        }
+        Tensor in = r.mem.upload(host);
+        Tensor out = r.mem.allocate(dt, outTotal);
+        r.comm.allToAllV(in, out, inCounts, outCounts, r.stream);
+        double[] want = new double[(int) outTotal];
+        k = 0;
+        for (int i = 0; i < r.world; i++) {
+            for (long q = 0; q < outCounts[i]; q++) {
+                want[(int) k++] = i * 100 + r.rank * 10 + q % 10;
+            }
+        }
+        check("counts in " + Arrays.toString(inCounts) + " out " + Arrays.toString(outCounts), r.read(out),
+                i -> want[(int) i]);
+        check("input unchanged", r.read(in), i -> host.getDouble(i));
+    }
 
     /** All cases, in the order every rank runs them. The last one closes the communicator. */
     public static List<Case> all() {
@@ -351,6 +396,77 @@ public final class ConformanceCases {
             Tensor b = r.mem.allocate(DType.U8, 10);
             r.comm.batchP2P(List.of(P2POp.recv(b, r.rank), P2POp.send(a, r.rank)), r.stream);
             check("self", r.read(b), i -> SMALL.at(r.rank, i));
+        }));
+        for (DType dt : List.of(DType.F32, DType.I64, DType.BF16, DType.I8, DType.BOOL)) {
+            cases.add(new Case("allToAll equal splits " + dt.shortName(), r -> {
+                // chunk j of rank i's input goes to rank j; element q of it is a2a(i, j * chunk + q)
+                long chunk = dt == DType.F32 ? 6 : 5;
+                long[] shape = dt == DType.F32 ? new long[] {r.world, 2, 3} : new long[] {chunk * r.world};
+                Value v = dt == DType.BOOL ? (rk, i) -> (rk + i) % 2 : A2A;
+                Tensor in = r.device(dt, shape, v);
+                Tensor out = r.mem.allocate(dt, shape);
+                r.comm.allToAll(in, out, r.stream);
+                check("exchanged", r.read(out), i -> v.at((int) (i / chunk), r.rank * chunk + i % chunk));
+                check("input unchanged", r.read(in), i -> v.at(r.rank, i));
+            }));
+        }
+        cases.add(new Case("allToAll zero elements", r -> {
+            r.comm.allToAll(r.mem.allocate(DType.F32, 0), r.mem.allocate(DType.F32, 0), r.stream);
+            r.comm.allToAll(r.mem.allocate(DType.I32, 0, 4), r.mem.allocate(DType.I32, 4, 0), r.stream);
+            r.comm.synchronize(r.stream);
+        }));
+        cases.add(new Case("allToAllV uneven with zeros i64", r -> allToAllV(r, DType.I64, (i, j) -> (2 * i + j + 1) % 4)));
+        cases.add(new Case("allToAllV uneven with zeros f32", r -> allToAllV(r, DType.F32, (i, j) -> (i + 2 * j) % 3)));
+        cases.add(new Case("allToAllV everything to rank 0", r -> allToAllV(r, DType.I32, (i, j) -> j == 0 ? i + 2 : 0)));
+        cases.add(new Case("allToAllV all zero", r -> allToAllV(r, DType.F16, (i, j) -> 0)));
+        cases.add(new Case("allToAll bad arguments fail with ProtocolException and leave it usable", r -> {
+            long n = 2L * r.world;
+            Tensor in = r.device(DType.F32, new long[] {n}, A2A);
+            Tensor out = r.mem.allocate(DType.F32, n);
+            long[] twos = new long[r.world];
+            Arrays.fill(twos, 2);
+            if (r.world > 1) {
+                expectThrows(ProtocolException.class, "indivisible",
+                        () -> r.comm.allToAll(r.mem.allocate(DType.F32, n + 1), r.mem.allocate(DType.F32, n + 1), r.stream));
+            }
+            expectThrows(ProtocolException.class, "output size",
+                    () -> r.comm.allToAll(in, r.mem.allocate(DType.F32, 2 * n), r.stream));
+            expectThrows(ProtocolException.class, "dtype mismatch",
+                    () -> r.comm.allToAll(in, r.mem.allocate(DType.I32, n), r.stream));
+            expectThrows(ProtocolException.class, "in place", () -> r.comm.allToAll(in, in, r.stream));
+            expectThrows(ProtocolException.class, "null output", () -> r.comm.allToAll(in, null, r.stream));
+            expectThrows(ProtocolException.class, "V in place", () -> r.comm.allToAllV(in, in, twos, twos, r.stream));
+            expectThrows(ProtocolException.class, "V counts too long",
+                    () -> r.comm.allToAllV(in, out, Arrays.copyOf(twos, r.world + 1), twos, r.stream));
+            expectThrows(ProtocolException.class, "V counts too short",
+                    () -> r.comm.allToAllV(in, out, twos, Arrays.copyOf(twos, r.world - 1), r.stream));
+            expectThrows(ProtocolException.class, "V null counts", () -> r.comm.allToAllV(in, out, null, twos, r.stream));
+            long[] negative = twos.clone();
+            negative[r.world - 1] = -1;
+            if (r.world > 1) {
+                negative[0] += 3;
+            }
+            expectThrows(ProtocolException.class, "V negative count",
+                    () -> r.comm.allToAllV(in, out, negative, twos, r.stream));
+            long[] more = twos.clone();
+            more[0]++;
+            expectThrows(ProtocolException.class, "V input counts sum",
+                    () -> r.comm.allToAllV(in, out, more, twos, r.stream));
+            expectThrows(ProtocolException.class, "V output counts sum",
+                    () -> r.comm.allToAllV(in, out, twos, more, r.stream));
+            long[] selfOut = twos.clone();
+            selfOut[r.rank] = 1;
+            expectThrows(ProtocolException.class, "V self counts differ",
+                    () -> r.comm.allToAllV(in, r.mem.allocate(DType.F32, n - 1), twos, selfOut, r.stream));
+            if (!r.mem.device().isCpu()) {
+                expectThrows(ProtocolException.class, "null stream", () -> r.comm.allToAll(in, out, null));
+                expectThrows(ProtocolException.class, "V null stream", () -> r.comm.allToAllV(in, out, twos, twos, null));
+            }
+            if (r.comm.isClosed()) {
+                throw new AssertionError("argument errors must not close the communicator");
+            }
+            r.comm.allToAll(in, out, r.stream);
+            check("still works", r.read(out), i -> A2A.at((int) (i / 2), r.rank * 2L + i % 2));
         }));
         cases.add(new Case("empty tensors", r -> {
             Tensor e = r.mem.allocate(DType.F32, 0);

@@ -51,6 +51,11 @@ public abstract class DeviceCommunicatorConformanceTest {
         return Duration.ofSeconds(20);
     }
 
+    /** The stand-in CPU groups of one world, one per rank. */
+    protected List<ThreadRanksGroup> cpuGroups(String name, int worldSize) {
+        return ThreadRanksGroup.create(name, worldSize, timeout());
+    }
+
     /** A new world of {@code worldSize} ranks. */
     protected abstract World newWorld(int worldSize);
 
@@ -85,7 +90,7 @@ public abstract class DeviceCommunicatorConformanceTest {
 
     /** Runs every case on {@code worldSize} threads; a rank that cannot even start reports that. */
     private List<Map<String, String>> runWorld(int worldSize) {
-        List<ThreadRanksGroup> groups = ThreadRanksGroup.create("conformance-" + worldSize, worldSize, timeout());
+        List<ThreadRanksGroup> groups = cpuGroups("conformance-" + worldSize, worldSize);
         AtomicReferenceArray<Map<String, String>> results = new AtomicReferenceArray<>(worldSize);
         PrintStream log = System.out;
         try (World world = newWorld(worldSize)) {

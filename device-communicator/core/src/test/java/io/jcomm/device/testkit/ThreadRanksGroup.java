@@ -1,5 +1,6 @@
 package io.jcomm.device.testkit;
 
+import io.jcomm.api.CollectiveMismatchException;
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
 import io.jcomm.api.CommTimeoutException;
@@ -10,6 +11,7 @@ import io.jcomm.api.ProcessGroup;
 import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
+import io.jcomm.api.UnsupportedByBackendException;
 import io.jcomm.api.work.CompletableWork;
 import io.jcomm.api.work.Work;
 import java.time.Duration;
@@ -47,7 +49,15 @@ public final class ThreadRanksGroup implements ProcessGroup {
 
     /** One group handle per rank, sharing an in-memory fabric. */
     public static List<ThreadRanksGroup> create(String name, int size, Duration timeout) {
-        Fabric f = new Fabric(name, size, timeout);
+        return create(name, size, timeout, true);
+    }
+
+    /**
+     * The same; without {@code allToAll}, the group refuses allToAll and allToAllV with
+     * {@link UnsupportedByBackendException} like a backend that lacks them.
+     */
+    public static List<ThreadRanksGroup> create(String name, int size, Duration timeout, boolean allToAll) {
+        Fabric f = new Fabric(name, size, timeout, allToAll);
         List<ThreadRanksGroup> out = new ArrayList<>();
         for (int r = 0; r < size; r++) {
             out.add(new ThreadRanksGroup(f, r));
@@ -59,6 +69,7 @@ public final class ThreadRanksGroup implements ProcessGroup {
         final String name;
         final int size;
         final Duration timeout;
+        final boolean allToAll;
         final ReentrantLock lock = new ReentrantLock();
         final Condition changed = lock.newCondition();
         final Object[] slots;
@@ -69,10 +80,11 @@ public final class ThreadRanksGroup implements ProcessGroup {
         final ExecutorService[] async;
         volatile CommException poison;
 
-        Fabric(String name, int size, Duration timeout) {
+        Fabric(String name, int size, Duration timeout, boolean allToAll) {
             this.name = name;
             this.size = size;
             this.timeout = timeout;
+            this.allToAll = allToAll;
             this.slots = new Object[size];
             this.async = new ExecutorService[size];
             for (int r = 0; r < size; r++) {
@@ -255,6 +267,49 @@ public final class ThreadRanksGroup implements ProcessGroup {
         checkHost(ctx("allGatherV"), output);
         checkHost(ctx("allGatherV"), input);
         concat(output, exchange("allGatherV", input.toByteArray(), timeout));
+    }
+
+    @Override
+    public void allToAll(Tensor output, Tensor input, Duration timeout) {
+        checkHost(ctx("allToAll"), input);
+        long[] counts = new long[fabric.size];
+        Arrays.fill(counts, input.numel() / fabric.size);
+        allToAll("allToAll", output, input, counts, counts, timeout);
+    }
+
+    @Override
+    public void allToAllV(Tensor output, Tensor input, long[] outputCounts, long[] inputCounts, Duration timeout) {
+        allToAll("allToAllV", output, input, outputCounts, inputCounts, timeout);
+    }
+
+    /** Every rank's input and counts meet in the exchange; each rank copies out the parts addressed to it. */
+    private void allToAll(String op, Tensor output, Tensor input, long[] outputCounts, long[] inputCounts,
+                          Duration timeout) {
+        if (!fabric.allToAll) {
+            throw new UnsupportedByBackendException(ctx(op), backendName(), op);
+        }
+        checkHost(ctx(op), output);
+        checkHost(ctx(op), input);
+        if (outputCounts.length != fabric.size || inputCounts.length != fabric.size) {
+            throw new ProtocolException(ctx(op), "counts must have one entry per rank");
+        }
+        List<Object> all = exchange(op, new Object[] {input.toByteArray(), inputCounts.clone()}, timeout);
+        int es = output.dtype().byteSize();
+        var b = output.buffer();
+        for (int i = 0; i < fabric.size; i++) {
+            Object[] part = (Object[]) all.get(i);
+            byte[] data = (byte[]) part[0];
+            long[] counts = (long[]) part[1];
+            if (counts[rank] != outputCounts[i]) {
+                throw new CollectiveMismatchException(ctx(op), "rank " + i + " sends " + counts[rank]
+                        + " elements but this rank expects " + outputCounts[i]);
+            }
+            long offset = 0;
+            for (int j = 0; j < rank; j++) {
+                offset += counts[j];
+            }
+            b.put(data, (int) (offset * es), (int) (counts[rank] * es));
+        }
     }
 
     @Override

@@ -43,7 +43,8 @@ import org.slf4j.LoggerFactory;
  *       ({@code cudaMallocAsync}/{@code cudaFreeAsync}) and one {@code cudaMemcpy2DAsync} per rank,
  *       so every call stays capturable. Point-to-point batches and gathers are bracketed by
  *       {@code ncclGroupStart}/{@code ncclGroupEnd}, and the end is called even when an operation
- *       inside fails.</li>
+ *       inside fails. {@code allToAll}/{@code allToAllV} are one such group, a send and a receive
+ *       per peer (self included).</li>
  *   <li><b>Errors</b>: every non-success result becomes a {@link BackendException} carrying
  *       {@code ncclGetErrorString} (and {@code ncclGetLastError}); results other than invalid
  *       argument/usage poison the communicator and abort it.</li>
@@ -522,6 +523,65 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
                     continue;
                 }
                 int dt = NcclConstants.dataType(t.dtype());
+                if (op.kind() == P2POp.Kind.SEND) {
+                    nccl(c, comm.send(t.address(), t.numel(), dt, op.peer(), s), "ncclSend");
+                } else {
+                    nccl(c, comm.recv(t.address(), t.numel(), dt, op.peer(), s), "ncclRecv");
+                }
+            }
+        });
+        track(c, s);
+    }
+
+    /** One group of {@code ncclSend}/{@code ncclRecv}, a pair per peer (self included, as NCCL allows). */
+    @Override
+    public void allToAll(Tensor input, Tensor output, StreamHandle stream) {
+        opLock.lock();
+        int prev = enterDevice();
+        try {
+            OpContext c = ctx(Op.ALL_TO_ALL);
+            ensureOpen(c);
+            long[] counts = DeviceArgs.allToAll(c, input, output, worldSize(), device());
+            DeviceArgs.requireStream(c, stream, device());
+            allToAll0(c, input, output, counts, counts, stream);
+        } finally {
+            exitDevice(prev);
+            opLock.unlock();
+        }
+    }
+
+    /** Like {@link #allToAll} with per-rank counts. */
+    @Override
+    public void allToAllV(Tensor input, Tensor output, long[] inputCounts, long[] outputCounts, StreamHandle stream) {
+        opLock.lock();
+        int prev = enterDevice();
+        try {
+            OpContext c = ctx(Op.ALL_TO_ALL_V);
+            ensureOpen(c);
+            long[][] counts = DeviceArgs.allToAllV(c, input, output, inputCounts, outputCounts, rank(), worldSize(), device());
+            DeviceArgs.requireStream(c, stream, device());
+            allToAll0(c, input, output, counts[0], counts[1], stream);
+        } finally {
+            exitDevice(prev);
+            opLock.unlock();
+        }
+    }
+
+    private void allToAll0(OpContext c, Tensor input, Tensor output, long[] inputCounts, long[] outputCounts,
+                           StreamHandle stream) {
+        List<P2POp> ops = allToAllOps(input, output, inputCounts, outputCounts);
+        if (ops.isEmpty()) {
+            return;
+        }
+        long s = stream.handle();
+        if (localOnly()) {
+            copy(c, output.address(), input.address(), input.byteSize(), s);
+            return;
+        }
+        int dt = NcclConstants.dataType(input.dtype());
+        group(c, () -> {
+            for (P2POp op : ops) {
+                Tensor t = op.tensor();
                 if (op.kind() == P2POp.Kind.SEND) {
                     nccl(c, comm.send(t.address(), t.numel(), dt, op.peer(), s), "ncclSend");
                 } else {
