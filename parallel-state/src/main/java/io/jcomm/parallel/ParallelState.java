@@ -7,11 +7,14 @@ import io.jcomm.api.OpContext;
 import io.jcomm.api.ProcessGroup;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
+import io.jcomm.api.internal.recorder.FlightRecorder;
 import io.jcomm.api.store.PrefixStore;
 import io.jcomm.api.store.Store;
 import io.jcomm.cpu.store.TcpRendezvous;
 import io.jcomm.device.DeviceCommunicators;
 import io.jcomm.mq.AeronMedia;
+import io.jcomm.mq.registry.JobRegistration;
+import io.jcomm.mq.registry.JobRegistry;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -85,6 +88,7 @@ public final class ParallelState implements AutoCloseable {
     private int epoch;
     private final Map<String, Integer> newGroupCounts = new HashMap<>();
     private boolean closed;
+    private JobRegistration jobRegistration;
 
     private ParallelState(DistributedConfig config, ParallelStateOptions options, Store ownedStore, GroupFactory factory,
                           GroupCoordinator world, HostTopology topology, long jobNonce, long generation,
@@ -215,7 +219,24 @@ public final class ParallelState implements AutoCloseable {
         }
         LOG.debug("rank {}: world of {} ready, {} node(s), device {}", config.rank(), config.worldSize(),
                 hx.topology().nodeCount(), factory.device);
+        ps.startJobRegistration();
         return ps;
+    }
+
+    /**
+     * Registers this state in the host's job registry ({@code bin/commtop}) from a background thread:
+     * never delays initialisation, and a registry that cannot be opened only costs a debug line.
+     */
+    private synchronized void startJobRegistration() {
+        try {
+            FlightRecorder rec = FlightRecorder.process();
+            String job = JobRegistry.Entry.jobOf(config.jobId(), DistributedConfig.JOB_ID_DEFAULT, config.masterAddr(),
+                    config.masterPort());
+            jobRegistration = JobRegistration.start(System.getenv(), job, config.rank(), config.worldSize(),
+                    rec == null ? null : rec.file(), registry::names);
+        } catch (RuntimeException | LinkageError e) {
+            LOG.debug("rank {}: no job registration: {}", config.rank(), e.toString());
+        }
     }
 
     // ------------------------------------------------------------------ model parallel groups
@@ -670,6 +691,9 @@ public final class ParallelState implements AutoCloseable {
     public synchronized void close() {
         if (closed) {
             return;
+        }
+        if (jobRegistration != null) {
+            jobRegistration.close();
         }
         boolean failed = false;
         for (String name : registry.names()) {

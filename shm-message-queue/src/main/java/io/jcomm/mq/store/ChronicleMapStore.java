@@ -15,7 +15,9 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.TimeUnit;
 import net.openhft.chronicle.map.ChronicleMap;
@@ -292,6 +294,26 @@ public final class ChronicleMapStore implements Store {
             System.arraycopy(value, 0, n, curLen, value.length);
             return n;
         }));
+    }
+
+    /**
+     * A snapshot of the entries whose key starts with {@code prefix} (keys in no particular order; an
+     * entry changed during the walk appears with one of its values or not at all). Never waits.
+     */
+    public Map<String, byte[]> entries(String prefix) {
+        Objects.requireNonNull(prefix, "prefix");
+        return guarded("entries", () -> {
+            Map<String, byte[]> out = new HashMap<>();
+            for (String k : map.keySet()) {
+                if (k.startsWith(prefix)) {
+                    byte[] v = map.get(k);
+                    if (v != null) {
+                        out.put(k, v);
+                    }
+                }
+            }
+            return out;
+        });
     }
 
     /** Unmaps the file; deletes it if this instance was opened with {@code deleteOnClose}. Idempotent. */

@@ -1,0 +1,166 @@
+package io.jcomm.mq.registry;
+
+import io.jcomm.api.internal.shm.ProcessIdentity;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Keeps one {@link JobRegistry.Entry} of this process in the host's registry, from a daemon thread:
+ * the thread opens the registry (seconds the first time: never on the caller's path), registers the
+ * entry, re-registers it when the group names change (checked every second) and the entry is removed
+ * by {@link #close()} or, at exit, by a shutdown hook. Every failure (no {@code /dev/shm}, a full or
+ * foreign file, Chronicle missing its JVM flags) is logged at debug level and ends the registration:
+ * the job runs on without it.
+ */
+public final class JobRegistration implements AutoCloseable {
+
+    private static final Logger LOG = LoggerFactory.getLogger(JobRegistration.class);
+    private static final AtomicInteger SERIALS = new AtomicInteger();
+    private static final long CHECK_MILLIS = 1000;
+
+    private final Path file;
+    private final Supplier<List<String>> groups;
+    private JobRegistry registry;
+    private JobRegistry.Entry entry;
+    private Thread hook;
+    private boolean closed;
+
+    private JobRegistration(Path file, JobRegistry.Entry entry, Supplier<List<String>> groups) {
+        this.file = file;
+        this.entry = entry;
+        this.groups = groups;
+    }
+
+    /**
+     * Starts registering a parallel state of this process; returns at once. Null when the registry is
+     * disabled ({@value JobRegistry#ENV}{@code =off}).
+     *
+     * @param env          the environment ({@value JobRegistry#ENV})
+     * @param job          the job's identity ({@link JobRegistry.Entry#jobOf})
+     * @param rank         global rank
+     * @param worldSize    world size
+     * @param recorderFile this process's flight recorder file, or null
+     * @param groups       the current group names (called from the registration thread; must be thread safe)
+     */
+    public static JobRegistration start(Map<String, String> env, String job, int rank, int worldSize, Path recorderFile,
+                                        Supplier<List<String>> groups) {
+        Objects.requireNonNull(groups, "groups");
+        Optional<Path> file = JobRegistry.configuredFile(env);
+        if (file.isEmpty()) {
+            return null;
+        }
+        ProcessIdentity me = ProcessIdentity.self();
+        JobRegistry.Entry e = new JobRegistry.Entry(job, rank, worldSize, me.pid(), me.startTicks(),
+                SERIALS.incrementAndGet(), List.of(), recorderFile == null ? "" : recorderFile.toString(),
+                System.currentTimeMillis());
+        JobRegistration r = new JobRegistration(file.get(), e, groups);
+        Thread t = new Thread(r::run, "jcomm-registry-r" + rank);
+        t.setDaemon(true);
+        t.start();
+        return r;
+    }
+
+    /** The registry file this registration uses. */
+    public Path file() {
+        return file;
+    }
+
+    /** Whether the entry is in the registry now (false while the registry is being opened, or after a failure). */
+    public synchronized boolean registered() {
+        return registry != null && !closed;
+    }
+
+    private void run() {
+        JobRegistry opened;
+        try {
+            opened = JobRegistry.open(file);
+        } catch (RuntimeException | LinkageError e) {
+            LOG.debug("not registered in the job registry {}: {}", file, e.toString());
+            return;
+        }
+        try {
+            synchronized (this) {
+                if (closed) {
+                    opened.close();
+                    return;
+                }
+                entry = withGroups(entry, groups.get());
+                opened.register(entry);
+                registry = opened;
+                hook = new Thread(this::removeAtExit, "jcomm-registry-exit");
+                Runtime.getRuntime().addShutdownHook(hook);
+            }
+            LOG.debug("registered rank {} of {} in {}", entry.rank(), entry.job(), file);
+            while (true) {
+                synchronized (this) {
+                    wait(CHECK_MILLIS);
+                    if (closed) {
+                        return;
+                    }
+                    List<String> now = groups.get();
+                    if (!now.equals(entry.groups())) {
+                        entry = withGroups(entry, now);
+                        registry.register(entry);
+                    }
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } catch (RuntimeException e) {
+            LOG.debug("job registry {} failed: {}", file, e.toString());
+            close();
+        }
+    }
+
+    private static JobRegistry.Entry withGroups(JobRegistry.Entry e, List<String> groups) {
+        return new JobRegistry.Entry(e.job(), e.rank(), e.worldSize(), e.pid(), e.startTicks(), e.serial(),
+                groups.stream().sorted().toList(), e.recorderFile(), e.registeredMillis());
+    }
+
+    private synchronized void removeAtExit() {
+        if (registry != null && !closed) {
+            try {
+                registry.remove(entry);
+            } catch (RuntimeException e) {
+                // Chronicle may have closed the map already: readers clean the entry of a dead pid
+            }
+        }
+    }
+
+    /** Removes the entry and unmaps the registry; stops a registration still opening it. Never blocks on the open. */
+    @Override
+    public synchronized void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        notifyAll();
+        if (registry == null) {
+            return;
+        }
+        try {
+            registry.remove(entry);
+        } catch (RuntimeException e) {
+            LOG.debug("could not remove rank {} from {}: {}", entry.rank(), file, e.toString());
+        }
+        try {
+            registry.close();
+        } catch (RuntimeException e) {
+            LOG.debug("could not close {}: {}", file, e.toString());
+        }
+        if (hook != null) {
+            try {
+                Runtime.getRuntime().removeShutdownHook(hook);
+            } catch (IllegalStateException e) {
+                // shutting down
+            }
+        }
+    }
+}
