@@ -23,6 +23,8 @@ import java.util.TreeMap;
  *       and a child process, then exits 0;</li>
  *   <li>{@code stall RANK STEP MILLIS [TIMEOUT_MS]}: all-reduces over a tcp group (timeout 60 s or
  *       TIMEOUT_MS); rank RANK stops before all-reduce #STEP, sleeps MILLIS and exits 3;</li>
+ *   <li>{@code top RANK STEP STOPFILE}: all-reduces over a parallel state's world group (registered in
+ *       the host's job registry); rank RANK stops before all-reduce #STEP until STOPFILE exists, then exits 3;</li>
  *   <li>{@code sleep}: prints "READY" and sleeps.</li>
  * </ul>
  */
@@ -111,6 +113,27 @@ public final class JobWorker {
                             System.exit(3);
                         }
                         g.allReduce(io.jcomm.api.Tensor.ofFloats(1), io.jcomm.api.ReduceOp.SUM);
+                    }
+                }
+            }
+            case "top": {
+                // a parallel state (so the rank registers in the host's job registry); all-reduces over its
+                // world group; rank STALLING stops before all-reduce #STEP until STOPFILE exists (60 s at
+                // most), then exits 3, so the others wait inside it
+                int stalling = Integer.parseInt(args[1]);
+                int step = Integer.parseInt(args[2]);
+                Path stop = Path.of(args[3]);
+                try (io.jcomm.parallel.ParallelState ps = io.jcomm.parallel.ParallelState.initialize(cfg)) {
+                    for (int i = 1; ; i++) {
+                        if (i == step && cfg.rank() == stalling) {
+                            System.out.println("STALLING before allReduce #" + i);
+                            long end = System.nanoTime() + 60_000_000_000L;
+                            while (!Files.exists(stop) && System.nanoTime() < end) {
+                                Thread.sleep(20);
+                            }
+                            System.exit(3);
+                        }
+                        ps.world().allReduce(io.jcomm.api.Tensor.ofFloats(1), io.jcomm.api.ReduceOp.SUM);
                     }
                 }
             }
