@@ -203,8 +203,9 @@ public final class CommTop implements Callable<Integer> {
         if (prev != null) {
             for (Proc p : prev.procs()) {
                 if (p.snapshot() != null) {
-                    for (GroupState g : p.snapshot().groups()) {
-                        before.put(p.pid() + "/" + p.rank() + "/" + g.group(), g.finished());
+                    List<GroupState> gs = p.snapshot().groups();
+                    for (int i = 0; i < gs.size(); i++) {
+                        before.put(rateKey(p, i, gs.get(i)), gs.get(i).finished());
                     }
                 }
             }
@@ -222,9 +223,12 @@ public final class CommTop implements Callable<Integer> {
                         p.snapshot() == null ? "(no flight recorder)" : "(no group yet)", "-", "-", "-", "-"});
                 continue;
             }
-            for (GroupState g : p.snapshot().groups()) {
-                Long was = before.get(p.pid() + "/" + p.rank() + "/" + g.group());
-                String rate = was == null || dt <= 0 ? "-" : String.format(Locale.ROOT, "%.1f", (g.finished() - was) / dt);
+            List<GroupState> gs = p.snapshot().groups();
+            for (int i = 0; i < gs.size(); i++) {
+                GroupState g = gs.get(i);
+                Long was = before.get(rateKey(p, i, g));
+                String rate = was == null || dt <= 0 || g.finished() < was ? "-"
+                        : String.format(Locale.ROOT, "%.1f", (g.finished() - was) / dt);
                 rows.add(new String[] {p.job(), rank, Long.toString(p.pid()), g.group(),
                         g.seq() == 0 ? "-" : g.op() + " #" + g.seq() + (g.async() ? " (async)" : ""), state(g),
                         g.running() ? seconds(now.nanos() - g.startNanos()) : "-", rate, "-"});
@@ -256,6 +260,11 @@ public final class CommTop implements Callable<Integer> {
                     .append(") is gone; its registry entry was deleted\n");
         }
         return sb.toString();
+    }
+
+    /** A group slot of a process (slots are never reused; one process may hold several groups of one name). */
+    private static String rateKey(Proc p, int slot, GroupState g) {
+        return p.pid() + "/" + p.rank() + "/" + slot + "/" + g.group();
     }
 
     private static String state(GroupState g) {
