@@ -116,6 +116,9 @@ public final class CommTop implements Callable<Integer> {
             }
             Sample prev = null;
             while (!Thread.currentThread().isInterrupted()) {
+                if (registry == null && !noRegistry && JobRegistry.configuredFile(env).map(Files::exists).orElse(false)) {
+                    registry = openRegistry(); // a job registered since the start
+                }
                 Sample now = sample(registry);
                 out.print("\033[H\033[2J");
                 out.print(render(prev, now, registry));
