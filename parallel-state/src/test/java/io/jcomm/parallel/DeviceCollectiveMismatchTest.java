@@ -32,6 +32,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.IntFunction;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
 
 /**
  * {@code JCOMM_DEBUG=detail} on device collectives: ranks (threads) with an {@code accel} device whose
@@ -128,13 +129,18 @@ class DeviceCollectiveMismatchTest {
     }
 
     private static ThreadJob start(AccelProvider[] providers, Boolean debugChecks, DebugLevel level) {
-        IntFunction<DistributedConfig> configs = r -> ThreadJob.config(r, N, "host-a", T).toBuilder().debug(level).build();
-        return ThreadJob.start(N, configs, r -> options(r, providers[r], debugChecks), T);
+        int n = providers.length;
+        IntFunction<DistributedConfig> configs = r -> ThreadJob.config(r, n, "host-a", T).toBuilder().debug(level).build();
+        return ThreadJob.start(n, configs, r -> options(r, providers[r], debugChecks), T);
     }
 
     private static AccelProvider[] providers() {
-        AccelProvider[] p = new AccelProvider[N];
-        for (int r = 0; r < N; r++) {
+        return providers(N);
+    }
+
+    private static AccelProvider[] providers(int n) {
+        AccelProvider[] p = new AccelProvider[n];
+        for (int r = 0; r < n; r++) {
             p[r] = new AccelProvider();
         }
         return p;
@@ -267,6 +273,37 @@ class DeviceCollectiveMismatchTest {
             }, T);
             for (AccelProvider p : providers) {
                 assertEquals(2, p.calls.get());
+            }
+        }
+    }
+
+    /**
+     * The cost of the check (docs/PERFORMANCE.md): a small device all-reduce (f32 [1024]) of 2 thread ranks,
+     * with the check off, then on. Runs only with {@code -Djcomm.bench=true}.
+     */
+    @Test
+    @EnabledIfSystemProperty(named = "jcomm.bench", matches = "true")
+    @Timeout(600)
+    void benchmarkTheCheck() {
+        int warmup = 5_000;
+        int iterations = 20_000;
+        for (Boolean on : new Boolean[] {false, true, false, true}) {
+            try (ThreadJob job = start(providers(2), on, DebugLevel.OFF)) {
+                List<Double> micros = job.call(ps -> {
+                    GroupCoordinator g = ps.world();
+                    Tensor x = floats(g.rankInGroup(), 1, 1024, 0);
+                    for (int i = 0; i < warmup; i++) {
+                        g.allReduce(x);
+                    }
+                    g.barrier();
+                    long t0 = System.nanoTime();
+                    for (int i = 0; i < iterations; i++) {
+                        g.allReduce(x);
+                    }
+                    return (System.nanoTime() - t0) / 1e3 / iterations;
+                }, Duration.ofSeconds(300));
+                System.out.printf("BENCH device allReduce f32[1024], 2 thread ranks, check %s: %.1f us/call (rank 0), %.1f (rank 1)%n",
+                        on ? "on " : "off", micros.get(0), micros.get(1));
             }
         }
     }
