@@ -36,6 +36,8 @@ import java.util.Optional;
  *   <tr><td>{@code JCOMM_JOB_ID}</td><td>identity of the job, under which each rank declares itself to the
  *       store so that a rank that dies is noticed by the others (at most {@value #MAX_JOB_ID_BYTES} bytes of
  *       UTF-8)</td><td>{@code TORCHELASTIC_RUN_ID} when set, else {@value #JOB_ID_DEFAULT}</td></tr>
+ *   <tr><td>{@code JCOMM_DEBUG}</td><td>{@code off} or {@code detail}: ranks compare each device collective's
+ *       fingerprint over the CPU group, and gloo's argument check is forced on ({@link DebugLevel#DETAIL})</td><td>{@code off}</td></tr>
  * </table>
  */
 public final class DistributedConfig {
@@ -54,6 +56,7 @@ public final class DistributedConfig {
     public static final String TOKEN_FILE = "JCOMM_TOKEN_FILE";
     public static final String LAUNCHER_STORE = "JCOMM_LAUNCHER_STORE";
     public static final String JOB_ID = "JCOMM_JOB_ID";
+    public static final String DEBUG = "JCOMM_DEBUG";
     /** torchelastic's run id, used as the job id when {@value #JOB_ID} is not set. */
     public static final String TORCHELASTIC_RUN_ID = "TORCHELASTIC_RUN_ID";
 
@@ -78,6 +81,7 @@ public final class DistributedConfig {
     private final Path tokenFile;
     private final boolean launcherStore;
     private final String jobId;
+    private final DebugLevel debug;
 
     private DistributedConfig(Builder b) {
         this.masterAddr = Objects.requireNonNull(b.masterAddr, "masterAddr");
@@ -94,6 +98,7 @@ public final class DistributedConfig {
         this.tokenFile = b.tokenFile;
         this.launcherStore = b.launcherStore;
         this.jobId = Objects.requireNonNull(b.jobId, "jobId");
+        this.debug = Objects.requireNonNull(b.debug, "debug");
         if (masterPort < 0 || masterPort > 65535) {
             throw new IllegalArgumentException(MASTER_PORT + " out of range: " + masterPort);
         }
@@ -183,6 +188,13 @@ public final class DistributedConfig {
             b.jobId(v.trim());
         } else if ((v = env.get(TORCHELASTIC_RUN_ID)) != null && !v.isBlank()) {
             b.jobId(v.trim());
+        }
+        if ((v = env.get(DEBUG)) != null && !v.isBlank()) {
+            try {
+                b.debug(DebugLevel.parse(v));
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException(DEBUG + " is " + e.getMessage(), e);
+            }
         }
         return b.build();
     }
@@ -293,12 +305,17 @@ public final class DistributedConfig {
         return jobId;
     }
 
+    /** The debug level ({@value #DEBUG}): {@link DebugLevel#OFF} unless asked for. */
+    public DebugLevel debug() {
+        return debug;
+    }
+
     /** A builder initialised with this configuration's values. */
     public Builder toBuilder() {
         return builder().masterAddr(masterAddr).masterPort(masterPort).rank(rank).worldSize(worldSize)
                 .localRank(localRank).localWorldSize(localWorldSize).timeout(timeout).hostId(hostId).hostname(hostname)
                 .cpuBackend(cpuBackend).deviceCommunicator(deviceCommunicator).tokenFile(tokenFile)
-                .launcherStore(launcherStore).jobId(jobId);
+                .launcherStore(launcherStore).jobId(jobId).debug(debug);
     }
 
     @Override
@@ -306,7 +323,8 @@ public final class DistributedConfig {
         return "DistributedConfig{master=" + masterAddr + ":" + masterPort + ", rank=" + rank + "/" + worldSize
                 + ", local=" + localRank + "/" + localWorldSize + ", host=" + hostId + ", timeout=" + timeout
                 + ", cpu=" + cpuBackend + ", device=" + deviceCommunicator
-                + (tokenFile != null ? ", token=" + tokenFile : "") + (launcherStore ? ", launcher store" : "") + ", job=" + jobId + "}";
+                + (tokenFile != null ? ", token=" + tokenFile : "") + (launcherStore ? ", launcher store" : "") + ", job=" + jobId
+                + (debug != DebugLevel.OFF ? ", debug=" + debug.name().toLowerCase(Locale.ROOT) : "") + "}";
     }
 
     /** Mutable builder; {@link #build()} validates and returns an immutable config. */
@@ -325,6 +343,7 @@ public final class DistributedConfig {
         private Path tokenFile;
         private boolean launcherStore;
         private String jobId = JOB_ID_DEFAULT;
+        private DebugLevel debug = DebugLevel.OFF;
 
         private Builder() {
         }
@@ -346,6 +365,8 @@ public final class DistributedConfig {
         public Builder launcherStore(boolean v) { this.launcherStore = v; return this; }
         /** The job's identity (1 to {@value DistributedConfig#MAX_JOB_ID_BYTES} bytes of UTF-8). */
         public Builder jobId(String v) { this.jobId = v; return this; }
+        /** The debug level ({@value DistributedConfig#DEBUG}). */
+        public Builder debug(DebugLevel v) { this.debug = v; return this; }
 
         public DistributedConfig build() {
             return new DistributedConfig(this);

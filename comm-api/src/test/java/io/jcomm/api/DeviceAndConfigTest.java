@@ -97,6 +97,19 @@ class DeviceAndConfigTest {
     }
 
     @Test
+    void debugIsOffUnlessJcommDebugSaysDetail() {
+        assertEquals(DebugLevel.OFF, DistributedConfig.fromEnvironment(Map.of()).debug());
+        assertEquals(DebugLevel.OFF, DistributedConfig.fromEnvironment(Map.of("JCOMM_DEBUG", "off")).debug());
+        DistributedConfig d = DistributedConfig.fromEnvironment(Map.of("JCOMM_DEBUG", " Detail "));
+        assertEquals(DebugLevel.DETAIL, d.debug());
+        assertEquals(DebugLevel.DETAIL, d.toBuilder().build().debug());
+        assertTrue(d.toString().contains("debug=detail"), d.toString());
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> DistributedConfig.fromEnvironment(Map.of("JCOMM_DEBUG", "verbose")));
+        assertTrue(e.getMessage().contains("JCOMM_DEBUG") && e.getMessage().contains("verbose"), e.getMessage());
+    }
+
+    @Test
     void exceptionsNameGroupRankAndOperation() {
         PeerFailureException e = new PeerFailureException(OpContext.of("tp:0", 1, "allReduce"), 3, "connection reset");
         assertEquals("[group=tp:0 rank=1 op=allReduce] peer rank 3: connection reset", e.getMessage());

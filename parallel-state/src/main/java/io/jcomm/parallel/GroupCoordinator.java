@@ -21,6 +21,7 @@ import io.jcomm.api.work.Work;
 import io.jcomm.mq.AeronMedia;
 import io.jcomm.mq.MessageQueue;
 import io.jcomm.parallel.internal.AllWork;
+import io.jcomm.parallel.internal.CollectiveFingerprint;
 import io.jcomm.parallel.internal.NodeLocalChannel;
 import io.jcomm.parallel.internal.TensorDictCodec;
 import java.time.Duration;
@@ -69,6 +70,16 @@ import org.agrona.CloseHelper;
  * ({@link ParallelState#ep()}), whose ranks hold the experts in contiguous blocks, and move host
  * tensors over the CPU group.
  *
+ * <h2>Mismatch detection</h2>
+ * With {@link ParallelStateOptions#debugChecks()} ({@code JCOMM_DEBUG=detail}), every collective on
+ * a device tensor (all-reduce, all-gather, reduce-scatter, gather, broadcast) first all-gathers a
+ * fingerprint of the call over the CPU group ({@link CollectiveFingerprint}: operation, dtype, shape,
+ * reduce op, dimension, root, and the group's count of device collectives); when members disagree,
+ * every member throws {@link io.jcomm.api.CollectiveMismatchException} naming its call and another
+ * member's, and the device communicator is not called. Host tensors are checked by the CPU
+ * backend itself (tcp's headers, gloo's argument check), point-to-point calls are not checked. Off
+ * by default: then the cost is one null check per device collective.
+ *
  * <h2>World size 1</h2>
  * Collectives return their input at once (no copy), barrier and object broadcast return at once;
  * point-to-point calls fail with {@link ProtocolException} (there is no peer).
@@ -104,6 +115,8 @@ public final class GroupCoordinator implements AutoCloseable {
     private final ObjectCodec codec;
     private final String transportName;
     private final All2AllManager all2all;
+    /** Cross-rank check of device collectives; null when off (the default). */
+    private final CollectiveFingerprint fingerprint;
     /** The broadcaster when made after the group (null when made with it, or when there is none). */
     private volatile LateBroadcaster late;
     /** {@link #late}'s queue once the writer switched to it (the application thread's view). */
@@ -114,7 +127,7 @@ public final class GroupCoordinator implements AutoCloseable {
     GroupCoordinator(String name, List<Integer> ranks, int rank, ProcessGroup cpu, DeviceCommunicator hostComm,
                      DeviceCommunicator deviceComm, Device device, MessageQueue mq, AeronMedia ownedMedia,
                      NodeLocalChannel local, TensorAllocator deviceAllocator, Duration timeout, String transportName,
-                     All2AllManager all2all) {
+                     All2AllManager all2all, boolean debugChecks) {
         this.name = Objects.requireNonNull(name, "name");
         this.ranks = List.copyOf(ranks);
         this.rank = rank;
@@ -135,6 +148,8 @@ public final class GroupCoordinator implements AutoCloseable {
         this.codec = cpu.codec();
         this.transportName = Objects.requireNonNull(transportName, "transportName");
         this.all2all = Objects.requireNonNull(all2all, "all2all");
+        this.fingerprint = debugChecks && this.ranks.size() > 1
+                ? new CollectiveFingerprint(cpu, name, this.ranks, timeout) : null;
         if (this.ranks.size() > 1 && (hostComm == null || deviceComm == null)) {
             throw new IllegalArgumentException("a group of " + this.ranks.size() + " ranks needs communicators");
         }
@@ -316,6 +331,24 @@ public final class GroupCoordinator implements AutoCloseable {
                 + " moves cpu and " + device + " tensors");
     }
 
+    /**
+     * {@link #commFor}, after comparing the call across members when it goes to the device
+     * communicator and the check is on.
+     */
+    private DeviceCommunicator checked(Tensor t, String op, CollectiveFingerprint.Op fp, ReduceOp reduce, int dim,
+                                       int root) {
+        DeviceCommunicator c = commFor(t, op);
+        if (fingerprint != null && c != hostComm) {
+            fingerprint.check(fp, t, reduce, dim, root);
+        }
+        return c;
+    }
+
+    /** Whether device collectives are compared across members first ({@link ParallelStateOptions#debugChecks()}). */
+    public boolean checksCollectives() {
+        return fingerprint != null;
+    }
+
     private StreamHandle streamFor(Tensor t) {
         return t.device().isCpu() ? StreamHandle.HOST : stream;
     }
@@ -372,7 +405,8 @@ public final class GroupCoordinator implements AutoCloseable {
         if (ranks.size() == 1) {
             return tensor;
         }
-        commFor(tensor, "allReduce").allReduce(tensor, tensor, op, streamFor(tensor));
+        checked(tensor, "allReduce", CollectiveFingerprint.Op.ALL_REDUCE, op, -1, -1)
+                .allReduce(tensor, tensor, op, streamFor(tensor));
         return tensor;
     }
 
@@ -390,7 +424,8 @@ public final class GroupCoordinator implements AutoCloseable {
             }
             return;
         }
-        commFor(input, "allReduce").allReduce(input, output, op, streamFor(input));
+        checked(input, "allReduce", CollectiveFingerprint.Op.ALL_REDUCE, op, -1, -1)
+                .allReduce(input, output, op, streamFor(input));
     }
 
     /**
@@ -419,7 +454,8 @@ public final class GroupCoordinator implements AutoCloseable {
             }
             return;
         }
-        commFor(input, "allGather").allGather(input, output, dim, streamFor(input));
+        checked(input, "allGather", CollectiveFingerprint.Op.ALL_GATHER, null, dim < 0 ? dim + input.dim() : dim, -1)
+                .allGather(input, output, dim, streamFor(input));
     }
 
     /**
@@ -455,7 +491,9 @@ public final class GroupCoordinator implements AutoCloseable {
             }
             return;
         }
-        commFor(input, "reduceScatter").reduceScatter(input, output, op, dim, streamFor(input));
+        checked(input, "reduceScatter", CollectiveFingerprint.Op.REDUCE_SCATTER, op,
+                        dim < 0 ? dim + input.dim() : dim, -1)
+                .reduceScatter(input, output, op, dim, streamFor(input));
     }
 
     // ------------------------------------------------------------------ mixture of experts
@@ -506,7 +544,8 @@ public final class GroupCoordinator implements AutoCloseable {
             shape[d] = Math.multiplyExact(shape[d], ranks.size());
             out = allocateLike("gather", input, shape);
         }
-        commFor(input, "gather").gather(input, out, dst, d, streamFor(input));
+        checked(input, "gather", CollectiveFingerprint.Op.GATHER, null, d, dst)
+                .gather(input, out, dst, d, streamFor(input));
         return out;
     }
 
@@ -517,7 +556,8 @@ public final class GroupCoordinator implements AutoCloseable {
         if (ranks.size() == 1) {
             return tensor;
         }
-        commFor(tensor, "broadcast").broadcast(tensor, src, streamFor(tensor));
+        checked(tensor, "broadcast", CollectiveFingerprint.Op.BROADCAST, null, -1, src)
+                .broadcast(tensor, src, streamFor(tensor));
         return tensor;
     }
 

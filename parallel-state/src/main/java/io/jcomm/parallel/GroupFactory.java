@@ -1,5 +1,6 @@
 package io.jcomm.parallel;
 
+import io.jcomm.api.DebugLevel;
 import io.jcomm.api.Device;
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.ObjectCodec;
@@ -61,6 +62,8 @@ final class GroupFactory {
     final boolean lateBroadcasters;
     /** MoE dispatch/combine of every group (selected once: a class-path scan). */
     final All2AllManager all2all;
+    /** Whether device collectives are fingerprinted and CPU backends run every check ({@code JCOMM_DEBUG=detail}). */
+    final boolean debugChecks;
 
     GroupFactory(DistributedConfig config, ParallelStateOptions options, Store store, ObjectCodec codec,
                  DeviceCommunicators registry) {
@@ -77,6 +80,7 @@ final class GroupFactory {
         this.hostProvider = device.isCpu() ? deviceProvider : registry.byName(CpuDeviceCommunicatorProvider.NAME);
         this.cpuProvider = config.worldSize() > 1 ? selectQuietly(cpuBackend) : null;
         this.lateBroadcasters = options.broadcasterInBackground() && ParallelState.concurrentStores(store);
+        this.debugChecks = options.debugChecks() != null ? options.debugChecks() : config.debug() == DebugLevel.DETAIL;
         this.all2all = All2AllManagers.resolve(options.all2allBackend(), System.getenv(),
                 ParallelStateOptions.class.getClassLoader());
     }
@@ -151,6 +155,10 @@ final class GroupFactory {
             b.option(CpuGroups.CODEC_CHECK_OPTION, "false");
         }
         options.cpuOptions().forEach(b::option);
+        if (debugChecks) {
+            // after the user's options: debugging wins over a tuning option such as gloo.checkArgs=false
+            b.option(CpuGroupOptions.DEBUG_OPTION, CpuGroupOptions.debugValue(DebugLevel.DETAIL));
+        }
         return b.build();
     }
 
@@ -264,7 +272,7 @@ final class GroupFactory {
                 }
             }
             return new GroupCoordinator(spec.name(), spec.ranks(), config.rank(), cpu, hostComm, deviceComm, device,
-                    mq, ownedMedia, local, options.deviceAllocator(), timeout, deviceProvider.name(), all2all);
+                    mq, ownedMedia, local, options.deviceAllocator(), timeout, deviceProvider.name(), all2all, debugChecks);
         } catch (RuntimeException e) {
             closeMedia(media);
             CloseHelper.quietCloseAll(mq, ownedMedia, local);

@@ -56,6 +56,10 @@ import java.util.Objects;
  *   <tr><td>{@code all2allBackend}</td><td>the {@link All2AllManager} of {@link GroupCoordinator#dispatch} and
  *       {@link GroupCoordinator#combine} (MoE), by provider name: {@code allgather-reducescatter} or {@code alltoall}
  *       built in; unset: {@code JCOMM_ALL2ALL_BACKEND}, else {@code allgather-reducescatter}</td><td>{@code null}</td></tr>
+ *   <tr><td>{@code debugChecks}</td><td>compare every device collective's fingerprint across the group over its CPU
+ *       group before running it (a mismatch is a {@link io.jcomm.api.CollectiveMismatchException} on every member),
+ *       and give every CPU group the option {@code debug=detail} (gloo's argument check forced on)</td><td>{@code null}:
+ *       the config's {@link io.jcomm.api.DistributedConfig#debug()} ({@code JCOMM_DEBUG=detail}), else off</td></tr>
  * </table>
  */
 public final class ParallelStateOptions {
@@ -87,6 +91,7 @@ public final class ParallelStateOptions {
     private final TcpRendezvous.Options rendezvous;
     private final GroupListener listener;
     private final String all2allBackend;
+    private final Boolean debugChecks;
 
     private ParallelStateOptions(Builder b) {
         this.codec = b.codec;
@@ -109,6 +114,7 @@ public final class ParallelStateOptions {
         this.rendezvous = Objects.requireNonNull(b.rendezvous, "rendezvous");
         this.listener = b.listener != null ? b.listener : GroupListener.NONE;
         this.all2allBackend = b.all2allBackend;
+        this.debugChecks = b.debugChecks;
         if (timeout != null && (timeout.isNegative() || timeout.isZero())) {
             throw new IllegalArgumentException("timeout must be positive, got " + timeout);
         }
@@ -186,6 +192,12 @@ public final class ParallelStateOptions {
      * name fails {@link ParallelState} creation with an {@link IllegalArgumentException} listing the known ones.
      */
     public String all2allBackend() { return all2allBackend; }
+    /**
+     * Whether device collectives are compared across members before they run and CPU backends run
+     * every argument check ({@link GroupCoordinator}'s "Mismatch detection"), or {@code null} for the
+     * config's {@link io.jcomm.api.DistributedConfig#debug()} ({@code JCOMM_DEBUG}; on for {@code detail}).
+     */
+    public Boolean debugChecks() { return debugChecks; }
 
     public Builder toBuilder() {
         Builder b = builder().codec(codec).timeout(timeout).cpuBackend(cpuBackend).deviceCommunicator(deviceCommunicator)
@@ -194,7 +206,8 @@ public final class ParallelStateOptions {
                 .broadcasterInBackground(broadcasterInBackground)
                 .messageQueueOptions(messageQueueOptions).nodeLocalFastPath(nodeLocalFastPath)
                 .shmDirectory(shmDirectory).shmDataBytes(shmDataBytes).concurrentGroupCreation(concurrentGroupCreation)
-                .storePrefix(storePrefix).rendezvous(rendezvous).listener(listener).all2allBackend(all2allBackend);
+                .storePrefix(storePrefix).rendezvous(rendezvous).listener(listener).all2allBackend(all2allBackend)
+                .debugChecks(debugChecks);
         cpuOptions.forEach(b::cpuOption);
         return b;
     }
@@ -206,7 +219,8 @@ public final class ParallelStateOptions {
                 + (broadcasterInBackground ? " (in the background)" : "") + ", nodeLocal="
                 + nodeLocalFastPath + " in " + shmDirectory + " (" + shmDataBytes + " B), concurrent="
                 + concurrentGroupCreation + ", prefix=" + storePrefix
-                + (all2allBackend != null ? ", all2all=" + all2allBackend : "") + "}";
+                + (all2allBackend != null ? ", all2all=" + all2allBackend : "")
+                + (debugChecks != null ? ", debugChecks=" + debugChecks : "") + "}";
     }
 
     /** Mutable builder; {@link #build()} validates. */
@@ -232,6 +246,7 @@ public final class ParallelStateOptions {
         private TcpRendezvous.Options rendezvous = TcpRendezvous.Options.defaults();
         private GroupListener listener;
         private String all2allBackend;
+        private Boolean debugChecks;
 
         private Builder() {
         }
@@ -268,6 +283,8 @@ public final class ParallelStateOptions {
         public Builder listener(GroupListener v) { this.listener = v; return this; }
         /** See {@link ParallelStateOptions#all2allBackend()}; {@code null} for the environment's or the default. */
         public Builder all2allBackend(String v) { this.all2allBackend = v; return this; }
+        /** See {@link ParallelStateOptions#debugChecks()}; {@code null} for the config's debug level. */
+        public Builder debugChecks(Boolean v) { this.debugChecks = v; return this; }
 
         public ParallelStateOptions build() {
             return new ParallelStateOptions(this);

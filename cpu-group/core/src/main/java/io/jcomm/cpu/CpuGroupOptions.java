@@ -1,5 +1,6 @@
 package io.jcomm.cpu;
 
+import io.jcomm.api.DebugLevel;
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.ObjectCodec;
 import io.jcomm.api.store.Store;
@@ -9,6 +10,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 
@@ -30,7 +32,10 @@ import java.util.Objects;
  *   <tr><td>{@code hostname}</td><td>address peers use to reach this process</td><td>{@value #HOSTNAME_DEFAULT}</td></tr>
  *   <tr><td>{@code option(k, v)}, {@code options(BackendOptions)}</td><td>backend-specific options (see each
  *       backend; typed: {@link TcpOptions}), and
- *       {@value #MAX_OBJECT_BYTES_OPTION} (bound on received object sizes, default 256 MiB)</td><td>none</td></tr>
+ *       {@value #MAX_OBJECT_BYTES_OPTION} (bound on received object sizes, default 256 MiB), and
+ *       {@value #DEBUG_OPTION} ({@code off} or {@code detail}: the job's {@link io.jcomm.api.DebugLevel}; with
+ *       {@code detail} a backend runs its cross-rank argument checks even where its own options turned them
+ *       off, e.g. gloo's {@code gloo.checkArgs})</td><td>none</td></tr>
  * </table>
  */
 public final class CpuGroupOptions {
@@ -42,6 +47,11 @@ public final class CpuGroupOptions {
 
     /** Option: largest encoded object (bytes) a rank accepts from a peer. */
     public static final String MAX_OBJECT_BYTES_OPTION = "object.maxBytes";
+    /**
+     * Option: the job's debug level ({@code off} or {@code detail}, {@link DebugLevel}); set by
+     * {@link #fromConfig} and by {@code ParallelState} from {@link DistributedConfig#debug()}.
+     */
+    public static final String DEBUG_OPTION = "debug";
     /** Default of {@link #MAX_OBJECT_BYTES_OPTION}: 256 MiB. */
     public static final long MAX_OBJECT_BYTES_DEFAULT = 256L << 20;
 
@@ -98,6 +108,7 @@ public final class CpuGroupOptions {
         }
         this.globalRanks = List.copyOf(ranks);
         maxObjectBytes(); // validates the option early
+        debug(); // and this one
     }
 
     public static Builder builder() {
@@ -106,11 +117,38 @@ public final class CpuGroupOptions {
 
     /**
      * Options of the world group for this process: rank, size, timeout and backend from
-     * {@code config}, group name {@value #GROUP_NAME_DEFAULT}.
+     * {@code config}, group name {@value #GROUP_NAME_DEFAULT}; {@value #DEBUG_OPTION} when the
+     * config's debug level is not {@link DebugLevel#OFF}.
      */
     public static CpuGroupOptions fromConfig(DistributedConfig config, Store store) {
-        return builder().store(store).groupName(GROUP_NAME_DEFAULT).rank(config.rank()).size(config.worldSize())
-                .timeout(config.timeout()).backend(config.cpuBackend()).build();
+        Builder b = builder().store(store).groupName(GROUP_NAME_DEFAULT).rank(config.rank()).size(config.worldSize())
+                .timeout(config.timeout()).backend(config.cpuBackend());
+        if (config.debug() != DebugLevel.OFF) {
+            b.option(DEBUG_OPTION, debugValue(config.debug()));
+        }
+        return b.build();
+    }
+
+    /** The text of {@code level} as the value of {@value #DEBUG_OPTION}. */
+    public static String debugValue(DebugLevel level) {
+        return level.name().toLowerCase(Locale.ROOT);
+    }
+
+    /**
+     * The debug level of this group ({@value #DEBUG_OPTION}); {@link DebugLevel#OFF} when unset.
+     *
+     * @throws IllegalArgumentException if the option is not {@code off} or {@code detail}
+     */
+    public DebugLevel debug() {
+        String v = options.get(DEBUG_OPTION);
+        if (v == null || v.isBlank()) {
+            return DebugLevel.OFF;
+        }
+        try {
+            return DebugLevel.parse(v);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException(DEBUG_OPTION + " is " + e.getMessage(), e);
+        }
     }
 
     public Store store() {

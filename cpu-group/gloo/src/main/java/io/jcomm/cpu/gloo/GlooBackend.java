@@ -7,6 +7,7 @@ import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
 import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.DType;
+import io.jcomm.api.DebugLevel;
 import io.jcomm.api.Deadline;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.PeerFailureException;
@@ -16,6 +17,7 @@ import io.jcomm.api.StoreException;
 import io.jcomm.api.Tensor;
 import io.jcomm.api.internal.FailureLatch;
 import io.jcomm.api.store.PrefixStore;
+import io.jcomm.cpu.CpuGroupOptions;
 import io.jcomm.cpu.gloo.internal.GlooLibrary;
 import io.jcomm.cpu.gloo.internal.GlooNative;
 import io.jcomm.cpu.gloo.internal.GlooNativeException;
@@ -62,7 +64,10 @@ import java.util.concurrent.TimeUnit;
  *       fits inline are complete after this single exchange (each rank reduces the messages in
  *       rank order; a barrier is the exchange), larger ones then run gloo's algorithm. Without
  *       the check, ranks that disagree on sizes make libgloo abort the process (as in PyTorch).
- *       PyTorch ranks do not speak it: groups shared with PyTorch run without it.</li>
+ *       PyTorch ranks do not speak it: groups shared with PyTorch run without it. With the job's debug
+ *       level at {@code detail} ({@code JCOMM_DEBUG=detail}, which reaches the backend as the group option
+ *       {@value io.jcomm.cpu.CpuGroupOptions#DEBUG_OPTION}) the check is on even where
+ *       {@value #CHECK_ARGS_OPTION} is {@code false}: debugging a job is not undone by a tuning option.</li>
  *   <li>Failures: a closed or reset connection is a {@link PeerFailureException} naming the peer
  *       when its address is known, or a {@link CommClosedException} when the peer closed the group
  *       cleanly (it says goodbye first, {@value #GOODBYE_OPTION}); a gloo timeout is a
@@ -187,7 +192,7 @@ public final class GlooBackend implements CpuBackend {
             throw new BackendException(op, e.getMessage(), e);
         }
         int devices = options.devices();
-        boolean check = options.checkArgs();
+        boolean check = debugDetail(context) || options.checkArgs(); // parses the debug option in every case
         boolean goodbye = options.goodbye();
         boolean torchHalf = options.torchHalf();
         int loopNice = options.loopNice();
@@ -244,6 +249,20 @@ public final class GlooBackend implements CpuBackend {
     /** Number of gloo contexts. */
     public int devices() {
         return devices;
+    }
+
+    /** Whether the group's {@value io.jcomm.cpu.CpuGroupOptions#DEBUG_OPTION} option asks for every check. */
+    private static boolean debugDetail(CpuBackendContext context) {
+        String v = context.options().get(CpuGroupOptions.DEBUG_OPTION);
+        if (v == null || v.isBlank()) {
+            return false;
+        }
+        try {
+            return DebugLevel.parse(v) == DebugLevel.DETAIL;
+        } catch (IllegalArgumentException e) {
+            throw new BackendException(OpContext.of(context.groupName(), context.rank(), "connect"),
+                    CpuGroupOptions.DEBUG_OPTION + " is " + e.getMessage(), e);
+        }
     }
 
     /** Whether calls are checked across ranks before they run ({@value #CHECK_ARGS_OPTION}). */

@@ -18,6 +18,7 @@ import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
 import io.jcomm.api.store.InMemoryStore;
+import io.jcomm.cpu.CpuGroupOptions;
 import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
@@ -72,6 +73,21 @@ class GlooFailureTest {
             assertSame(e, again.getCause());
             assertTrue(b.isPoisoned());
         });
+    }
+
+    @Test
+    void debugDetailForcesTheArgumentCheckOnOverTheOption() {
+        // JCOMM_DEBUG=detail reaches the backend as the group option "debug"; it wins over gloo.checkArgs=false
+        ThreadRanks.run(2, Map.of(GlooBackend.CHECK_ARGS_OPTION, "false", CpuGroupOptions.DEBUG_OPTION, "detail"),
+                Duration.ofSeconds(60), (b, rank) -> {
+                    assertTrue(b.checksArguments());
+                    Tensor x = Tensor.allocate(DType.F32, rank == 1 ? 8 : 4);
+                    CollectiveMismatchException e = assertThrows(CollectiveMismatchException.class,
+                            () -> b.allReduce(x, ReduceOp.SUM, d(10_000)));
+                    assertTrue(e.getMessage().contains("count="), e.getMessage());
+                });
+        ThreadRanks.run(2, Map.of(GlooBackend.CHECK_ARGS_OPTION, "false", CpuGroupOptions.DEBUG_OPTION, "off"),
+                Duration.ofSeconds(60), (b, rank) -> assertTrue(!b.checksArguments()));
     }
 
     @Test
@@ -276,6 +292,8 @@ class GlooFailureTest {
                 Duration.ofSeconds(1), Map.of(GlooBackend.DEVICES_OPTION, "x"))));
         assertThrows(BackendException.class, () -> GlooBackend.connect(ThreadRanks.context(store, 0, 2,
                 Duration.ofSeconds(1), Map.of(GlooBackend.CHECK_ARGS_OPTION, "maybe"))));
+        assertThrows(BackendException.class, () -> GlooBackend.connect(ThreadRanks.context(store, 0, 2,
+                Duration.ofSeconds(1), Map.of(CpuGroupOptions.DEBUG_OPTION, "loud"))));
         BackendException e = assertThrows(BackendException.class, () -> GlooBackend.connect(ThreadRanks.context(
                 store, 0, 2, Duration.ofSeconds(5), Map.of(GlooBackend.IFNAME_OPTION, "nosuchif0"))));
         assertTrue(e.getMessage().contains("nosuchif0"), e.getMessage());
