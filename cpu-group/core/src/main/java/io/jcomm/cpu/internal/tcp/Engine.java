@@ -455,13 +455,21 @@ final class Engine {
      * the operation is not complete before (see {@link Link}'s flow control).
      */
     void send(Op op, int peer, Frame f, ByteBuffer payload) {
+        send(op, peer, f, payload, cfg.shmThresholdBytes);
+    }
+
+    /**
+     * {@link #send(Op, int, Frame, ByteBuffer)} with its own size from which a payload to a same-host
+     * peer takes (and, the first time, offers) the shared-memory ring.
+     */
+    void send(Op op, int peer, Frame f, ByteBuffer payload, int shmThreshold) {
         Link l = links[peer];
         if (l.inactive) {
             throw fail(l.byeSeen ? new CommClosedException(ctx(), "peer rank " + peer + " closed the group")
                     : new PeerFailureException(ctx(), peer, "connection lost"));
         }
         int n = payload == null ? 0 : payload.remaining();
-        if (l.shm != null && n >= cfg.shmThresholdBytes && n > 0) {
+        if (l.shm != null && n >= shmThreshold && n > 0) {
             if (l.shm.canSend()) {
                 l.sendShmHeader(op, f, n);
                 l.shm.send(op, payload);

@@ -105,6 +105,31 @@ class TcpBackendTest {
      * 1 creates nothing, the staging set-up finds that not every rank has a region, and every payload
      * goes by socket with exact results; rank 0's offered file is gone afterwards.
      */
+    /** All-to-all parts of 4 KiB or more take the rings (below the 64 KiB threshold of other sends), exactly. */
+    @Test
+    void allToAllPartsFrom4KiBTakeTheRings() throws IOException {
+        assumeShm(16);
+        try (ThreadRanks t = ThreadRanks.start(2, r -> opts(r).option("tcp.shm.ringBytes", "1048576"),
+                Duration.ofSeconds(20))) {
+            t.run(g -> {
+                Tensor in = Tensor.allocate(DType.F32, 2 * 2048); // 8 KiB parts
+                Tensor out = Tensor.allocate(DType.F32, 2 * 2048);
+                for (int round = 0; round < 3; round++) {
+                    for (int i = 0; i < in.numel(); i++) {
+                        in.setDouble(i, 1000 * g.rank() + 100 * round + i / 2048);
+                    }
+                    g.allToAll(out, in);
+                    for (int p = 0; p < 2; p++) {
+                        assertEquals(1000 * p + 100 * round + g.rank(), out.getDouble(p * 2048L + 7), 0.0);
+                    }
+                }
+            }, Duration.ofSeconds(60));
+            for (int r = 0; r < 2; r++) {
+                assertTrue(tcp(t.group(r)).sharedMemoryTo(1 - r), "ring from rank " + r);
+            }
+        }
+    }
+
     @Test
     void aRefusedRingOrStagingFallsBackToSockets() throws IOException {
         assumeShm(48);
