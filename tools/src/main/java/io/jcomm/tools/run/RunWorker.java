@@ -79,6 +79,7 @@ public final class RunWorker {
             } catch (InterruptedException ignored) {
                 return;
             }
+            io.jcomm.api.internal.recorder.FlightRecorder.releaseFile(); // the hooks did not finish
             Runtime.getRuntime().halt(status);
         }, "commrun-exit-guard");
         guard.setDaemon(true);

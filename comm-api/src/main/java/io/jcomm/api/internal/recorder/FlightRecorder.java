@@ -65,6 +65,9 @@ public final class FlightRecorder {
         static final FlightRecorder PROCESS = open();
     }
 
+    /** The file this process made, for {@link #releaseFile()} (set once, when the recorder is created). */
+    private static volatile Path created;
+
     private final MappedByteBuffer map;
     private final Path file;
     private final ConcurrentHashMap<String, Integer> opIds = new ConcurrentHashMap<>();
@@ -108,12 +111,24 @@ public final class FlightRecorder {
             m.putLong(64, System.nanoTime());
             LONGS.setRelease(m, 0, MAGIC);
             FlightRecorder r = new FlightRecorder(m, file);
+            created = file;
             Thread hook = new Thread(() -> ShmFiles.unlink(file), "jcomm-recorder-cleanup");
             Runtime.getRuntime().addShutdownHook(hook);
             return r;
         } catch (IOException | RuntimeException e) {
             LOG.debug("no flight recorder: {}", e.toString());
             return null;
+        }
+    }
+
+    /**
+     * Removes this process's recorder file now, if it made one (the mapping stays valid). For code that
+     * ends the JVM with {@code Runtime.halt}, which skips the shutdown hook that normally does it.
+     */
+    public static void releaseFile() {
+        Path p = created;
+        if (p != null) {
+            ShmFiles.unlink(p);
         }
     }
 
