@@ -974,6 +974,30 @@ public final class GroupCoordinator implements AutoCloseable {
      * read the tensors before it completes.
      */
     public Work<Map<String, Object>> irecvTensorDict(int src, GroupCoordinator allGatherGroup) {
+        return recvTensorDict(src, allGatherGroup, true);
+    }
+
+    /** Receives a dict from the previous member (see {@link #recvTensorDict(int, GroupCoordinator)}). */
+    public Map<String, Object> recvTensorDict() {
+        return recvTensorDict(prevInGroup(), null);
+    }
+
+    /**
+     * Receives what {@link #sendTensorDict} sent from group rank {@code src}: a new dict in the
+     * sender's order. With {@code allGatherGroup}, tensors the sender sliced are received as this
+     * rank's slice and gathered inside {@code allGatherGroup} (every member of it must call this
+     * with the same metadata, as in a pipeline where each TP rank receives from its peer stage).
+     */
+    public Map<String, Object> recvTensorDict(int src, GroupCoordinator allGatherGroup) {
+        return recvTensorDict(src, allGatherGroup, false).await();
+    }
+
+    /**
+     * Both receives: synchronously each tensor is received and, when sliced, gathered at once; with
+     * {@code async} the host receives are posted and the returned work finishes the dict (waits for them,
+     * synchronizes the device stream, gathers) on its first await.
+     */
+    private Work<Map<String, Object>> recvTensorDict(int src, GroupCoordinator allGatherGroup, boolean async) {
         String op = "recvTensorDict";
         checkOpen(op);
         requirePeer(op, "src", src);
@@ -998,14 +1022,26 @@ public final class GroupCoordinator implements AutoCloseable {
             long part = full.numel() / agSize;
             Tensor target = gathered ? allocate(op, te.deviceType(), te.dtype(), new long[] {1, part}) : full;
             if (target.isHost()) {
-                parts.add(cpu.recvAsync(target, src, TENSOR_DICT_TAG, timeout));
+                if (async) {
+                    parts.add(cpu.recvAsync(target, src, TENSOR_DICT_TAG, timeout));
+                } else {
+                    cpu.recv(target, src, TENSOR_DICT_TAG, timeout);
+                }
             } else {
                 commFor(target, op).recv(target, src, stream);
                 device = true;
             }
             if (gathered) {
-                gathers.add(() -> allGatherGroup.allGather(target, full.reshape(agSize, part), 0));
+                Runnable gather = () -> allGatherGroup.allGather(target, full.reshape(agSize, part), 0);
+                if (async) {
+                    gathers.add(gather);
+                } else {
+                    gather.run();
+                }
             }
+        }
+        if (!async) {
+            return CompletableWork.completed(ctx(op), out);
         }
         boolean onDevice = device;
         DeviceCommunicator dc = deviceComm;
@@ -1020,50 +1056,6 @@ public final class GroupCoordinator implements AutoCloseable {
             gathers.forEach(Runnable::run);
             return out;
         });
-    }
-
-    /** Receives a dict from the previous member (see {@link #recvTensorDict(int, GroupCoordinator)}). */
-    public Map<String, Object> recvTensorDict() {
-        return recvTensorDict(prevInGroup(), null);
-    }
-
-    /**
-     * Receives what {@link #sendTensorDict} sent from group rank {@code src}: a new dict in the
-     * sender's order. With {@code allGatherGroup}, tensors the sender sliced are received as this
-     * rank's slice and gathered inside {@code allGatherGroup} (every member of it must call this
-     * with the same metadata, as in a pipeline where each TP rank receives from its peer stage).
-     */
-    public Map<String, Object> recvTensorDict(int src, GroupCoordinator allGatherGroup) {
-        String op = "recvTensorDict";
-        checkOpen(op);
-        requirePeer(op, "src", src);
-        int agSize = allGatherGroup == null ? 1 : allGatherGroup.worldSize();
-        List<TensorDictCodec.Entry> entries = decode(cpu.recvObject(src, byte[].class, timeout), op);
-        Map<String, Object> out = new LinkedHashMap<>();
-        for (TensorDictCodec.Entry e : entries) {
-            if (!(e instanceof TensorDictCodec.TensorEntry)) {
-                out.put(e.key(), ((TensorDictCodec.ValueEntry) e).value());
-                continue;
-            }
-            TensorDictCodec.TensorEntry te = (TensorDictCodec.TensorEntry) e;
-            Tensor full = allocate(op, te.deviceType(), te.dtype(), te.shape());
-            out.put(e.key(), full);
-            if (full.numel() == 0) {
-                continue;
-            }
-            boolean gathered = agSize > 1 && full.numel() % agSize == 0;
-            long part = full.numel() / agSize;
-            Tensor target = gathered ? allocate(op, te.deviceType(), te.dtype(), new long[] {1, part}) : full;
-            if (target.isHost()) {
-                cpu.recv(target, src, TENSOR_DICT_TAG, timeout);
-            } else {
-                commFor(target, op).recv(target, src, stream);
-            }
-            if (gathered) {
-                allGatherGroup.allGather(target, full.reshape(agSize, part), 0);
-            }
-        }
-        return out;
     }
 
     // ------------------------------------------------------------------ lifecycle

@@ -530,23 +530,8 @@ public final class DefaultProcessGroup implements ProcessGroup {
         checkHost(output, "output", ctx);
         checkHost(input, "input", ctx);
         checkSameType(output, input, ctx);
-        if (counts == null || counts.length != size) {
-            throw new ProtocolException(ctx, "counts must have one entry per rank (" + size + "), got "
-                    + (counts == null ? "null" : counts.length));
-        }
-        long[] c = counts.clone();
-        long total = 0;
-        for (int r = 0; r < size; r++) {
-            if (c[r] < 0) {
-                throw new ProtocolException(ctx, "counts[" + r + "] is negative: " + c[r]);
-            }
-            total += c[r];
-            if (total < 0) {
-                throw new ProtocolException(ctx, "counts overflow");
-            }
-        }
+        long[] c = checkCounts(counts, "counts", output, ctx);
         checkNumel(input, c[rank], "input", ctx);
-        checkNumel(output, total, "output", ctx);
         if (size == 1) {
             deadline(timeout, ctx);
             checkUsable(ctx);
@@ -598,7 +583,10 @@ public final class DefaultProcessGroup implements ProcessGroup {
         return async("allToAll", timeout, new Tensor[] {output, input}, (b, d) -> b.allToAll(output, input, d));
     }
 
-    /** Checks one count per rank, none negative, summing to {@code numel} of {@code t}; returns a copy. */
+    /**
+     * Checks one count per rank, none negative, summing to {@code numel} of {@code t} (named "input" when
+     * {@code what} starts so, else "output"); returns a copy.
+     */
     private long[] checkCounts(long[] counts, String what, Tensor t, OpContext ctx) {
         if (counts == null || counts.length != size) {
             throw new ProtocolException(ctx, what + " must have one entry per rank (" + size + "), got "

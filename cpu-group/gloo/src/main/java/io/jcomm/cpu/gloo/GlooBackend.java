@@ -351,30 +351,10 @@ public final class GlooBackend implements CpuBackend {
         host(output, op);
         host(input, op);
         sameDType(output, input, op);
-        if (counts == null || counts.length != size) {
-            throw new ProtocolException(ctx(op), "need " + size + " counts, got "
-                    + (counts == null ? "none" : Integer.toString(counts.length)));
-        }
-        long[] bytes = new long[size];
-        long total = 0;
-        int es = input.dtype().byteSize();
-        for (int r = 0; r < size; r++) {
-            if (counts[r] < 0) {
-                throw new ProtocolException(ctx(op), "negative count " + counts[r] + " for rank " + r);
-            }
-            try {
-                total = Math.addExact(total, counts[r]);
-                bytes[r] = Math.multiplyExact(counts[r], (long) es);
-            } catch (ArithmeticException e) {
-                throw new ProtocolException(ctx(op), "counts overflow");
-            }
-        }
+        long[] bytes = byteCounts(counts, output, "output", op);
         if (input.numel() != counts[rank]) {
             throw new ProtocolException(ctx(op), "input has " + input.numel() + " elements, counts[" + rank + "] = "
                     + counts[rank]);
-        }
-        if (output.numel() != total) {
-            throw new ProtocolException(ctx(op), "output has " + output.numel() + " elements, counts sum to " + total);
         }
         int tag = takeTag();
         try (NativeHandle.Lease l = begin(op)) {
