@@ -58,6 +58,10 @@ import java.util.TreeSet;
  *       <td>16 MiB</td></tr>
  *   <tr><td>{@value #SHM_COLLECTIVE_MIN_BYTES}</td><td>from this size such groups run all-reduce,
  *       reduce-scatter, all-gather and broadcast through the staging regions</td><td>&ge; 0</td><td>256 KiB</td></tr>
+ *   <tr><td>{@value #SHM_FAST_BYTES}</td><td>fast path of groups whose ranks all share one host: up to this size
+ *       barrier, all-reduce, reduce-scatter, all-gather, broadcast and the object all-gather and broadcast run
+ *       through a small shared region per rank (made when the group is created: two slots of this size), without
+ *       a socket (0: off; rounded down to a multiple of 64)</td><td>0 - 16 MiB</td><td>64 KiB</td></tr>
  *   <tr><td>{@value #SHM_DIR}</td><td>directory of the ring files</td><td>a path</td><td>/dev/shm</td></tr>
  *   <tr><td>{@value #FRESH_NAMESPACE}</td><td>{@code true}: the caller guarantees that the group's store
  *       namespace is used by this incarnation of the group only (as {@code ParallelState} does), so creation
@@ -86,14 +90,15 @@ public final class TcpOptions implements BackendOptions {
     public static final String SHM_DIR = "tcp.shm.dir";
     public static final String SHM_STAGING_BYTES = "tcp.shm.stagingBytes";
     public static final String SHM_COLLECTIVE_MIN_BYTES = "tcp.shm.collectiveMinBytes";
+    public static final String SHM_FAST_BYTES = "tcp.shm.fastBytes";
     public static final String HOST_ID = "tcp.hostId";
     public static final String FRESH_NAMESPACE = "tcp.freshNamespace";
 
     /** Every key above. */
     public static final Set<String> KEYS = Set.of(TRANSPORT, SPIN_MICROS, SEGMENT_BYTES, SMALL_BYTES,
             MAX_UNEXPECTED_BYTES, SEND_BUDGET_BYTES, SEND_BUDGET_MESSAGES, SOCKET_BUFFER_BYTES, SHM,
-            SHM_THRESHOLD_BYTES, SHM_RING_BYTES, SHM_DIR, SHM_STAGING_BYTES, SHM_COLLECTIVE_MIN_BYTES, HOST_ID,
-            FRESH_NAMESPACE);
+            SHM_THRESHOLD_BYTES, SHM_RING_BYTES, SHM_DIR, SHM_STAGING_BYTES, SHM_COLLECTIVE_MIN_BYTES, SHM_FAST_BYTES,
+            HOST_ID, FRESH_NAMESPACE);
 
     private static final String BACKEND = "tcp";
     private static final String PREFIX = BACKEND + ".";
@@ -113,7 +118,8 @@ public final class TcpOptions implements BackendOptions {
             Map.entry(SHM_THRESHOLD_BYTES, new Range(0, Integer.MAX_VALUE)),
             Map.entry(SHM_RING_BYTES, new Range(64 << 10, 1 << 30)),
             Map.entry(SHM_STAGING_BYTES, new Range(0, 1 << 30)),
-            Map.entry(SHM_COLLECTIVE_MIN_BYTES, new Range(0, Integer.MAX_VALUE)));
+            Map.entry(SHM_COLLECTIVE_MIN_BYTES, new Range(0, Integer.MAX_VALUE)),
+            Map.entry(SHM_FAST_BYTES, new Range(0, 16 << 20)));
 
     private static final int SPIN_MICROS_DEFAULT = 5;
     private static final int SEGMENT_BYTES_DEFAULT = 1 << 20;
@@ -127,6 +133,7 @@ public final class TcpOptions implements BackendOptions {
     private static final String SHM_DIR_DEFAULT = "/dev/shm";
     private static final int SHM_STAGING_BYTES_DEFAULT = 16 << 20;
     private static final int SHM_COLLECTIVE_MIN_BYTES_DEFAULT = 256 << 10;
+    private static final int SHM_FAST_BYTES_DEFAULT = 64 << 10;
 
     /** Values of {@value #TRANSPORT}. */
     public enum Transport {
@@ -181,6 +188,7 @@ public final class TcpOptions implements BackendOptions {
     private final Path shmDir;
     private final Integer shmStagingBytes;
     private final Integer shmCollectiveMinBytes;
+    private final Integer shmFastBytes;
     private final String hostId;
     private final Boolean freshNamespace;
     private final Map<String, String> map;
@@ -203,6 +211,7 @@ public final class TcpOptions implements BackendOptions {
         shmDir = b.shmDir;
         shmStagingBytes = checkRange(SHM_STAGING_BYTES, b.shmStagingBytes);
         shmCollectiveMinBytes = checkRange(SHM_COLLECTIVE_MIN_BYTES, b.shmCollectiveMinBytes);
+        shmFastBytes = checkRange(SHM_FAST_BYTES, b.shmFastBytes);
         hostId = b.hostId;
         freshNamespace = b.freshNamespace;
 
@@ -221,6 +230,7 @@ public final class TcpOptions implements BackendOptions {
         put(m, SHM_DIR, shmDir);
         put(m, SHM_STAGING_BYTES, shmStagingBytes);
         put(m, SHM_COLLECTIVE_MIN_BYTES, shmCollectiveMinBytes);
+        put(m, SHM_FAST_BYTES, shmFastBytes);
         put(m, HOST_ID, hostId);
         put(m, FRESH_NAMESPACE, freshNamespace);
         map = Collections.unmodifiableMap(m);
@@ -263,6 +273,7 @@ public final class TcpOptions implements BackendOptions {
                 case SHM_DIR -> b.shmDir(parsePath(key, v));
                 case SHM_STAGING_BYTES -> b.shmStagingBytes(parseInt(key, v));
                 case SHM_COLLECTIVE_MIN_BYTES -> b.shmCollectiveMinBytes(parseInt(key, v));
+                case SHM_FAST_BYTES -> b.shmFastBytes(parseInt(key, v));
                 case HOST_ID -> b.hostId(v);
                 case FRESH_NAMESPACE -> b.freshNamespace(parseBoolean(key, v));
                 default -> throw new IllegalArgumentException("unknown option '" + key + "' of CPU backend " + BACKEND
@@ -301,6 +312,7 @@ public final class TcpOptions implements BackendOptions {
         b.shmDir = shmDir;
         b.shmStagingBytes = shmStagingBytes;
         b.shmCollectiveMinBytes = shmCollectiveMinBytes;
+        b.shmFastBytes = shmFastBytes;
         b.hostId = hostId;
         b.freshNamespace = freshNamespace;
         return b;
@@ -374,6 +386,11 @@ public final class TcpOptions implements BackendOptions {
     /** {@value #SHM_COLLECTIVE_MIN_BYTES}. */
     public int shmCollectiveMinBytes() {
         return shmCollectiveMinBytes != null ? shmCollectiveMinBytes : SHM_COLLECTIVE_MIN_BYTES_DEFAULT;
+    }
+
+    /** {@value #SHM_FAST_BYTES}. */
+    public int shmFastBytes() {
+        return shmFastBytes != null ? shmFastBytes : SHM_FAST_BYTES_DEFAULT;
     }
 
     /** {@value #HOST_ID}; empty: the backend uses {@link io.jcomm.api.HostIdentity#local()}. */
@@ -486,6 +503,7 @@ public final class TcpOptions implements BackendOptions {
         private Path shmDir;
         private Integer shmStagingBytes;
         private Integer shmCollectiveMinBytes;
+        private Integer shmFastBytes;
         private String hostId;
         private Boolean freshNamespace;
 
@@ -520,6 +538,8 @@ public final class TcpOptions implements BackendOptions {
         public Builder shmStagingBytes(int v) { this.shmStagingBytes = v; return this; }
         /** {@value TcpOptions#SHM_COLLECTIVE_MIN_BYTES}. */
         public Builder shmCollectiveMinBytes(int v) { this.shmCollectiveMinBytes = v; return this; }
+        /** {@value TcpOptions#SHM_FAST_BYTES}. */
+        public Builder shmFastBytes(int v) { this.shmFastBytes = v; return this; }
         /** {@value TcpOptions#HOST_ID}; {@code null}: unset. */
         public Builder hostId(String v) { this.hostId = v; return this; }
         /** {@value TcpOptions#FRESH_NAMESPACE}. */

@@ -21,7 +21,7 @@ class TcpOptionsTest {
         return TcpOptions.builder().transport(TcpOptions.Transport.NIO).spinMicros(7).segmentBytes(8192)
                 .smallBytes(1000).maxUnexpectedBytes(5L << 30).sendBudgetBytes(123_456).sendBudgetMessages(9)
                 .socketBufferBytes(65536).shm(TcpOptions.Shm.OFF).shmThresholdBytes(4096).shmRingBytes(1 << 20)
-                .shmDir(Path.of("/tmp/rings")).shmStagingBytes(1 << 22).shmCollectiveMinBytes(2048).hostId("h-1")
+                .shmDir(Path.of("/tmp/rings")).shmStagingBytes(1 << 22).shmCollectiveMinBytes(2048).shmFastBytes(4096).hostId("h-1")
                 .freshNamespace(true).build();
     }
 
@@ -44,6 +44,7 @@ class TcpOptionsTest {
         assertEquals(Path.of("/dev/shm"), o.shmDir());
         assertEquals(16 << 20, o.shmStagingBytes());
         assertEquals(256 << 10, o.shmCollectiveMinBytes());
+        assertEquals(64 << 10, o.shmFastBytes());
         assertEquals(Optional.empty(), o.hostId());
         assertFalse(o.freshNamespace());
         assertEquals(o, TcpOptions.fromMap(Map.of()));
@@ -66,6 +67,7 @@ class TcpOptionsTest {
         assertEquals(Path.of("/tmp/rings"), o.shmDir());
         assertEquals(1 << 22, o.shmStagingBytes());
         assertEquals(2048, o.shmCollectiveMinBytes());
+        assertEquals(4096, o.shmFastBytes());
         assertEquals(Optional.of("h-1"), o.hostId());
         assertTrue(o.freshNamespace());
 

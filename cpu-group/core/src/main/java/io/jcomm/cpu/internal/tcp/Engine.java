@@ -231,7 +231,7 @@ final class Engine {
     /** Whether bytes written by this rank still wait for a socket. Driving thread. */
     private boolean pendingOutput() {
         for (Link l : links) {
-            if (l != null && l.hasPendingOutput()) {
+            if (l != null && (l.hasPendingOutput() || (l.mailbox != null && l.mailbox.hasQueued()))) {
                 return true;
             }
         }
@@ -376,7 +376,7 @@ final class Engine {
                 if (now - spinEnd < SHM_YIELD_NANOS) {
                     Thread.yield();
                 } else {
-                    LockSupport.parkNanos(Math.min(left, PARK_NANOS));
+                    LockSupport.parkNanos(Math.min(left, parkNanos(now - idleStart)));
                 }
                 continue;
             }
@@ -384,6 +384,18 @@ final class Engine {
             spinEnd = 0;
         }
     }
+
+    /**
+     * How long a shared-memory wait parks after {@code waited} nanoseconds without progress: briefly at
+     * first, longer over a long wait, so that a rank waiting for a slow peer costs little CPU.
+     */
+    static long parkNanos(long waited) {
+        return waited < LONG_WAIT_NANOS ? PARK_NANOS : waited < VERY_LONG_WAIT_NANOS ? 4 * PARK_NANOS : MAX_PARK_NANOS;
+    }
+
+    private static final long LONG_WAIT_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
+    private static final long VERY_LONG_WAIT_NANOS = TimeUnit.SECONDS.toNanos(1);
+    private static final long MAX_PARK_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
 
     private void adaptSpin(long idleStart) {
         if (idleStart == 0) {
@@ -409,6 +421,17 @@ final class Engine {
                             + " closed the group while this rank waited for it"));
                 }
             }
+        }
+    }
+
+    /**
+     * A wait that needs {@code peer} (a shared-memory step, which posts no receive) fails once that peer
+     * closed the group cleanly, as {@link #check} fails the waits for its messages.
+     */
+    void checkPeerOpen(int peer) {
+        Link l = links[peer];
+        if (closedPeers && l != null && l.inactive && l.byeSeen) {
+            throw fail(new CommClosedException(ctx(), "peer rank " + peer + " closed the group while this rank waited for it"));
         }
     }
 
@@ -463,11 +486,7 @@ final class Engine {
      * peer takes (and, the first time, offers) the shared-memory ring.
      */
     void send(Op op, int peer, Frame f, ByteBuffer payload, int shmThreshold) {
-        Link l = links[peer];
-        if (l.inactive) {
-            throw fail(l.byeSeen ? new CommClosedException(ctx(), "peer rank " + peer + " closed the group")
-                    : new PeerFailureException(ctx(), peer, "connection lost"));
-        }
+        Link l = linkForSend(peer);
         int n = payload == null ? 0 : payload.remaining();
         if (l.shm != null && n >= shmThreshold && n > 0) {
             if (l.shm.canSend()) {
@@ -480,6 +499,16 @@ final class Engine {
             }
         }
         l.sendData(op, f, payload);
+    }
+
+    /** The link to {@code peer}, or the failure to report when it is gone (closed or lost). */
+    Link linkForSend(int peer) {
+        Link l = links[peer];
+        if (l.inactive) {
+            throw fail(l.byeSeen ? new CommClosedException(ctx(), "peer rank " + peer + " closed the group")
+                    : new PeerFailureException(ctx(), peer, "connection lost"));
+        }
+        return l;
     }
 
     Recv post(Recv r) {

@@ -139,6 +139,8 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
 
     /** Shared-memory transport to/from this peer, or null. */
     ShmLink shm;
+    /** Point-to-point records through the fast path's regions (same-host groups), else null. */
+    ShmMailbox mailbox;
 
     // flow control
     /** Cost of the data messages sent to the peer and not yet credited back by it, and their number. */
@@ -473,6 +475,17 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
         }
     }
 
+    /** Checks a point-to-point message that came through the mailbox against its receive, as {@link #claim} does. */
+    void checkP2p(Recv r, Frame got) {
+        String diff = Frame.difference(r.expect, got, r.variable());
+        if (diff != null) {
+            throw engine.mismatch(this, r.expect, got, diff);
+        }
+        if (r.variable()) {
+            checkVariable(r, got);
+        }
+    }
+
     private void claim(Early e, Recv r) {
         String diff = Frame.difference(r.expect, e.header, r.variable());
         if (diff != null) {
@@ -548,7 +561,7 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
     /** Whether this rank waits for anything from this peer (posted receives, payload in progress). */
     boolean awaitsData() {
         return !collectiveRecvs.isEmpty() || !p2pRecvs.isEmpty() || current != null || !held.isEmpty()
-                || (shm != null && shm.receiving()) || early.stream().anyMatch(e -> e.claimedBy != null && !e.complete);
+                || (shm != null && shm.receiving()) || (mailbox != null && mailbox.awaitsData()) || early.stream().anyMatch(e -> e.claimedBy != null && !e.complete);
     }
 
     // ------------------------------------------------------------------ reading

@@ -134,8 +134,9 @@ final class MeshBootstrap {
         }
         // what this rank can do in shared memory; rings and staging regions are made on first use
         // (staging size and the size from which collectives use it: ranks that differ never set it up)
-        String stagingOffer = engine.cfg.shm && engine.cfg.shmStagingBytes > 0
-                ? engine.cfg.shmStagingBytes + ":" + engine.cfg.shmCollectiveMinBytes : "-";
+        // (and the fast path's region size, made once the mesh is up)
+        String stagingOffer = engine.cfg.shm && (engine.cfg.shmStagingBytes > 0 || engine.cfg.shmFastBytes > 0)
+                ? engine.cfg.shmStagingBytes + ":" + engine.cfg.shmCollectiveMinBytes + ":" + engine.cfg.shmFastBytes : "-";
         String me = ctx.hostname() + " " + port + " " + Long.toUnsignedString(engine.nonce, 16) + " " + hostId + " "
                 + (engine.cfg.shm ? "shm" : "-") + " " + stagingOffer + " " + Long.toUnsignedString(engine.progress.processId(), 16)
                 + " " + ProcessHandle.current().pid();
@@ -191,7 +192,8 @@ final class MeshBootstrap {
             stagingCandidate &= sameHost && peers[r][5].equals(stagingOffer);
         }
         // every rank sees the same addresses, so every rank comes to the same answer
-        engine.shm.stagingCandidate(stagingCandidate);
+        engine.shm.stagingCandidate(stagingCandidate && engine.cfg.shmStagingBytes > 0);
+        engine.shm.fastCandidate(stagingCandidate && engine.cfg.shmFastBytes > 0);
         for (int r = 0; r < engine.size; r++) {
             if (r != engine.rank) {
                 engine.links[r].write(Frame.of(Frame.READY, 0, engine.generation), null, true);

@@ -38,7 +38,10 @@ final class ShmPlane {
     /** {@link #STAGING_NEVER}, {@link #STAGING_LATER} (set up by the first large collective) or {@link #STAGING_READY}. */
     private volatile int stagingState = STAGING_NEVER;
     private final Object stagingSetup = new Object();
-    private long stagingPiece;
+    private boolean fastCandidate;
+    private volatile ShmStaging fast;
+    /** While spinning, how often a wait drives the sockets. */
+    private static final long POLL_NANOS = java.util.concurrent.TimeUnit.MICROSECONDS.toNanos(20);
 
     ShmPlane(Engine engine) {
         this.engine = engine;
@@ -104,8 +107,13 @@ final class ShmPlane {
         }
         int work = 0;
         for (Link l : engine.links) {
-            if (l != null && l.shm != null) {
-                work += l.shm.poll();
+            if (l != null) {
+                if (l.shm != null) {
+                    work += l.shm.poll();
+                }
+                if (l.mailbox != null) {
+                    work += l.mailbox.poll();
+                }
             }
         }
         return work;
@@ -116,7 +124,7 @@ final class ShmPlane {
             return false;
         }
         for (Link l : engine.links) {
-            if (l != null && l.shm != null && l.shm.busy()) {
+            if (l != null && ((l.shm != null && l.shm.busy()) || (l.mailbox != null && l.mailbox.busy()))) {
                 return true;
             }
         }
@@ -128,13 +136,40 @@ final class ShmPlane {
         return stagingState == STAGING_READY ? staging : null;
     }
 
+    /** Every rank shares this host and the fast-path size: {@link #setUpFast} makes the regions. */
+    void fastCandidate(boolean candidate) {
+        fastCandidate = candidate;
+    }
+
+    /** The fast path's regions (small operations of a group whose ranks all share this host), else null. */
+    ShmStaging fast() {
+        return fast;
+    }
+
+    /**
+     * Makes the fast path's regions right after the mesh is up: a collective step of group creation
+     * (every rank decides alike, from the published addresses). Without them every operation uses the
+     * links, as before.
+     */
+    void setUpFast(Exchange exchange, Deadline d) {
+        if (fastCandidate && fast == null) {
+            ShmStaging f = setUp(ShmStaging.createFast(engine.cfg, engine.group, engine.rank, engine.size,
+                    engine.generation), exchange, d, "fast-path");
+            if (f != null && shmRings != null) {
+                for (Link l : engine.links) {
+                    if (l != null) {
+                        l.mailbox = new ShmMailbox(engine, l, f, l.peer);
+                    }
+                }
+            }
+            fast = f;
+        }
+    }
+
     /**
      * The staging regions for a collective that would use them, setting them up on first use: a
      * collective step of its own (every rank of the group calls this at the same point, since the
-     * size decision is the same on every rank) in which each rank creates and pre-faults its region,
-     * the ranks all-gather the paths, map each other's regions, and all-gather whether that worked;
-     * the regions are used only if it worked everywhere, and the files lose their names either way.
-     * Call outside {@link #enter}.
+     * size decision is the same on every rank). Call outside {@link Engine#enter}.
      */
     ShmStaging stagingFor(Exchange exchange, Deadline d) {
         if (stagingState != STAGING_LATER) {
@@ -145,80 +180,97 @@ final class ShmPlane {
                 return staging();
             }
             stagingState = STAGING_NEVER; // whatever happens below, this is tried once
-            ShmStaging s = ShmStaging.create(engine.cfg, engine.group, engine.rank, engine.size, engine.generation);
-            boolean used = false;
-            try {
-                byte[][] paths = exchange.allGather((s == null ? "-" : s.path()).getBytes(StandardCharsets.UTF_8),
-                        MAX_PATH_BYTES, d);
-                boolean ok = s != null;
-                for (int r = 0; r < engine.size && ok; r++) {
-                    if (r != engine.rank) {
-                        String p = new String(paths[r], StandardCharsets.UTF_8);
-                        ok = !p.equals("-") && s.map(r, p);
-                    }
+            ShmStaging s = setUp(ShmStaging.create(engine.cfg, engine.group, engine.rank, engine.size, engine.generation),
+                    exchange, d, "staging");
+            if (s != null) {
+                staging = s;
+                stagingState = STAGING_READY;
+            }
+            return staging();
+        }
+    }
+
+    /**
+     * Shares the regions of a collective step: each rank has created and pre-faulted its region
+     * ({@code s}, null if it could not), the ranks all-gather the paths, map each other's regions, and
+     * all-gather whether that worked; the regions are used only if it worked everywhere, and the files
+     * lose their names either way. Returns {@code s} when usable, else null (having closed it).
+     */
+    private ShmStaging setUp(ShmStaging s, Exchange exchange, Deadline d, String what) {
+        boolean used = false;
+        try {
+            byte[][] paths = exchange.allGather((s == null ? "-" : s.path()).getBytes(StandardCharsets.UTF_8),
+                    MAX_PATH_BYTES, d);
+            boolean ok = s != null;
+            for (int r = 0; r < engine.size && ok; r++) {
+                if (r != engine.rank) {
+                    String p = new String(paths[r], StandardCharsets.UTF_8);
+                    ok = !p.equals("-") && s.map(r, p);
                 }
-                byte[][] oks = exchange.allGather(new byte[] {(byte) (ok ? 1 : 0)}, 1, d);
-                boolean everyone = true;
-                for (byte[] o : oks) {
-                    everyone &= o.length == 1 && o[0] == 1;
-                }
-                if (s != null) {
-                    s.unlinkFile(); // every peer mapped it (or decided not to)
-                }
-                if (everyone) {
-                    staging = s;
-                    stagingState = STAGING_READY;
-                    used = true;
-                    LOG.debug("group {} rank {}: shared staging regions ready", engine.group, engine.rank);
-                } else {
-                    LOG.debug("group {} rank {}: shared staging regions not usable by every rank; collectives use "
-                            + "the links", engine.group, engine.rank);
-                }
-                return staging();
-            } finally {
-                if (!used && s != null) {
-                    s.close();
-                }
+            }
+            byte[][] oks = exchange.allGather(new byte[] {(byte) (ok ? 1 : 0)}, 1, d);
+            boolean everyone = true;
+            for (byte[] o : oks) {
+                everyone &= o.length == 1 && o[0] == 1;
+            }
+            if (s != null) {
+                s.unlinkFile(); // every peer mapped it (or decided not to)
+            }
+            if (everyone) {
+                used = true;
+                LOG.debug("group {} rank {}: shared {} regions ready", engine.group, engine.rank, what);
+                return s;
+            }
+            LOG.debug("group {} rank {}: shared {} regions not usable by every rank; operations use the links",
+                    engine.group, engine.rank, what);
+            return null;
+        } finally {
+            if (!used && s != null) {
+                s.close();
             }
         }
     }
 
-    long nextPiece() {
-        return ++stagingPiece;
-    }
-
     /**
      * Waits until every peer published piece {@code piece} in {@code which} ({@link ShmStaging#INPUT_SEQ}
-     * or {@link ShmStaging#RESULT_SEQ}) of its staging region; for inputs, checks each peer's descriptor.
+     * or {@link ShmStaging#RESULT_SEQ}) of its region of {@code st}; for inputs, checks each peer's descriptor.
      * Keeps driving the sockets meanwhile (peer failures, aborts, and mismatches: a peer that runs a
      * different collective sends socket messages this rank does not expect).
      */
-    void awaitStaging(Op op, int which, long piece, long code, long count, long offset) {
-        awaitStaging(op, which, piece, -1, which == ShmStaging.INPUT_SEQ, code, count, offset);
+    void awaitStaging(ShmStaging st, Op op, int which, long piece, long code, long count, long offset) {
+        awaitStaging(st, op, which, piece, -1, which == ShmStaging.INPUT_SEQ, code, count, offset);
     }
 
-    /** Waits until rank {@code from} published input piece {@code piece} and checks its descriptor. */
-    void awaitStagingFrom(Op op, int from, long piece, long code, long count, long offset) {
-        awaitStaging(op, ShmStaging.INPUT_SEQ, piece, from, true, code, count, offset);
+    /** Waits until rank {@code from} published input piece {@code piece} of {@code st} and checks its descriptor. */
+    void awaitStagingFrom(ShmStaging st, Op op, int from, long piece, long code, long count, long offset) {
+        awaitStaging(st, op, ShmStaging.INPUT_SEQ, piece, from, true, code, count, offset);
     }
 
     /**
-     * Before this rank writes piece {@code piece} into its slot: waits until every peer published piece
-     * {@code piece - 1}, i.e. finished reading piece {@code piece - 2}, which used the same slot.
+     * Before this rank writes piece {@code piece} into its slot of {@code st}: waits until every peer
+     * published piece {@code piece - 1}, i.e. finished reading piece {@code piece - 2}, which used the same slot.
      */
-    void gateStaging(Op op, long piece) {
-        awaitStaging(op, ShmStaging.INPUT_SEQ, piece - 1, -1, false, 0, 0, 0);
+    void gateStaging(ShmStaging st, Op op, long piece) {
+        awaitStaging(st, op, ShmStaging.INPUT_SEQ, piece - 1, -1, false, 0, 0, 0);
     }
 
-    private void awaitStaging(Op op, int which, long piece, int only, boolean checkDescriptor, long code, long count,
-                              long offset) {
+    /**
+     * The wait of every shared-memory collective step. While it spins it reads only the peers' piece
+     * numbers (and the failure latch); the sockets (peer failures, aborts, messages of a peer that runs
+     * another operation) are driven every {@link #POLL_NANOS} and on every pass once it yields or parks.
+     * Parks grow over a long wait ({@link Engine#parkNanos}), so that a rank waiting for a slow peer costs
+     * little CPU.
+     */
+    private void awaitStaging(ShmStaging st, Op op, int which, long piece, int only, boolean checkDescriptor, long code,
+                              long count, long offset) {
         long spinEnd = 0;
+        long lastPoll = 0;
         int next = 0;
         while (true) {
             engine.check();
-            while (next < engine.size && (next == engine.rank || (only >= 0 && next != only) || staging.flag(next, which) >= piece)) {
+            while (next < engine.size && (next == engine.rank || (only >= 0 && next != only) || st.flag(next, which) >= piece)) {
                 if (checkDescriptor && next != engine.rank && (only < 0 || next == only)) {
-                    String diff = staging.descriptorDifference(next, piece, op.seq, count, code, offset);
+                    String diff = st.descriptorDifference(next, piece, op.seq, count, code, offset);
                     if (diff != null) {
                         throw engine.fail(new CollectiveMismatchException(engine.ctx(), "rank " + next + " runs another collective than "
                                 + op.name + " #" + op.seq + " (count " + count + "):" + diff));
@@ -229,31 +281,37 @@ final class ShmPlane {
             if (next == engine.size) {
                 return;
             }
-            int work = engine.loop.runNow();
-            for (Link l : engine.links) {
-                if (l != null && l.earliestEarlyCollective() <= op.seq) {
-                    throw engine.fail(new CollectiveMismatchException(engine.ctx(), "rank " + l.peer + " sent a message of collective #"
-                            + l.earliestEarlyCollective() + " while this rank runs " + op.name + " #" + op.seq
-                            + " through shared memory (different operations or sizes on different ranks)"));
+            long now = System.nanoTime();
+            if (spinEnd == 0) {
+                spinEnd = now + engine.cfg.spinNanos;
+                lastPoll = now;
+            }
+            boolean spinning = now - spinEnd < 0;
+            if (!spinning || now - lastPoll >= POLL_NANOS) {
+                lastPoll = now;
+                int work = engine.loop.runNow();
+                engine.checkPeerOpen(next);
+                for (Link l : engine.links) {
+                    if (l != null && l.earliestEarlyCollective() <= op.seq) {
+                        throw engine.fail(new CollectiveMismatchException(engine.ctx(), "rank " + l.peer + " sent a message of collective #"
+                                + l.earliestEarlyCollective() + " while this rank runs " + op.name + " #" + op.seq
+                                + " through shared memory (different operations or sizes on different ranks)"));
+                    }
+                }
+                if (work > 0) {
+                    continue;
                 }
             }
-            if (work > 0) {
-                continue;
-            }
-            long now = System.nanoTime();
             long left = op.deadline.nanoTime() - now;
             if (left <= 0) {
                 throw engine.timeout(op, "waiting for rank " + next + " in shared memory");
             }
-            if (spinEnd == 0) {
-                spinEnd = now + engine.spinNanos();
-            }
-            if (now - spinEnd < 0) {
+            if (spinning) {
                 Thread.onSpinWait();
             } else if (now - spinEnd < Engine.SHM_YIELD_NANOS) {
                 Thread.yield();
             } else {
-                LockSupport.parkNanos(Math.min(left, Engine.PARK_NANOS));
+                LockSupport.parkNanos(Math.min(left, Engine.parkNanos(now - spinEnd)));
             }
         }
     }
@@ -271,6 +329,9 @@ final class ShmPlane {
         }
         if (staging != null) {
             staging.close();
+        }
+        if (fast != null) {
+            fast.close();
         }
     }
 }

@@ -44,6 +44,8 @@ final class ShmStaging {
     private static final int D_COUNT = 16;
     private static final int D_CODE = 24;
     private static final int D_OFFSET = 32;
+    /** Length of an object payload (object collectives: not compared, each rank's own). */
+    private static final int D_LENGTH = 40;
 
     private static int desc(long piece) {
         return D_BASE + 64 * (int) (piece & 1);
@@ -51,32 +53,50 @@ final class ShmStaging {
 
     private final Path dir;
     private final Path path;
+    private final String prefix;
     private final int rank;
     private final int pieceBytes;
+    /** Ring bytes of each point-to-point mailbox ({@link ShmMailbox}; 0: none, the large-collective regions). */
+    private final int mailboxBytes;
     private final MappedByteBuffer[] regions;
     private boolean unlinked;
+    /** The last piece number this rank used (pieces are numbered per region, alike on every rank). */
+    private long piece;
 
-    private ShmStaging(Path dir, Path path, int rank, int size, int pieceBytes) {
+    private ShmStaging(Path dir, Path path, String prefix, int rank, int size, int pieceBytes, int mailboxBytes) {
         this.dir = dir;
         this.path = path;
+        this.prefix = prefix;
         this.rank = rank;
         this.pieceBytes = pieceBytes;
+        this.mailboxBytes = mailboxBytes;
         this.regions = new MappedByteBuffer[size];
     }
 
     /** Name prefix of staging files (owned names, {@link ShmFiles#ownedName}). */
     static final String PREFIX = "jcomm-stage-";
+    /** Name prefix of the small regions of the fast path ({@link TcpOptions#SHM_FAST_BYTES}). */
+    static final String FAST_PREFIX = "jcomm-fast-";
 
-    /** Creates this rank's region, or returns null (with a log line) when shared memory cannot be used. */
+    /** Creates this rank's large-collective region, or returns null (with a log line) when shared memory cannot be used. */
     static ShmStaging create(TcpConfig cfg, String group, int rank, int size, long generation) {
-        int piece = pieceBytes(cfg);
+        return create(cfg, PREFIX, pieceBytes(cfg), 0, TcpOptions.SHM_STAGING_BYTES, group, rank, size, generation);
+    }
+
+    /** Creates this rank's fast-path region (pieces of {@code tcp.shm.fastBytes}), or null. */
+    static ShmStaging createFast(TcpConfig cfg, String group, int rank, int size, long generation) {
+        return create(cfg, FAST_PREFIX, cfg.shmFastBytes, MAILBOX_BYTES, TcpOptions.SHM_FAST_BYTES, group, rank, size,
+                generation);
+    }
+
+    private static ShmStaging create(TcpConfig cfg, String prefix, int piece, int mailbox, String option, String group,
+                                     int rank, int size, long generation) {
         Path dir = Path.of(cfg.shmDir);
-        ShmFiles.cleanStale(dir, PREFIX);
-        Path path = dir.resolve(ShmFiles.ownedName(PREFIX, "r" + rank + ".g" + generation + "." + group));
-        ShmStaging s = new ShmStaging(dir, path, rank, size, piece);
+        ShmFiles.cleanStale(dir, prefix);
+        Path path = dir.resolve(ShmFiles.ownedName(prefix, "r" + rank + ".g" + generation + "." + group));
+        ShmStaging s = new ShmStaging(dir, path, prefix, rank, size, piece, mailbox);
         try {
-            MappedByteBuffer m = ShmFiles.createMapped(path, HEADER + 4L * piece, "shared staging",
-                    TcpOptions.SHM_STAGING_BYTES);
+            MappedByteBuffer m = ShmFiles.createMapped(path, s.regionBytes(size), "shared staging", option);
             LONGS.setRelease(m, INPUT_SEQ, 0L);
             LONGS.setRelease(m, RESULT_SEQ, 0L);
             LONGS.setRelease(m, 8, (long) piece);
@@ -103,15 +123,67 @@ final class ShmStaging {
         return pieceBytes;
     }
 
+    /** Ring bytes of each mailbox of a fast-path region. */
+    static final int MAILBOX_BYTES = 64 << 10;
+    /** Per peer: a line for the head of this rank's ring to it, a line for this rank's tail of its ring, the ring. */
+    private static final int MAILBOX_CONTROL = 128;
+
+    private long regionBytes(int size) {
+        return HEADER + 4L * pieceBytes + (mailboxBytes == 0 ? 0 : (long) size * (MAILBOX_CONTROL + mailboxBytes));
+    }
+
+    private int mailbox(int peer) {
+        return HEADER + 4 * pieceBytes + peer * (MAILBOX_CONTROL + mailboxBytes);
+    }
+
+    /** The ring of messages from {@code owner} to {@code dest} (in {@code owner}'s region). */
+    ByteBuffer mailboxData(int owner, int dest) {
+        int at = mailbox(dest) + MAILBOX_CONTROL;
+        return regions[owner].duplicate().position(at).limit(at + mailboxBytes).slice().order(ByteOrder.LITTLE_ENDIAN);
+    }
+
+    /** Bytes {@code owner} produced into its ring to {@code dest} (acquire). */
+    long mailboxHead(int owner, int dest) {
+        return (long) LONGS.getAcquire(regions[owner], mailbox(dest));
+    }
+
+    /** Bytes {@code consumer} consumed of the ring from {@code source} (acquire). */
+    long mailboxTail(int consumer, int source) {
+        return (long) LONGS.getAcquire(regions[consumer], mailbox(source) + 64);
+    }
+
+    /** Bytes {@code peer} consumed of this rank's ring to it. */
+    long peerConsumed(int peer, int me) {
+        return mailboxTail(peer, me);
+    }
+
+    void publishMailboxHead(int dest, long head) {
+        LONGS.setRelease(regions[rank], mailbox(dest), head);
+    }
+
+    void publishMailboxTail(int source, long tail) {
+        LONGS.setRelease(regions[rank], mailbox(source) + 64, tail);
+    }
+
+    /** Whether this region has point-to-point mailboxes. */
+    boolean hasMailboxes() {
+        return mailboxBytes > 0;
+    }
+
+    /** The next piece number (every rank numbers the pieces of a region alike). */
+    long nextPiece() {
+        return ++piece;
+    }
+
     /** Maps a peer's region read-only; false if it cannot be mapped or does not match this rank's. */
     boolean map(int peer, String peerPath) {
-        Path p = ShmFiles.offered(dir, peerPath, PREFIX);
-        if (p == null || !p.getFileName().toString().startsWith(PREFIX + "r" + peer + ".")) {
+        Path p = ShmFiles.offered(dir, peerPath, prefix);
+        if (p == null || !p.getFileName().toString().startsWith(prefix + "r" + peer + ".")) {
             LOG.debug("rank {}: rank {} offered a staging region outside {} or not its own: {}", rank, peer, dir, peerPath);
             return false;
         }
         try {
-            long len = HEADER + 4L * pieceBytes;
+            long len = regionBytes(regions.length);
             MappedByteBuffer m = ShmFiles.mapExisting(p, false, len, len);
             if ((long) LONGS.getAcquire(m, 0) != MAGIC || (long) LONGS.getAcquire(m, 8) != pieceBytes) {
                 ShmFiles.unmap(m);
@@ -139,8 +211,14 @@ final class ShmStaging {
 
     /** Writes this rank's descriptor of piece {@code piece} and publishes its input. */
     void publishInput(long piece, long seq, long count, long code, long offset) {
+        publishInput(piece, seq, count, code, offset, 0);
+    }
+
+    /** {@link #publishInput(long, long, long, long, long)} with the length of this rank's object payload. */
+    void publishInput(long piece, long seq, long count, long code, long offset, long length) {
         MappedByteBuffer m = regions[rank];
         int d = desc(piece);
+        m.putLong(d + D_LENGTH, length);
         m.putLong(d + D_PIECE, piece);
         m.putLong(d + D_SEQ, seq);
         m.putLong(d + D_COUNT, count);
@@ -151,6 +229,11 @@ final class ShmStaging {
 
     void publishResult(long piece) {
         LONGS.setRelease(regions[rank], RESULT_SEQ, piece);
+    }
+
+    /** The object length {@code r} published with piece {@code piece} (read after its piece number was seen). */
+    long length(int r, long piece) {
+        return regions[r].getLong(desc(piece) + D_LENGTH);
     }
 
     long flag(int r, int which) {

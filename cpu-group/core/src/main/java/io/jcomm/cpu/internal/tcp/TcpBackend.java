@@ -3,6 +3,7 @@ package io.jcomm.cpu.internal.tcp;
 import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.DType;
 import io.jcomm.api.Deadline;
+import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
 import io.jcomm.cpu.internal.OpCodes;
@@ -28,6 +29,15 @@ import java.nio.ByteOrder;
  *   <li>gather, scatter, send/recv and the object payloads: one direct message per peer.</li>
  * </ul>
  * Every rank computes the same reduction order, so all ranks get bit-identical results.
+ *
+ * <h2>Same-host fast path</h2>
+ * When every rank of the group shares this host, the group gets a small shared region per rank at
+ * creation ({@code tcp.shm.fastBytes}, {@link ShmPlane#setUpFast}). Operations whose data fit it run
+ * without a socket: barrier (publish a piece number, wait for everyone's), all-reduce (everyone copies its
+ * input in; each rank reduces all inputs in rank order: one synchronisation), all-gather(V), reduce-scatter,
+ * broadcast, and the object all-gather and broadcast (the lengths travel in the descriptors; when an object
+ * does not fit, every rank goes on with the socket algorithm). The waits spin, then yield, then park, and
+ * drive the sockets between, so peer failures, aborts and mismatches surface as before.
  *
  * <p>Every message carries a header (operation, collective number, dtype, count, root/tag,
  * algorithm); a receiver that finds a header different from what it expects fails with
@@ -80,6 +90,30 @@ final class TcpBackend implements CpuBackend {
         return e.shm.stagingFor((mine, max, dl) -> allGatherBytes(mine, rank, size, max, dl), deadline);
     }
 
+    /**
+     * The fast-path region for an operation with {@code bytes} of data per rank, when this group has one
+     * and they fit (every rank decides alike), else null.
+     */
+    private ShmStaging fastFor(long bytes) {
+        ShmStaging f = e.shm.fast();
+        return f != null && bytes <= f.pieceBytes() ? f : null;
+    }
+
+    /** Makes the fast path's regions (group creation, right after the mesh is up; every rank calls it). */
+    void setUpFastPath(Deadline deadline) {
+        e.shm.setUpFast((mine, max, dl) -> allGatherBytes(mine, rank, size, max, dl), deadline);
+    }
+
+    /** Whether small operations of this group run through the fast path (tests and the benchmark). */
+    boolean fastPath() {
+        return e.shm.fast() != null;
+    }
+
+    /** The descriptor code of a fast-path operation without dtype. */
+    private static long fastCode(Op op, long root) {
+        return ((long) op.code << 24) | (root << 32) | ALGO_SHARED;
+    }
+
     /** The transport (tests of this package). */
     Engine engine() {
         return e;
@@ -121,9 +155,18 @@ final class TcpBackend implements CpuBackend {
 
     @Override
     public void barrier(Deadline deadline) {
+        ShmStaging f = e.shm.fast();
         e.enter("barrier");
         try {
             Op op = e.begin(Frame.DATA, OpCodes.BARRIER, deadline);
+            if (f != null) {
+                long code = fastCode(op, 0);
+                long piece = f.nextPiece();
+                e.shm.gateStaging(f, op, piece);
+                f.publishInput(piece, op.seq, 0, code, 0);
+                e.shm.awaitStaging(f, op, ShmStaging.INPUT_SEQ, piece, code, 0, 0);
+                return;
+            }
             int rounds = 0;
             while ((1 << rounds) < size) {
                 rounds++;
@@ -209,7 +252,10 @@ final class TcpBackend implements CpuBackend {
     @Override
     public void broadcast(Tensor tensor, int src, Deadline deadline) {
         long bytes = tensor.byteSize();
-        ShmStaging st = stagingFor(bytes, deadline);
+        ShmStaging st = fastFor(bytes);
+        if (st == null) {
+            st = stagingFor(bytes, deadline);
+        }
         e.enter("broadcast");
         try {
             Op op = e.begin(Frame.DATA, OpCodes.BROADCAST, deadline);
@@ -260,9 +306,14 @@ final class TcpBackend implements CpuBackend {
     @Override
     public void allReduce(Tensor tensor, ReduceOp rop, Deadline deadline) {
         long bytes = tensor.byteSize();
-        ShmStaging st = stagingFor(bytes, deadline);
+        ShmStaging f = fastFor(bytes);
+        ShmStaging st = f == null ? stagingFor(bytes, deadline) : null;
         e.enter("allReduce");
         try {
+            if (f != null) {
+                allReduceFast(e.begin(Frame.DATA, OpCodes.ALLREDUCE, deadline), f, tensor, rop);
+                return;
+            }
             boolean direct = bytes <= cfg.smallBytes;
             boolean shared = st != null;
             Op op = e.begin(Frame.DATA, OpCodes.ALLREDUCE, deadline);
@@ -391,10 +442,10 @@ final class TcpBackend implements CpuBackend {
         long code = sharedCode(op, t, rop);
         for (long p0 = 0; p0 < count; p0 += pieceElems) {
             int pe = (int) Math.min(pieceElems, count - p0);
-            long piece = e.shm.nextPiece();
+            long piece = st.nextPiece();
             int c0 = (int) ((long) pe * rank / size);
             int c1 = (int) ((long) pe * (rank + 1) / size);
-            e.shm.gateStaging(op, piece);
+            e.shm.gateStaging(st, op, piece);
             ByteBuffer mine = st.input(rank, piece);
             if (c0 > 0) {
                 slice(mine, 0, (long) c0 * es).put(slice(buf, p0 * es, (long) c0 * es));
@@ -403,7 +454,7 @@ final class TcpBackend implements CpuBackend {
                 slice(mine, (long) c1 * es, (long) (pe - c1) * es).put(slice(buf, (p0 + c1) * es, (long) (pe - c1) * es));
             }
             st.publishInput(piece, op.seq, count, code, p0);
-            e.shm.awaitStaging(op, ShmStaging.INPUT_SEQ, piece, code, count, p0);
+            e.shm.awaitStaging(st, op, ShmStaging.INPUT_SEQ, piece, code, count, p0);
             ByteBuffer out = slice(buf, (p0 + c0) * es, (long) (c1 - c0) * es);
             ByteBuffer[] ins = new ByteBuffer[size];
             for (int r = 0; r < size; r++) {
@@ -418,7 +469,7 @@ final class TcpBackend implements CpuBackend {
                 Reductions.reduceManyInPlace(t, rop, out, ins, rank, c1 - c0, result);
             }
             st.publishResult(piece);
-            e.shm.awaitStaging(op, ShmStaging.RESULT_SEQ, piece, code, count, p0);
+            e.shm.awaitStaging(st, op, ShmStaging.RESULT_SEQ, piece, code, count, p0);
             for (int r = 0; r < size; r++) {
                 if (r == rank) {
                     continue;
@@ -428,6 +479,37 @@ final class TcpBackend implements CpuBackend {
                 slice(buf, (p0 + q0) * es, (long) (q1 - q0) * es)
                         .put(slice(st.result(r, piece), (long) q0 * es, (long) (q1 - q0) * es));
             }
+        }
+    }
+
+    /**
+     * All-reduce through the fast path: every rank copies its input into its region and publishes it;
+     * once all did, each rank reduces every input in rank order into its tensor (the same order on every
+     * rank: bit-identical results). One synchronisation.
+     */
+    private void allReduceFast(Op op, ShmStaging f, Tensor tensor, ReduceOp rop) {
+        DType t = tensor.dtype();
+        int n = (int) tensor.numel();
+        int b = (int) tensor.byteSize();
+        ByteBuffer buf = slice(tensor.buffer(), 0, b);
+        long code = sharedCode(op, t, rop);
+        long piece = f.nextPiece();
+        e.shm.gateStaging(f, op, piece);
+        f.input(rank, piece).put(buf.duplicate());
+        f.publishInput(piece, op.seq, n, code, 0);
+        e.shm.awaitStaging(f, op, ShmStaging.INPUT_SEQ, piece, code, n, 0);
+        if (n == 0) {
+            return;
+        }
+        ByteBuffer[] ins = new ByteBuffer[size];
+        for (int r = 0; r < size; r++) {
+            if (r != rank) {
+                ins[r] = slice(f.input(r, piece), 0, b);
+            }
+        }
+        Reductions.reduceManyInPlace(t, rop, buf, ins, rank, n, null);
+        if (rop == ReduceOp.AVG) {
+            Reductions.divide(t, buf, n, size);
         }
     }
 
@@ -449,14 +531,14 @@ final class TcpBackend implements CpuBackend {
         }
         long code = sharedCode(op, t, null);
         for (long p0 = 0; p0 < max; p0 += pieceElems) {
-            long piece = e.shm.nextPiece();
-            e.shm.gateStaging(op, piece);
+            long piece = st.nextPiece();
+            e.shm.gateStaging(st, op, piece);
             long mine = Math.max(0, Math.min(pieceElems, counts[rank] - p0));
             if (mine > 0) {
                 slice(st.input(rank, piece), 0, mine * es).put(slice(in, p0 * es, mine * es));
             }
             st.publishInput(piece, op.seq, countField, code, p0);
-            e.shm.awaitStaging(op, ShmStaging.INPUT_SEQ, piece, code, countField, p0);
+            e.shm.awaitStaging(st, op, ShmStaging.INPUT_SEQ, piece, code, countField, p0);
             for (int r = 0; r < size; r++) {
                 long n = Math.max(0, Math.min(pieceElems, counts[r] - p0));
                 if (r != rank && n > 0) {
@@ -480,16 +562,16 @@ final class TcpBackend implements CpuBackend {
         long code = sharedCode(op, t, null) | ((long) src << 32);
         for (long p0 = 0; p0 < count; p0 += pieceElems) {
             long n = Math.min(pieceElems, count - p0);
-            long piece = e.shm.nextPiece();
+            long piece = st.nextPiece();
             // publishing writes the slot's descriptor: every rank must be done with the piece before the
             // previous one (same slot), whose descriptor a slow rank may still be checking
-            e.shm.gateStaging(op, piece);
+            e.shm.gateStaging(st, op, piece);
             if (rank == src) {
                 slice(st.input(rank, piece), 0, n * es).put(slice(buf, p0 * es, n * es));
                 st.publishInput(piece, op.seq, count, code, p0);
             } else {
                 st.publishInput(piece, op.seq, count, code, p0); // "done with the previous piece"
-                e.shm.awaitStagingFrom(op, src, piece, code, count, p0);
+                e.shm.awaitStagingFrom(st, op, src, piece, code, count, p0);
                 slice(buf, p0 * es, n * es).put(slice(st.input(src, piece), 0, n * es));
             }
         }
@@ -509,14 +591,14 @@ final class TcpBackend implements CpuBackend {
         long code = sharedCode(op, t, rop);
         for (long p0 = 0; p0 < count; p0 += pieceElems) {
             int pe = (int) Math.min(pieceElems, count - p0);
-            long piece = e.shm.nextPiece();
-            e.shm.gateStaging(op, piece);
+            long piece = st.nextPiece();
+            e.shm.gateStaging(st, op, piece);
             ByteBuffer mine = st.input(rank, piece);
             for (int c = 0; c < size; c++) {
                 slice(mine, (long) c * pe * es, (long) pe * es).put(slice(in, (c * count + p0) * es, (long) pe * es));
             }
             st.publishInput(piece, op.seq, count, code, p0);
-            e.shm.awaitStaging(op, ShmStaging.INPUT_SEQ, piece, code, count, p0);
+            e.shm.awaitStaging(st, op, ShmStaging.INPUT_SEQ, piece, code, count, p0);
             ByteBuffer[] ins = new ByteBuffer[size];
             for (int r = 0; r < size; r++) {
                 ins[r] = slice(st.input(r, piece), (long) rank * pe * es, (long) pe * es);
@@ -549,7 +631,14 @@ final class TcpBackend implements CpuBackend {
 
     private void gatherAll(String name, int code, Tensor output, Tensor input, long[] counts, long countField,
                            Deadline deadline) {
-        ShmStaging st = stagingFor(output.byteSize(), deadline);
+        long most = 0;
+        for (long c : counts) {
+            most = Math.max(most, c);
+        }
+        ShmStaging st = fastFor(most * output.dtype().byteSize());
+        if (st == null) {
+            st = stagingFor(output.byteSize(), deadline);
+        }
         e.enter(name);
         try {
             DType t = output.dtype();
@@ -747,7 +836,10 @@ final class TcpBackend implements CpuBackend {
     public void reduceScatter(Tensor output, Tensor input, ReduceOp rop, Deadline deadline) {
         long b = output.byteSize();
         // the shared path needs every rank's part of a piece to hold at least one element
-        ShmStaging st = ShmStaging.pieceBytes(cfg) / output.dtype().byteSize() >= size ? stagingFor(b * size, deadline) : null;
+        ShmStaging st = fastFor(b * size);
+        if (st == null || st.pieceBytes() / output.dtype().byteSize() < size) {
+            st = ShmStaging.pieceBytes(cfg) / output.dtype().byteSize() >= size ? stagingFor(b * size, deadline) : null;
+        }
         e.enter("reduceScatter");
         try {
             boolean direct = b * size <= cfg.smallBytes;
@@ -833,13 +925,33 @@ final class TcpBackend implements CpuBackend {
 
     // ------------------------------------------------------------------ point to point
 
+    /** Sends a point-to-point message: through the peer's mailbox on the fast path (small ones whole), else by the link. */
+    private void p2pSend(Op op, int dst, Frame f, ByteBuffer payload) {
+        Link l = e.linkForSend(dst);
+        if (l.mailbox != null) {
+            l.mailbox.send(op, f, payload);
+        } else {
+            e.send(op, dst, f, payload);
+        }
+    }
+
+    /** Posts a point-to-point receive: through the peer's mailbox on the fast path, else on the link. */
+    private Recv p2pPost(Recv r) {
+        Link l = e.links[r.peer];
+        if (l.mailbox != null) {
+            l.mailbox.post(r);
+            return r;
+        }
+        return e.post(r);
+    }
+
     @Override
     public void send(Tensor tensor, int dst, int tag, Deadline deadline) {
         e.enter("send");
         try {
             Op op = e.begin(Frame.P2P, OpCodes.SEND, deadline);
             op.template.dtype(tensor.dtype()).count(tensor.numel()).root(tag);
-            e.send(op, dst, op.frame(0), tensor.buffer());
+            p2pSend(op, dst, op.frame(0), tensor.buffer());
             e.await(op);
         } finally {
             e.exit();
@@ -860,13 +972,13 @@ final class TcpBackend implements CpuBackend {
                 if (p.kind() == io.jcomm.api.device.P2POp.Kind.RECV) {
                     Tensor t = p.tensor();
                     Frame f = op.frame(0).dtype(t.dtype()).count(t.numel()).root(tag);
-                    e.post(Recv.into(op, p.peer(), f, t.buffer(), null));
+                    p2pPost(Recv.into(op, p.peer(), f, t.buffer(), null));
                 }
             }
             for (io.jcomm.api.device.P2POp p : ops) {
                 if (p.kind() == io.jcomm.api.device.P2POp.Kind.SEND) {
                     Tensor t = p.tensor();
-                    e.send(op, p.peer(), op.frame(0).dtype(t.dtype()).count(t.numel()).root(tag), t.buffer());
+                    p2pSend(op, p.peer(), op.frame(0).dtype(t.dtype()).count(t.numel()).root(tag), t.buffer());
                 }
             }
             e.await(op);
@@ -881,7 +993,7 @@ final class TcpBackend implements CpuBackend {
         try {
             Op op = e.begin(Frame.P2P, OpCodes.SEND, deadline);
             op.template.dtype(tensor.dtype()).count(tensor.numel()).root(tag);
-            e.post(Recv.into(op, src, op.frame(0), tensor.buffer(), null));
+            p2pPost(Recv.into(op, src, op.frame(0), tensor.buffer(), null));
             e.await(op);
         } finally {
             e.exit();
@@ -892,6 +1004,14 @@ final class TcpBackend implements CpuBackend {
 
     @Override
     public byte[] broadcastBytes(byte[] payload, int src, int maxBytes, Deadline deadline) {
+        ShmStaging f = e.shm.fast();
+        if (f != null) {
+            byte[] got = broadcastBytesFast(f, payload, src, maxBytes, deadline);
+            if (got != null) {
+                return got;
+            }
+            // the object does not fit the fast path: every rank knows it and goes on with the links
+        }
         e.enter("broadcastObject");
         try {
             Op op = e.begin(Frame.DATA, OpCodes.BCAST_BYTES, deadline);
@@ -914,6 +1034,87 @@ final class TcpBackend implements CpuBackend {
         }
     }
 
+    /**
+     * The object broadcast through the fast path: the root copies the object into its region (if it fits)
+     * and publishes its length; the others wait for the root's piece only. Null when the object does not fit:
+     * every rank then runs the socket broadcast.
+     */
+    private byte[] broadcastBytesFast(ShmStaging f, byte[] payload, int src, int maxBytes, Deadline deadline) {
+        e.enter("broadcastObject");
+        try {
+            Op op = e.begin(Frame.DATA, OpCodes.BCAST_BYTES, deadline);
+            long code = fastCode(op, src);
+            long piece = f.nextPiece();
+            e.shm.gateStaging(f, op, piece);
+            if (rank == src) {
+                boolean fits = payload.length <= f.pieceBytes();
+                if (fits) {
+                    f.input(rank, piece).put(payload);
+                }
+                f.publishInput(piece, op.seq, 0, code, 0, payload.length);
+                return fits ? payload : null;
+            }
+            f.publishInput(piece, op.seq, 0, code, 0); // "done with the previous piece"
+            e.shm.awaitStagingFrom(f, op, src, piece, code, 0, 0);
+            long len = f.length(src, piece);
+            if (len > f.pieceBytes() && len <= Integer.MAX_VALUE) {
+                return null;
+            }
+            byte[] out = new byte[checkedLength(src, len, maxBytes)];
+            f.input(src, piece).get(out);
+            return out;
+        } finally {
+            e.exit();
+        }
+    }
+
+    /** A peer's object length from the fast path, checked against the receiver's limit as the links check it. */
+    private int checkedLength(int peer, long len, int maxBytes) {
+        if (len < 0 || len > maxBytes) {
+            throw (ProtocolException) e.fail(new ProtocolException(e.ctx(), "rank " + peer + " sent an object of " + len
+                    + " bytes; the limit is " + maxBytes + " (option object.maxBytes)"));
+        }
+        return (int) len;
+    }
+
+    /**
+     * The object all-gather through the fast path: every rank copies its object in (if it fits) and
+     * publishes its length; once all did, each copies the others out. Null when some object does not fit
+     * (every rank sees every length, so all then run the socket all-gather).
+     */
+    private byte[][] allGatherBytesFast(ShmStaging f, byte[] payload, int maxBytes, Deadline deadline) {
+        e.enter("allGatherObject");
+        try {
+            Op op = e.begin(Frame.DATA, OpCodes.ALLGATHER_BYTES, deadline);
+            long code = fastCode(op, 0);
+            long piece = f.nextPiece();
+            e.shm.gateStaging(f, op, piece);
+            if (payload.length <= f.pieceBytes()) {
+                f.input(rank, piece).put(payload);
+            }
+            f.publishInput(piece, op.seq, 0, code, 0, payload.length);
+            e.shm.awaitStaging(f, op, ShmStaging.INPUT_SEQ, piece, code, 0, 0);
+            for (int q = 0; q < size; q++) {
+                long len = q == rank ? payload.length : f.length(q, piece);
+                if (len > f.pieceBytes() && len <= Integer.MAX_VALUE) {
+                    return null;
+                }
+            }
+            byte[][] out = new byte[size][];
+            for (int q = 0; q < size; q++) {
+                if (q == rank) {
+                    out[q] = payload;
+                } else {
+                    out[q] = new byte[checkedLength(q, f.length(q, piece), maxBytes)];
+                    f.input(q, piece).get(out[q]);
+                }
+            }
+            return out;
+        } finally {
+            e.exit();
+        }
+    }
+
     /** Large heap payloads are copied to a direct buffer once (sockets and rings want direct memory). */
     private static ByteBuffer bytePayload(ByteBuffer heap) {
         if (heap.remaining() <= Link.INLINE_PAYLOAD_MAX) {
@@ -926,6 +1127,13 @@ final class TcpBackend implements CpuBackend {
 
     @Override
     public byte[][] allGatherBytes(byte[] payload, int myRank, int groupSize, int maxBytes, Deadline deadline) {
+        ShmStaging f = e.shm.fast();
+        if (f != null) {
+            byte[][] got = allGatherBytesFast(f, payload, maxBytes, deadline);
+            if (got != null) {
+                return got;
+            }
+        }
         e.enter("allGatherObject");
         try {
             Op op = e.begin(Frame.DATA, OpCodes.ALLGATHER_BYTES, deadline);
@@ -986,7 +1194,9 @@ final class TcpBackend implements CpuBackend {
         try {
             Op op = e.begin(Frame.P2P, OpCodes.SEND_BYTES, deadline);
             op.template.root(OBJECT_TAG);
-            e.send(op, dst, op.frame(0), bytePayload(ByteBuffer.wrap(payload)));
+            ByteBuffer p = ByteBuffer.wrap(payload);
+            boolean whole = e.links[dst].mailbox != null && payload.length <= ShmMailbox.INLINE_MAX;
+            p2pSend(op, dst, op.frame(0), whole ? p : bytePayload(p)); // a record copies from the heap itself
             e.await(op);
         } finally {
             e.exit();
@@ -999,7 +1209,7 @@ final class TcpBackend implements CpuBackend {
         try {
             Op op = e.begin(Frame.P2P, OpCodes.SEND_BYTES, deadline);
             op.template.root(OBJECT_TAG);
-            Recv r = e.post(Recv.bytes(op, src, op.frame(0), maxBytes));
+            Recv r = p2pPost(Recv.bytes(op, src, op.frame(0), maxBytes));
             e.await(op);
             return r.bytes;
         } finally {

@@ -53,6 +53,13 @@ public final class TcpBackendProvider implements CpuBackendProvider {
 
     @Override
     public CpuBackend create(CpuBackendContext context) {
-        return new TcpBackend(Engine.connect(context, new TcpConfig(context)));
+        TcpBackend b = new TcpBackend(Engine.connect(context, new TcpConfig(context)));
+        try {
+            b.setUpFastPath(io.jcomm.api.Deadline.after(context.timeout()));
+        } catch (RuntimeException e) {
+            b.close();
+            throw e;
+        }
+        return b;
     }
 }

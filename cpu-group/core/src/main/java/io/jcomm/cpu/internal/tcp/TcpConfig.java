@@ -23,6 +23,7 @@ final class TcpConfig {
     final String shmDir;
     final int shmStagingBytes;
     final int shmCollectiveMinBytes;
+    final int shmFastBytes;
     final String hostId;
     final boolean freshNamespace;
 
@@ -45,6 +46,7 @@ final class TcpConfig {
         shmDir = o.shmDir().toString();
         shmStagingBytes = o.shmStagingBytes() & ~16383;
         shmCollectiveMinBytes = o.shmCollectiveMinBytes();
+        shmFastBytes = o.shmFastBytes() & ~63;
         hostId = o.hostId().orElse(null);
         freshNamespace = o.freshNamespace();
     }

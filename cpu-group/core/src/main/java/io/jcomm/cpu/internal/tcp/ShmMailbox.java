@@ -1,0 +1,269 @@
+package io.jcomm.cpu.internal.tcp;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayDeque;
+import java.util.Iterator;
+
+/**
+ * Point-to-point messages with one peer of a fast-path group ({@link ShmStaging#createFast}): a
+ * single-producer/single-consumer ring of records in each direction, inside the two ranks' fast-path
+ * regions (the data and head in the producer's region, the consumer's tail in its own). Every
+ * point-to-point message to the peer takes one record, in send order: a small message (at most
+ * {@link #INLINE_MAX} bytes) carries its payload; a larger one is a marker, and its payload goes by the
+ * link (socket or ring) as before. A receive takes the first record with its tag; a marker hands the
+ * receive over to the link, whose messages of that tag are in the same order as their markers. So
+ * tag matching and order are those of the links, and a small message costs no system call.
+ *
+ * <p>Record: {@code [0] i32 length of the record (16-aligned), [4] u8 kind, [5] u8 operation, [6] u8
+ * dtype, [8] i64 count, [16] i32 tag, [20] i32 payload bytes, [32..] payload}. A record never wraps:
+ * the rest of the ring is skipped with a padding record. Records the receiver has no receive for yet
+ * are copied out (up to a budget; beyond it they stay in the ring and the sender waits for room),
+ * so that a sender finishes without its receiver's help, as with the links.
+ *
+ * <p>Driving thread only.
+ */
+final class ShmMailbox {
+
+    static final int HEADER = 32;
+    /** Largest payload carried in a record. */
+    static final int INLINE_MAX = 16 << 10;
+    private static final int DATA = 1;
+    private static final int MARKER = 2;
+    private static final int PAD = 3;
+
+    /** A record waiting for room in the ring. */
+    private static final class Out {
+        final Op op;
+        final Frame header;
+        final ByteBuffer payload; // null for a marker
+
+        Out(Op op, Frame header, ByteBuffer payload) {
+            this.op = op;
+            this.header = header;
+            this.payload = payload;
+        }
+    }
+
+    /** A record copied out of the ring before its receive was posted. */
+    private static final class Kept {
+        final Frame header;
+        final boolean marker;
+        final byte[] data;
+
+        Kept(Frame header, boolean marker, byte[] data) {
+            this.header = header;
+            this.marker = marker;
+            this.data = data;
+        }
+    }
+
+    private final Engine engine;
+    private final Link link;
+    private final ShmStaging region;
+    private final int peer;
+    private final ByteBuffer out;
+    private final ByteBuffer in;
+    private final int capacity;
+    private final long keepBudget;
+    private final ArrayDeque<Out> queued = new ArrayDeque<>();
+    private final ArrayDeque<Recv> posted = new ArrayDeque<>();
+    private final ArrayDeque<Kept> kept = new ArrayDeque<>();
+    private long keptBytes;
+    private long head;
+    private long tail;
+    private boolean polling;
+
+    ShmMailbox(Engine engine, Link link, ShmStaging region, int peer) {
+        this.engine = engine;
+        this.link = link;
+        this.region = region;
+        this.peer = peer;
+        this.out = region.mailboxData(engine.rank, peer);
+        this.in = region.mailboxData(peer, engine.rank);
+        this.capacity = out.capacity();
+        this.keepBudget = Math.min(engine.cfg.maxUnexpectedBytes, 64L << 20);
+        this.head = region.mailboxHead(engine.rank, peer);
+        this.tail = region.mailboxTail(engine.rank, peer);
+    }
+
+    /** Sends one point-to-point message: its record now (or once there is room), its payload by the link if large. */
+    void send(Op op, Frame header, ByteBuffer payload) {
+        int n = payload == null ? 0 : payload.remaining();
+        header.payload = n;
+        boolean inline = n <= INLINE_MAX;
+        op.pendingShmSends++;
+        queued.addLast(new Out(op, header, inline ? payload : null));
+        flush();
+        if (!inline) {
+            engine.send(op, peer, header, payload);
+        }
+    }
+
+    /** Posts a point-to-point receive (its operation counts it from now on). */
+    void post(Recv r) {
+        r.op.pendingRecvs++;
+        for (Iterator<Kept> it = kept.iterator(); it.hasNext(); ) {
+            Kept k = it.next();
+            if (k.header.root == r.expect.root) {
+                it.remove();
+                keptBytes -= k.data == null ? 0 : k.data.length;
+                if (k.marker) {
+                    link.postP2p(r);
+                } else {
+                    deliver(r, k.header, ByteBuffer.wrap(k.data));
+                }
+                return;
+            }
+        }
+        posted.addLast(r);
+        poll();
+    }
+
+    /** Whether a record waits for room (the progress thread finishes it). */
+    boolean hasQueued() {
+        return !queued.isEmpty();
+    }
+
+    /** Whether a posted receive waits for its record. */
+    boolean awaitsData() {
+        return !posted.isEmpty();
+    }
+
+    boolean busy() {
+        return !queued.isEmpty() || !posted.isEmpty();
+    }
+
+    /** Moves records both ways; returns how many moved. */
+    int poll() {
+        if (polling) {
+            return 0;
+        }
+        polling = true;
+        try {
+            return flush() + consume();
+        } finally {
+            polling = false;
+        }
+    }
+
+    private static int recordBytes(int payload) {
+        return (HEADER + payload + 15) & ~15;
+    }
+
+    private int flush() {
+        int moved = 0;
+        long t = -1;
+        while (!queued.isEmpty()) {
+            Out m = queued.peekFirst();
+            int len = recordBytes(m.payload == null ? 0 : m.header.payload);
+            int at = (int) (head & (capacity - 1));
+            int skip = capacity - at < len ? capacity - at : 0;
+            if (t < 0 || capacity - (head - t) < skip + len) {
+                t = region.peerConsumed(peer, engine.rank);
+                if (capacity - (head - t) < skip + len) {
+                    break;
+                }
+            }
+            if (skip > 0) {
+                out.putInt(at, skip);
+                out.put(at + 4, (byte) PAD);
+                head += skip;
+                at = 0;
+            }
+            Frame f = m.header;
+            out.putInt(at, len);
+            out.put(at + 4, (byte) (m.payload == null ? MARKER : DATA));
+            out.put(at + 5, (byte) f.op);
+            out.put(at + 6, (byte) f.dtype);
+            out.putLong(at + 8, f.count);
+            out.putInt(at + 16, f.root);
+            out.putInt(at + 20, f.payload);
+            if (m.payload != null && f.payload > 0) {
+                out.put(at + HEADER, m.payload, m.payload.position(), f.payload);
+            }
+            head += len;
+            region.publishMailboxHead(peer, head);
+            queued.pollFirst();
+            m.op.pendingShmSends--;
+            moved++;
+        }
+        return moved;
+    }
+
+    private int consume() {
+        long h = region.mailboxHead(peer, engine.rank);
+        int moved = 0;
+        while (tail < h) {
+            int at = (int) (tail & (capacity - 1));
+            int len = in.getInt(at);
+            int kind = in.get(at + 4);
+            if (len < 16 || (len & 15) != 0 || len > capacity - at || (kind != PAD && len < HEADER)) {
+                throw engine.fail(new io.jcomm.api.ProtocolException(engine.ctx(), "malformed message record from rank "
+                        + peer + " in shared memory (length " + len + ")"));
+            }
+            if (kind != PAD) {
+                Frame f = Frame.of(Frame.P2P, in.get(at + 5) & 0xFF, 0);
+                f.dtype = in.get(at + 6) & 0xFF;
+                f.count = in.getLong(at + 8);
+                f.root = in.getInt(at + 16);
+                f.payload = in.getInt(at + 20);
+                boolean marker = kind == MARKER;
+                if (f.payload < 0 || (!marker && recordBytes(f.payload) != len) || (kind != DATA && !marker)) {
+                    throw engine.fail(new io.jcomm.api.ProtocolException(engine.ctx(), "malformed message record from rank "
+                            + peer + " in shared memory (kind " + kind + ", payload " + f.payload + ")"));
+                }
+                Recv r = take(f.root);
+                if (r != null) {
+                    if (marker) {
+                        link.postP2p(r);
+                    } else {
+                        deliver(r, f, in.duplicate().position(at + HEADER).limit(at + HEADER + f.payload).slice());
+                    }
+                } else {
+                    int bytes = marker ? 0 : f.payload;
+                    if (keptBytes + bytes > keepBudget) {
+                        break; // stays in the ring: the sender waits for room
+                    }
+                    byte[] data = null;
+                    if (!marker) {
+                        data = new byte[bytes];
+                        in.get(at + HEADER, data);
+                    }
+                    keptBytes += bytes;
+                    kept.addLast(new Kept(f, marker, data));
+                }
+            }
+            tail += len;
+            moved++;
+        }
+        if (moved > 0) {
+            region.publishMailboxTail(peer, tail);
+        }
+        return moved;
+    }
+
+    private Recv take(int tag) {
+        for (Iterator<Recv> it = posted.iterator(); it.hasNext(); ) {
+            Recv r = it.next();
+            if (r.expect.root == tag) {
+                it.remove();
+                return r;
+            }
+        }
+        return null;
+    }
+
+    private void deliver(Recv r, Frame got, ByteBuffer data) {
+        link.checkP2p(r, got);
+        r.deliver(data.order(ByteOrder.LITTLE_ENDIAN), got.payload);
+    }
+
+    /** Drops what is queued (the group is closing). */
+    void close() {
+        queued.clear();
+        posted.clear();
+        kept.clear();
+        keptBytes = 0;
+    }
+}

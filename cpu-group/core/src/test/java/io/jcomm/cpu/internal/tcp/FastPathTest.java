@@ -1,0 +1,207 @@
+package io.jcomm.cpu.internal.tcp;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.jcomm.api.CollectiveMismatchException;
+import io.jcomm.api.CommException;
+import io.jcomm.api.DType;
+import io.jcomm.api.ProcessGroup;
+import io.jcomm.api.ReduceOp;
+import io.jcomm.api.Tensor;
+import io.jcomm.cpu.CpuGroupOptions;
+import io.jcomm.cpu.TcpOptions;
+import io.jcomm.cpu.internal.DefaultProcessGroup;
+import io.jcomm.cpu.testkit.CpuGroupCases;
+import io.jcomm.cpu.testkit.ThreadRanks;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * The tcp backend's same-host fast path ({@code tcp.shm.fastBytes}): which groups get it, exact results
+ * of every operation that takes it, the fall-back of objects that do not fit, point-to-point order across
+ * small (mailbox) and large (link) messages, and a size disagreement between ranks (one on the fast path,
+ * one on the links) that fails as a mismatch instead of hanging. The conformance kit runs every other case
+ * with the fast path on (its default).
+ */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class FastPathTest {
+
+    private static final Duration T = Duration.ofSeconds(60);
+
+    private static CpuGroupOptions.Builder opts(int rank) {
+        return CpuGroupOptions.builder().backend("tcp").groupName("fast").timeout(Duration.ofSeconds(20))
+                .codec(CpuGroupCases.codec());
+    }
+
+    private static TcpBackend tcp(ProcessGroup g) {
+        return (TcpBackend) ((DefaultProcessGroup) g).backend();
+    }
+
+    @Test
+    void onlyGroupsOnOneHostWithTheOptionOnGetIt() {
+        try (ThreadRanks t = ThreadRanks.start(2, FastPathTest::opts, T)) {
+            assertTrue(tcp(t.group(0)).fastPath());
+            assertTrue(tcp(t.group(1)).fastPath());
+        }
+        try (ThreadRanks t = ThreadRanks.start(2, r -> opts(r).option(TcpOptions.SHM_FAST_BYTES, "0"), T)) {
+            assertFalse(tcp(t.group(0)).fastPath());
+        }
+        try (ThreadRanks t = ThreadRanks.start(2, r -> opts(r).option(TcpOptions.HOST_ID, "host-" + r), T)) {
+            assertFalse(tcp(t.group(0)).fastPath(), "ranks on different hosts");
+            t.run(g -> g.barrier(), T); // and the links still work
+        }
+    }
+
+    @Test
+    void everySmallOperationIsExact() {
+        int n = 3;
+        try (ThreadRanks t = ThreadRanks.start(n, FastPathTest::opts, T)) {
+            t.run(g -> {
+                int me = g.rank();
+                for (int round = 0; round < 50; round++) {
+                    g.barrier();
+                    for (int count : new int[] {0, 1, 256, 4096, 16384}) { // up to 64 KiB of f32
+                        Tensor x = Tensor.allocate(DType.F32, count);
+                        for (int i = 0; i < count; i++) {
+                            x.setDouble(i, me + 1 + i % 7 + round);
+                        }
+                        g.allReduce(x, ReduceOp.SUM);
+                        for (int i = 0; i < count; i += 97) {
+                            assertEquals(n * (1 + i % 7 + round) + 3, x.getDouble(i), 0.0, "sum at " + i);
+                        }
+                        x.fill(me + round);
+                        g.allReduce(x, ReduceOp.MAX);
+                        if (count > 0) {
+                            assertEquals(n - 1 + round, x.getDouble(count - 1), 0.0);
+                        }
+                    }
+                    Tensor in = Tensor.allocate(DType.I32, 100);
+                    in.fill(10 * me + round);
+                    Tensor all = Tensor.allocate(DType.I32, 100L * n);
+                    g.allGather(all, in);
+                    for (int r = 0; r < n; r++) {
+                        assertEquals(10 * r + round, all.getDouble(100L * r + 99), 0.0);
+                    }
+                    Tensor b = Tensor.allocate(DType.F64, 64);
+                    b.fill(me == round % n ? 7 + round : -1);
+                    g.broadcast(b, round % n);
+                    assertEquals(7 + round, b.getDouble(63), 0.0);
+                    Tensor rsIn = Tensor.allocate(DType.F32, 8L * n);
+                    for (int i = 0; i < rsIn.numel(); i++) {
+                        rsIn.setDouble(i, i + me);
+                    }
+                    Tensor rsOut = Tensor.allocate(DType.F32, 8);
+                    g.reduceScatter(rsOut, rsIn, ReduceOp.SUM);
+                    assertEquals(n * (8 * me + 5) + 3, rsOut.getDouble(5), 0.0);
+                    List<String> names = g.allGatherObject("rank-" + me + "-" + round, String.class);
+                    assertEquals("rank-" + (n - 1) + "-" + round, names.get(n - 1));
+                    String s = g.broadcastObject(me == 1 ? "from one " + round : null, 1, String.class);
+                    assertEquals("from one " + round, s);
+                }
+            }, T);
+            for (int r = 0; r < n; r++) {
+                assertFalse(tcp(t.group(r)).sharedCollectives(), "no large-collective staging was made");
+            }
+        }
+    }
+
+    @Test
+    void objectsThatDoNotFitGoByTheLinksOnEveryRank() {
+        try (ThreadRanks t = ThreadRanks.start(3, r -> opts(r).option(TcpOptions.SHM_FAST_BYTES, "4096"), T)) {
+            t.run(g -> {
+                int me = g.rank();
+                for (int round = 0; round < 5; round++) {
+                    String big = ("r" + me).repeat(3000 * (round + 1)); // > 4 KiB
+                    String mine = me == round % 3 ? big : "small " + me;
+                    List<String> got = g.allGatherObject(mine, String.class);
+                    for (int r = 0; r < 3; r++) {
+                        assertEquals(r == round % 3 ? ("r" + r).repeat(3000 * (round + 1)) : "small " + r, got.get(r));
+                    }
+                    String b = g.broadcastObject(me == 2 ? big : null, 2, String.class);
+                    assertEquals(("r2").repeat(3000 * (round + 1)), b);
+                    assertEquals("tiny", g.broadcastObject(me == 0 ? "tiny" : null, 0, String.class));
+                }
+            }, T);
+        }
+    }
+
+    @Test
+    void pointToPointKeepsTagOrderAcrossSmallAndLargeMessages() {
+        try (ThreadRanks t = ThreadRanks.start(2, FastPathTest::opts, T)) {
+            int big = 64 << 10; // elements: 256 KiB, above the mailbox's inline limit
+            t.run(g -> {
+                for (int round = 0; round < 20; round++) {
+                    if (g.rank() == 0) {
+                        // tag 1: A (small), C (large), E (small); tag 2: B (large), D (small)
+                        g.send(filled(16, 100 + round), 1, 1);
+                        g.send(filled(big, 200 + round), 1, 2);
+                        g.send(filled(big, 300 + round), 1, 1);
+                        g.send(filled(16, 400 + round), 1, 2);
+                        g.send(filled(16, 500 + round), 1, 1);
+                        g.sendObject("o" + round, 1);
+                        g.sendObject("O".repeat(40_000) + round, 1);
+                        g.sendObject("p" + round, 1);
+                    } else {
+                        Tensor b = Tensor.allocate(DType.F32, big);
+                        Tensor d = Tensor.allocate(DType.F32, 16);
+                        Tensor a = Tensor.allocate(DType.F32, 16);
+                        Tensor c = Tensor.allocate(DType.F32, big);
+                        Tensor e = Tensor.allocate(DType.F32, 16);
+                        g.recv(b, 0, 2);
+                        g.recv(d, 0, 2);
+                        g.recv(a, 0, 1);
+                        g.recv(c, 0, 1);
+                        g.recv(e, 0, 1);
+                        assertEquals(100 + round, a.getDouble(15), 0.0);
+                        assertEquals(200 + round, b.getDouble(big - 1), 0.0);
+                        assertEquals(300 + round, c.getDouble(big - 1), 0.0);
+                        assertEquals(400 + round, d.getDouble(15), 0.0);
+                        assertEquals(500 + round, e.getDouble(0), 0.0);
+                        assertEquals("o" + round, g.recvObject(0, String.class));
+                        assertEquals("O".repeat(40_000) + round, g.recvObject(0, String.class));
+                        assertEquals("p" + round, g.recvObject(0, String.class));
+                    }
+                }
+                // and a wrong count is a mismatch, as on the links
+                if (g.rank() == 0) {
+                    g.send(filled(8, 1), 1, 9);
+                } else {
+                    Tensor wrong = Tensor.allocate(DType.F32, 4);
+                    CommException ex = org.junit.jupiter.api.Assertions.assertThrows(CommException.class,
+                            () -> g.recv(wrong, 0, 9));
+                    assertInstanceOf(CollectiveMismatchException.class, ex, ex.toString());
+                }
+            }, T);
+        }
+    }
+
+    private static Tensor filled(int count, double v) {
+        Tensor x = Tensor.allocate(DType.F32, count);
+        x.fill(v);
+        return x;
+    }
+
+    /** Rank 0 all-reduces 1 KiB (fast path), rank 1 256 KiB (links): both fail quickly, one with a mismatch. */
+    @Test
+    void sizesThatDisagreeFailAsAMismatchNotAHang() {
+        try (ThreadRanks t = ThreadRanks.start(2, FastPathTest::opts, T)) {
+            long start = System.nanoTime();
+            List<Object> outcomes = t.outcomes(g -> {
+                Tensor x = Tensor.allocate(DType.F32, g.rank() == 0 ? 256 : 65536);
+                g.allReduce(x, ReduceOp.SUM);
+                return "completed";
+            }, T);
+            long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+            assertInstanceOf(CommException.class, outcomes.get(0), outcomes.toString());
+            assertInstanceOf(CommException.class, outcomes.get(1), outcomes.toString());
+            assertTrue(outcomes.stream().anyMatch(o -> o instanceof CollectiveMismatchException), outcomes.toString());
+            assertTrue(ms < 10_000, "failed after " + ms + " ms (group timeout 20 s)");
+        }
+    }
+}
