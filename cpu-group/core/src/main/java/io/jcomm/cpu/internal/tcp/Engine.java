@@ -59,6 +59,8 @@ final class Engine {
     private static final Logger LOG = LoggerFactory.getLogger(Engine.class);
     private static final long MAX_BLOCK_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
     static final long PARK_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
+    /** While a wait spins on shared memory, how often it still reads the sockets. */
+    private static final long SHM_SOCKET_POLL_NANOS = TimeUnit.MICROSECONDS.toNanos(20);
     /** While a shared-memory transfer is in progress, yield (not park) this long after the last progress. */
     static final long SHM_YIELD_NANOS = TimeUnit.MILLISECONDS.toNanos(2);
     /** How long a call spins for the driver lock (held briefly by the progress thread) before it blocks. */
@@ -335,6 +337,7 @@ final class Engine {
     void await(Op op, java.util.function.Supplier<String> explain) {
         long spinEnd = 0;
         long idleStart = 0;
+        long socketPolled = 0;
         while (true) {
             check();
             early.drain();
@@ -342,8 +345,16 @@ final class Engine {
                 adaptSpin(idleStart);
                 return;
             }
-            int work = loop.runNow();
-            work += shm.poll();
+            int work;
+            if (spinEnd != 0 && shm.busy() && System.nanoTime() - socketPolled < SHM_SOCKET_POLL_NANOS) {
+                // waiting on shared memory (a mailbox record, a ring payload): read it without a system call,
+                // and the sockets (failures, aborts, other messages) every SHM_SOCKET_POLL_NANOS
+                work = shm.poll();
+            } else {
+                work = loop.runNow();
+                socketPolled = System.nanoTime();
+                work += shm.poll();
+            }
             if (op.isComplete()) {
                 adaptSpin(idleStart);
                 return; // a failure noticed meanwhile surfaces at the next call
