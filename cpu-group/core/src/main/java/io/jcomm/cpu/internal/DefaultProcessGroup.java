@@ -31,6 +31,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -81,6 +82,12 @@ public final class DefaultProcessGroup implements ProcessGroup {
     private volatile boolean closed;
     private final Object asyncLock = new Object();
     private ThreadPoolExecutor asyncExecutor; // guarded by asyncLock, created on first async call
+    /**
+     * Asynchronous operations a group holds at most (queued or running): a caller beyond it waits for
+     * one to finish, within its operation's deadline, so the queue of the asynchronous worker is bounded.
+     */
+    static final int MAX_ASYNC_IN_FLIGHT = 1024;
+    private final Semaphore asyncSlots = new Semaphore(MAX_ASYNC_IN_FLIGHT);
     private volatile CompletableFuture<Void> asyncTail = DONE;
     private final Set<CompletableWork<?>> inFlight = ConcurrentHashMap.newKeySet();
 
@@ -330,6 +337,17 @@ public final class DefaultProcessGroup implements ProcessGroup {
             w.fail(p != null ? Errors.poisoned(p, ctx) : new CommClosedException(ctx, "group closed"));
             return w;
         }
+        try {
+            if (!asyncSlots.tryAcquire() && !asyncSlots.tryAcquire(Math.max(0, d.remainingNanos()), TimeUnit.NANOSECONDS)) {
+                w.fail(new CommTimeoutException(ctx, MAX_ASYNC_IN_FLIGHT
+                        + " asynchronous operations were still in flight at the deadline (none finished to make room)"));
+                return w;
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            w.fail(new CommClosedException(ctx, "interrupted while waiting for room for an asynchronous operation"));
+            return w;
+        }
         CompletableFuture<Void> done = new CompletableFuture<>();
         inFlight.add(w);
         synchronized (asyncLock) {
@@ -339,6 +357,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
                 ex.execute(() -> runAsync(w, ctx, d, call, done));
             } catch (RuntimeException e) { // rejected: closed concurrently
                 inFlight.remove(w);
+                asyncSlots.release();
                 done.complete(null);
                 w.fail(new CommClosedException(ctx, "group closed"));
             }
@@ -379,6 +398,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             }
         } finally {
             inFlight.remove(w);
+            asyncSlots.release();
             done.complete(null);
         }
     }
