@@ -27,6 +27,13 @@ import org.slf4j.LoggerFactory;
  * rank publishes piece k+1 only after it finished reading everyone's piece k, and it writes slot
  * k mod 2 again (piece k+2) only after it saw everyone's piece k+1: so with two slots a collective
  * needs one synchronisation per piece (all-reduce two: inputs, then results).
+ *
+ * <p>Two kinds of regions share this layout: the large-collective regions ({@code jcomm-stage-}, pieces
+ * of a quarter of {@code tcp.shm.stagingBytes}, made by the first large collective) and the fast path's
+ * ({@code jcomm-fast-}, pieces of {@code tcp.shm.fastBytes}, made at group creation), which add after
+ * the slots one block per peer for the point-to-point mailboxes ({@link ShmMailbox}): {@code [+0] head
+ * of this rank's ring to that peer, [+64] this rank's tail of that peer's ring to it, [+128..] the ring
+ * of this rank to that peer}. Each rank writes only its own region; peers map it read-only.
  */
 final class ShmStaging {
 
