@@ -684,7 +684,8 @@ public final class GroupCoordinator implements AutoCloseable {
 
     /**
      * Runs {@code body}, an operation on a route that bypasses the CPU group (which records its own),
-     * as an {@link OperationEvent} for JFR; free while no recording enables the event.
+     * as an {@link OperationEvent} for JFR (free while no recording enables the event) and in the flight
+     * recorder, which counts the bytes of a {@code byte[]} result.
      */
     private <T> T traced(String route, String op, java.util.function.Supplier<T> body) {
         OperationEvent event = new OperationEvent();
@@ -692,15 +693,17 @@ public final class GroupCoordinator implements AutoCloseable {
         RuntimeException failure = null;
         FlightRecorder.Group rec = routeRecord();
         long seq = rec != null ? rec.begin(op, false) : 0;
+        T result = null;
         try {
-            return body.get();
+            result = body.get();
+            return result;
         } catch (RuntimeException e) {
             failure = e;
             throw e;
         } finally {
             OperationEvent.end(event, name, rankInGroup, route, op, false, failure);
             if (rec != null) {
-                rec.end(op, seq, failure == null);
+                rec.end(op, seq, failure == null, result instanceof byte[] b ? b.length : 0);
             }
         }
     }
