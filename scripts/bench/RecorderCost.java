@@ -3,7 +3,7 @@ import io.jcomm.api.internal.recorder.FlightRecorder;
 /**
  * What the flight recorder costs per operation (begin + end of one group's record, as the CPU-group
  * facade does around every call; its start stamp is the one the call's deadline was made from, so the
- * recorder reads the clock once, at the end). One {@code System.nanoTime()} is about 30 ns on this VM
+ * recorder reads the clock once, at the end), with the payload's bytes counted as the facade counts them. One {@code System.nanoTime()} is about 30 ns on this VM
  * (kvm-clock). Run from the repository root after a build:
  * {@code java -cp comm-api/target/classes:$(ls tools/target/lib/slf4j-api-*.jar) scripts/bench/RecorderCost.java}
  */
@@ -21,7 +21,7 @@ public class RecorderCost {
             long stamp = t0;
             for (int i = 0; i < n; i++) {
                 // as the facade: the start stamp comes from the call's deadline, so one clock read per operation
-                long seq = g.begin("allReduce", false, stamp);
+                long seq = g.begin("allReduce", false, stamp, 4096);
                 g.end("allReduce", seq, true);
                 stamp += 7;
             }

@@ -32,6 +32,19 @@ public final class HostIdentity {
         return env != null && !env.isBlank() ? env.trim() : MACHINE;
     }
 
+    /**
+     * This host as messages name it: {@value #ENV} when set, else the host name (the identity without its
+     * boot id).
+     */
+    public static String displayName() {
+        String env = System.getenv(ENV);
+        if (env != null && !env.isBlank()) {
+            return env.trim();
+        }
+        int at = MACHINE.indexOf('@');
+        return at >= 0 ? MACHINE.substring(at + 1) : MACHINE;
+    }
+
     private static String computeMachine() {
         String boot = "noboot";
         try {

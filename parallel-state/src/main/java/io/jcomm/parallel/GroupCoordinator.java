@@ -76,9 +76,14 @@ import org.agrona.CloseHelper;
  * fingerprint of the call over the CPU group ({@link CollectiveFingerprint}: operation, dtype, shape,
  * reduce op, dimension, root, and the group's count of device collectives); when members disagree,
  * every member throws {@link io.jcomm.api.CollectiveMismatchException} naming its call and another
- * member's, and the device communicator is not called. Host tensors are checked by the CPU
- * backend itself (tcp's headers, gloo's argument check), point-to-point calls are not checked. Off
- * by default: then the cost is one null check per device collective.
+ * member's, and the device communicator is not called. {@link #broadcastTensorDict} compares its
+ * call (source) before the metadata moves and the metadata each member received before any tensor
+ * moves. A device send (also of a tensor-dict tensor) first sends its fingerprint (dtype, shape, tag and
+ * the count of device sends to that peer) to the receiver as a small buffered CPU message, and the
+ * receiver compares it with its call before the device receive: a mismatch fails the receiver, naming
+ * both calls and ranks (the sender's call has returned). Host tensors are checked by the CPU backend
+ * itself (tcp's headers, gloo's argument check). Off by default: then the cost is one null check per
+ * device call.
  *
  * <h2>World size 1</h2>
  * Collectives return their input at once (no copy), barrier and object broadcast return at once;
@@ -570,7 +575,29 @@ public final class GroupCoordinator implements AutoCloseable {
     public void send(Tensor tensor, int dst) {
         checkOpen("send");
         requirePeer("send", "dst", dst);
-        commFor(tensor, "send").send(tensor, dst, streamFor(tensor));
+        deviceSend(tensor, dst, 0, "send");
+    }
+
+    /**
+     * A send through the communicator for the tensor's device, after sending the call's fingerprint to
+     * {@code dst} when it goes to the device communicator and the check is on ({@code tag}: what the
+     * payload is, 0 for a plain send).
+     */
+    private void deviceSend(Tensor t, int dst, int tag, String op) {
+        DeviceCommunicator c = commFor(t, op);
+        if (fingerprint != null && c != hostComm) {
+            fingerprint.sent(t, dst, tag);
+        }
+        c.send(t, dst, streamFor(t));
+    }
+
+    /** The receiving side of {@link #deviceSend}: compares the sender's fingerprint with this call first. */
+    private void deviceRecv(Tensor t, int src, int tag, String op) {
+        DeviceCommunicator c = commFor(t, op);
+        if (fingerprint != null && c != hostComm) {
+            fingerprint.received(t, src, tag);
+        }
+        c.recv(t, src, streamFor(t));
     }
 
     /** Receives a tensor of {@code shape} and {@code dtype} on this rank's device from the previous member. */
@@ -591,7 +618,7 @@ public final class GroupCoordinator implements AutoCloseable {
     public void recv(Tensor tensor, int src) {
         checkOpen("recv");
         requirePeer("recv", "src", src);
-        commFor(tensor, "recv").recv(tensor, src, streamFor(tensor));
+        deviceRecv(tensor, src, 0, "recv");
     }
 
     private int normalizeDim(String op, Tensor t, int dim) {
@@ -684,7 +711,8 @@ public final class GroupCoordinator implements AutoCloseable {
 
     /**
      * Runs {@code body}, an operation on a route that bypasses the CPU group (which records its own),
-     * as an {@link OperationEvent} for JFR; free while no recording enables the event.
+     * as an {@link OperationEvent} for JFR (free while no recording enables the event) and in the flight
+     * recorder, which counts the bytes of a {@code byte[]} result.
      */
     private <T> T traced(String route, String op, java.util.function.Supplier<T> body) {
         OperationEvent event = new OperationEvent();
@@ -692,15 +720,17 @@ public final class GroupCoordinator implements AutoCloseable {
         RuntimeException failure = null;
         FlightRecorder.Group rec = routeRecord();
         long seq = rec != null ? rec.begin(op, false) : 0;
+        T result = null;
         try {
-            return body.get();
+            result = body.get();
+            return result;
         } catch (RuntimeException e) {
             failure = e;
             throw e;
         } finally {
             OperationEvent.end(event, name, rankInGroup, route, op, false, failure);
             if (rec != null) {
-                rec.end(op, seq, failure == null);
+                rec.end(op, seq, failure == null, result instanceof byte[] b ? b.length : 0);
             }
         }
     }
@@ -846,9 +876,17 @@ public final class GroupCoordinator implements AutoCloseable {
         if (ranks.size() == 1) {
             return copyOf(dict);
         }
+        if (fingerprint != null) {
+            fingerprint.checkTensorDict(src);
+        }
         if (rankInGroup == src) {
             Objects.requireNonNull(dict, "dict");
-            broadcastBytes(TensorDictCodec.encode(dict, codec), src);
+            byte[] meta = TensorDictCodec.encode(dict, codec);
+            broadcastBytes(meta, src);
+            if (fingerprint != null) {
+                fingerprint.checkTensorDictMetadata(src, meta, dict.size(),
+                        (int) dict.values().stream().filter(v -> v instanceof Tensor).count());
+            }
             for (Object v : dict.values()) {
                 if (v instanceof Tensor && ((Tensor) v).numel() > 0) {
                     Tensor t = (Tensor) v;
@@ -857,7 +895,12 @@ public final class GroupCoordinator implements AutoCloseable {
             }
             return copyOf(dict);
         }
-        List<TensorDictCodec.Entry> entries = decode(broadcastBytes(null, src), "broadcastTensorDict");
+        byte[] meta = broadcastBytes(null, src);
+        List<TensorDictCodec.Entry> entries = decode(meta, "broadcastTensorDict");
+        if (fingerprint != null) {
+            fingerprint.checkTensorDictMetadata(src, meta, entries.size(),
+                    (int) entries.stream().filter(e -> e instanceof TensorDictCodec.TensorEntry).count());
+        }
         Map<String, Object> out = new LinkedHashMap<>();
         for (TensorDictCodec.Entry e : entries) {
             if (e instanceof TensorDictCodec.TensorEntry) {
@@ -949,7 +992,7 @@ public final class GroupCoordinator implements AutoCloseable {
                     cpu.send(t, dst, TENSOR_DICT_TAG, timeout);
                 }
             } else {
-                commFor(t, op).send(t, dst, stream);
+                deviceSend(t, dst, TENSOR_DICT_TAG, op);
             }
         }
         if (async && sent.stream().anyMatch(t -> !t.isHost())) {
@@ -1028,7 +1071,7 @@ public final class GroupCoordinator implements AutoCloseable {
                     cpu.recv(target, src, TENSOR_DICT_TAG, timeout);
                 }
             } else {
-                commFor(target, op).recv(target, src, stream);
+                deviceRecv(target, src, TENSOR_DICT_TAG, op);
                 device = true;
             }
             if (gathered) {

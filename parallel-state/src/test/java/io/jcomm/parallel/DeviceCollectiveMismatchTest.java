@@ -101,6 +101,18 @@ class DeviceCollectiveMismatchTest {
             cpu.broadcast(host(tensor), src, StreamHandle.HOST);
         }
 
+        @Override
+        public void send(Tensor tensor, int dst, StreamHandle stream) {
+            calls.incrementAndGet();
+            cpu.send(host(tensor), dst, StreamHandle.HOST);
+        }
+
+        @Override
+        public void recv(Tensor tensor, int src, StreamHandle stream) {
+            calls.incrementAndGet();
+            cpu.recv(host(tensor), src, StreamHandle.HOST);
+        }
+
         @Override public void synchronize(StreamHandle stream) { }
         @Override public boolean isClosed() { return cpu.isClosed(); }
         @Override public void abort() { cpu.abort(); }
@@ -228,6 +240,123 @@ class DeviceCollectiveMismatchTest {
                 ps.world().allReduce(x);
                 assertEquals(N, host(x).getDouble(0));
             }, T);
+        }
+    }
+
+    @Test
+    void devicePointToPointAndTensorDictsPassWhenMatched() {
+        AccelProvider[] providers = providers();
+        try (ThreadJob job = start(providers, true, DebugLevel.OFF)) {
+            job.run(ps -> {
+                GroupCoordinator g = ps.world();
+                int r = g.rankInGroup();
+                // a ring of sends, each received by the next rank
+                if (r % 2 == 0) {
+                    g.send(floats(r, 2, 4, r * 10), g.nextInGroup());
+                    Tensor got = g.recv(new long[] {2, 4}, DType.F32, g.prevInGroup());
+                    assertEquals(g.prevInGroup() * 10, host(got).getDouble(0));
+                } else {
+                    Tensor got = g.recv(new long[] {2, 4}, DType.F32, g.prevInGroup());
+                    assertEquals(g.prevInGroup() * 10, host(got).getDouble(0));
+                    g.send(floats(r, 2, 4, r * 10), g.nextInGroup());
+                }
+                // a tensor dict from rank 0 to rank 1 (device tensors: fingerprinted with the dict's tag)
+                if (r == 0) {
+                    g.sendTensorDict(java.util.Map.of("x", floats(r, 1, 3, 5)), 1, null);
+                } else if (r == 1) {
+                    Tensor x = (Tensor) g.recvTensorDict(0, null).get("x");
+                    assertArrayEquals(new double[] {5, 6, 7}, host(x).toDoubleArray());
+                }
+                java.util.Map<String, Object> d = g.broadcastTensorDict(r == 2
+                        ? new java.util.LinkedHashMap<>(java.util.Map.of("t", floats(r, 1, 2, 9), "n", 4)) : null, 2);
+                assertArrayEquals(new double[] {9, 10}, host((Tensor) d.get("t")).toDoubleArray());
+                assertEquals(4, d.get("n"));
+            }, T);
+        }
+    }
+
+    @Test
+    void aMismatchedDeviceReceiveFailsTheReceiverNamingBothCalls() {
+        AccelProvider[] providers = providers();
+        try (ThreadJob job = start(providers, true, DebugLevel.OFF)) {
+            List<Object> out = job.outcomes(ps -> {
+                GroupCoordinator g = ps.world();
+                int r = g.rankInGroup();
+                try {
+                    if (r == 0) {
+                        g.send(floats(r, 4, 16, 0), 1);
+                    } else if (r == 1) {
+                        g.recv(new long[] {4, 8}, DType.F32, 0);
+                    }
+                    return "returned";
+                } catch (RuntimeException e) {
+                    return e;
+                }
+            }, T);
+            assertEquals("returned", out.get(0), "the send does not wait for its receive");
+            CollectiveMismatchException e = assertInstanceOf(CollectiveMismatchException.class, out.get(1),
+                    String.valueOf(out));
+            assertTrue(e.getMessage().contains("point-to-point mismatch in group world: this rank (group rank 1, global 1) "
+                    + "called recv(f32 [4, 8], src 0) #0 but group rank 0 (global 0) called send(f32 [4, 16], dst 1) #0"),
+                    e.getMessage());
+            assertEquals("recv", e.operation());
+            assertEquals(1, providers[0].calls.get(), "the sender's device send ran");
+            assertEquals(0, providers[1].calls.get(), "the receiver's device communicator was not called");
+        }
+    }
+
+    @Test
+    void aTensorDictTensorIsNotAPlainReceive() {
+        AccelProvider[] providers = providers();
+        try (ThreadJob job = start(providers, true, DebugLevel.OFF)) {
+            List<Object> out = job.outcomes(ps -> {
+                GroupCoordinator g = ps.world();
+                int r = g.rankInGroup();
+                try {
+                    if (r == 0) {
+                        g.sendTensorDict(java.util.Map.of("x", floats(r, 1, 2, 0)), 1, null);
+                    } else if (r == 1) {
+                        g.recv(floats(r, 1, 2, 0), 0); // a plain receive where a dict's tensor comes
+                    }
+                    return "returned";
+                } catch (RuntimeException e) {
+                    return e;
+                }
+            }, T);
+            CollectiveMismatchException e = assertInstanceOf(CollectiveMismatchException.class, out.get(1),
+                    String.valueOf(out));
+            assertTrue(e.getMessage().contains("called recv(f32 [1, 2], src 0) #0 but group rank 0 (global 0) called "
+                    + "send(f32 [1, 2], dst 1, tag 0x54440001) #0"), e.getMessage());
+        }
+    }
+
+    @Test
+    void mismatchedTensorDictBroadcastsFailOnEveryRankBeforeTheMetadata() {
+        AccelProvider[] providers = providers();
+        try (ThreadJob job = start(providers, true, DebugLevel.OFF)) {
+            // sources: rank 1 broadcasts from itself, the others from rank 0
+            List<String> m = mismatches(job, ps -> {
+                GroupCoordinator g = ps.world();
+                int r = g.rankInGroup();
+                g.broadcastTensorDict(r <= 1 ? java.util.Map.of("x", floats(r, 1, 2, 0)) : null, r == 1 ? 1 : 0);
+            });
+            assertTrue(m.get(0).contains("this rank (group rank 0, global 0) called broadcastTensorDict(src 0) #0 but "
+                    + "group rank 1 (global 1) called broadcastTensorDict(src 1) #0"), m.get(0));
+            // operations: rank 2 all-reduces on the device while the others broadcast a dict
+            m = mismatches(job, ps -> {
+                GroupCoordinator g = ps.world();
+                int r = g.rankInGroup();
+                if (r == 2) {
+                    g.allReduce(floats(r, 1, 4, 0));
+                } else {
+                    g.broadcastTensorDict(r == 0 ? java.util.Map.of("x", floats(r, 1, 2, 0)) : null, 0);
+                }
+            });
+            assertTrue(m.get(2).contains("called allReduce(f32 [1, 4], SUM) #1 but group rank 0 (global 0) called "
+                    + "broadcastTensorDict(src 0) #1"), m.get(2));
+            for (AccelProvider p : providers) {
+                assertEquals(0, p.calls.get(), "no tensor moved");
+            }
         }
     }
 

@@ -97,7 +97,9 @@ final class LocalJob {
             pids[i] = job.processes[i].pid();
             ranks[i] = plan.globalRank(i);
         }
-        job.stalls = new StallWatch(shmDir, stallReport, err, plan.javaBinary(), pids, ranks);
+        // several nodes: the launchers share their ranks' state through the job's store (node 0 merges)
+        StallExchange exchange = plan.nnodes() > 1 && !stallReport.isZero() ? new StallExchange(plan) : null;
+        job.stalls = new StallWatch(shmDir, stallReport, err, plan.javaBinary(), pids, ranks, exchange);
         job.sampler.start();
         return job;
     }
@@ -281,6 +283,10 @@ final class LocalJob {
 
     /** Kills leftover job processes and removes the job's leftover shared-memory entries; says what it did. */
     CleanupReport cleanUp() {
+        StallWatch w = stalls;
+        if (w != null) {
+            w.close();
+        }
         List<ProcessHandle> killed = janitor.killLeftovers(Duration.ofSeconds(5));
         List<Set<String>> shm = janitor.cleanShm();
         return new CleanupReport(killed.size(), shm.get(0), shm.get(1));

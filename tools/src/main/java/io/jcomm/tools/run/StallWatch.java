@@ -25,6 +25,11 @@ import java.util.concurrent.TimeUnit;
  * which ranks have not reached it) and the jcomm and main threads' stacks of every rank (through
  * {@code jcmd Thread.print}). The same report is printed when the job fails. One report per stall: it is
  * printed again only after the job made progress and stalled again.
+ *
+ * <p>With several nodes ({@link StallExchange}) each node's launcher reports its own ranks, and node
+ * 0's launcher merges every node's ranks (as their launchers wrote them to the job's store) into its
+ * verdicts: its stall is a stall of the whole job, and its report names the stuck or missing ranks of
+ * every node (their thread stacks are in their own node's report).
  */
 final class StallWatch {
 
@@ -37,6 +42,8 @@ final class StallWatch {
     private final Path javaBinary;
     private final long[] pids;
     private final int[] ranks;
+    /** The other nodes' launchers (several nodes), or null. */
+    private final StallExchange exchange;
     private long nextRead;
     private long signature = -1;
     private long lastProgress = System.nanoTime();
@@ -46,6 +53,16 @@ final class StallWatch {
      * @param stall how long without progress makes a stall ({@code 0}: never report stalls, only failures)
      */
     StallWatch(Path dir, Duration stall, PrintStream err, Path javaBinary, long[] pids, int[] ranks) {
+        this(dir, stall, err, javaBinary, pids, ranks, null);
+    }
+
+    /**
+     * @param exchange with several nodes: where this node's launcher writes its ranks' state and, on node 0,
+     *                 reads the other nodes' for the merged verdict; null for one node
+     */
+    StallWatch(Path dir, Duration stall, PrintStream err, Path javaBinary, long[] pids, int[] ranks,
+               StallExchange exchange) {
+        this.exchange = exchange;
         this.dir = dir;
         this.stallNanos = stall.toNanos();
         this.err = err;
@@ -64,12 +81,16 @@ final class StallWatch {
             return;
         }
         nextRead = now + READ_EVERY_NANOS;
-        Map<Integer, Snapshot> snaps = read();
-        long sig = 17;
+        Map<Integer, Snapshot> local = read();
+        if (exchange != null) {
+            exchange.publish(local, signature(local));
+        }
+        Seen seen = merged(local);
+        Map<Integer, Snapshot> snaps = seen.snaps();
+        long sig = signature(snaps);
         boolean running = false;
         for (Snapshot s : snaps.values()) {
             for (GroupState g : s.groups()) {
-                sig = sig * 31 + g.started() * 7 + g.finished();
                 running |= g.running();
             }
         }
@@ -82,15 +103,70 @@ final class StallWatch {
         if (!reported && running && now - lastProgress >= stallNanos) {
             reported = true;
             err.print(report(String.format(Locale.ROOT, "no rank's operations advanced for %.1f s; the job goes on",
-                    (now - lastProgress) / 1e9), snaps));
+                    (now - lastProgress) / 1e9), seen));
             err.flush();
         }
     }
 
     /** Prints the report now (the job failed: {@code why} says how). */
     synchronized void reportNow(String why) {
-        err.print(report(why, read()));
+        err.print(report(why, merged(read())));
         err.flush();
+    }
+
+    /** Lets go of the store, if it holds one (the job is over). */
+    synchronized void close() {
+        if (exchange != null) {
+            exchange.close();
+        }
+    }
+
+    /** Changes whenever a rank appears or goes, or an operation of any group starts or finishes. */
+    static long signature(Map<Integer, Snapshot> snaps) {
+        long sig = 17;
+        for (Map.Entry<Integer, Snapshot> e : snaps.entrySet()) {
+            sig = sig * 31 + e.getKey();
+            for (GroupState g : e.getValue().groups()) {
+                sig = sig * 31 + g.started() * 7 + g.finished();
+            }
+        }
+        return sig;
+    }
+
+    /**
+     * The ranks a report covers: {@code snaps} by global rank, {@code nodeOf} the node of each rank of
+     * another node, {@code silent} the other nodes that wrote nothing.
+     */
+    record Seen(Map<Integer, Snapshot> snaps, Map<Integer, Integer> nodeOf, List<Integer> silent) {
+    }
+
+    /**
+     * On node 0 of several: this node's ranks and the other nodes' (as their launchers last wrote them).
+     * Elsewhere: {@code local}.
+     */
+    private Seen merged(Map<Integer, Snapshot> local) {
+        if (exchange == null || !exchange.merges()) {
+            return new Seen(local, Map.of(), List.of());
+        }
+        Map<Integer, Snapshot> all = new TreeMap<>(local);
+        Map<Integer, Integer> nodeOf = new TreeMap<>();
+        List<Integer> silent = new ArrayList<>();
+        Map<Integer, Map<Integer, Snapshot>> others = exchange.others();
+        for (int n = 0; n < exchange.plan().nnodes(); n++) {
+            if (n == exchange.plan().nodeRank()) {
+                continue;
+            }
+            Map<Integer, Snapshot> theirs = others.get(n);
+            if (theirs == null) {
+                silent.add(n);
+                continue;
+            }
+            for (Map.Entry<Integer, Snapshot> e : theirs.entrySet()) {
+                all.putIfAbsent(e.getKey(), e.getValue());
+                nodeOf.put(e.getKey(), n);
+            }
+        }
+        return new Seen(all, nodeOf, silent);
     }
 
     private Map<Integer, Snapshot> read() {
@@ -109,8 +185,17 @@ final class StallWatch {
 
     /** The report's text: a verdict per group, then each rank's thread stacks. */
     String report(String why, Map<Integer, Snapshot> snaps) {
+        return report(why, new Seen(snaps, Map.of(), List.of()));
+    }
+
+    /** The report's text on what {@code seen} covers (node 0's merged view, see {@link #merged}, or this node's). */
+    String report(String why, Seen seen) {
+        Map<Integer, Snapshot> snaps = seen.snaps();
+        Map<Integer, Integer> nodeOf = seen.nodeOf();
         long now = System.nanoTime();
-        StringBuilder sb = new StringBuilder("commrun: stall report (").append(why).append("):\n");
+        boolean merging = exchange != null && exchange.merges();
+        StringBuilder sb = new StringBuilder("commrun: stall report (").append(why).append(merging ? "; every node's ranks" : "")
+                .append("):\n");
         if (snaps.isEmpty()) {
             sb.append("  no flight recorder found for any rank (JCOMM_RECORDER=off, or no group made yet)\n");
             return sb.toString();
@@ -125,8 +210,13 @@ final class StallWatch {
         for (Map.Entry<String, Map<Integer, GroupState>> e : groups.entrySet()) {
             Map<Integer, GroupState> members = e.getValue();
             int size = members.values().iterator().next().size();
-            sb.append("  group ").append(e.getKey()).append(" (").append(size).append(" ranks, ").append(members.size())
-                    .append(" on this node):\n");
+            long here = members.keySet().stream().filter(r -> !nodeOf.containsKey(r)).count();
+            sb.append("  group ").append(e.getKey()).append(" (").append(size).append(" ranks, ").append(here)
+                    .append(" on this node");
+            if (merging) {
+                sb.append(", ").append(members.size() - here).append(" on other nodes");
+            }
+            sb.append("):\n");
             long target = 0;
             String targetOp = null;
             for (GroupState g : members.values()) {
@@ -142,33 +232,44 @@ final class StallWatch {
                 if (late) {
                     behind.add(m.getKey());
                 }
-                sb.append("    rank ").append(m.getKey()).append(" (group rank ").append(g.rank()).append("): ")
+                Integer node = nodeOf.get(m.getKey());
+                sb.append("    rank ").append(m.getKey()).append(" (group rank ").append(g.rank())
+                        .append(node != null ? ", node " + node : "").append("): ")
                         .append(g.describe(now)).append(late ? "   <- has not reached it" : "").append('\n');
             }
             if (target > 0) {
                 sb.append("    verdict: ");
                 if (behind.isEmpty()) {
-                    sb.append("every rank here is in ").append(targetOp).append(" #").append(target);
+                    sb.append("every rank ").append(merging ? "seen" : "here").append(" is in ").append(targetOp).append(" #")
+                            .append(target);
                 } else {
                     sb.append(behind.size() == 1 ? "rank " : "ranks ").append(behind.size() == 1 ? behind.get(0) : behind)
                             .append(behind.size() == 1 ? " has" : " have").append(" not reached ").append(targetOp)
                             .append(" #").append(target);
                     for (int r : behind) {
-                        sb.append("; rank ").append(r).append(": ").append(members.get(r).describe(now));
+                        Integer node = nodeOf.get(r);
+                        sb.append("; rank ").append(r).append(node != null ? " (node " + node + ")" : "").append(": ")
+                                .append(members.get(r).describe(now));
                     }
                 }
                 sb.append('\n');
             }
             if (members.size() < size) {
                 List<Integer> unseen = new ArrayList<>();
-                for (int r : ranks) {
+                for (int r : merging ? allRanks() : ranks) {
                     if (!snaps.containsKey(r)) {
                         unseen.add(r);
                     }
                 }
                 sb.append("    ").append(unseen.isEmpty() ? "its other members are on other nodes"
-                        : "not seen here: ranks " + unseen + " (process gone, or no recorder)").append('\n');
+                        : "not seen" + (merging ? "" : " here") + ": ranks " + unseen + " (process gone, or no recorder)")
+                        .append('\n');
             }
+        }
+        for (int node : seen.silent()) {
+            int per = exchange.plan().nprocPerNode();
+            sb.append("  node ").append(node).append(" (ranks ").append(node * per).append('-').append(node * per + per - 1)
+                    .append(") wrote nothing to the store: its commrun has not reached it, or runs with --stall-report 0\n");
         }
         for (int i = 0; i < pids.length; i++) {
             if (pids[i] > 0 && snaps.containsKey(ranks[i])) {
@@ -178,7 +279,19 @@ final class StallWatch {
                 }
             }
         }
+        if (!nodeOf.isEmpty()) {
+            sb.append("  (the other nodes' thread stacks are in their own commrun's report)\n");
+        }
         return sb.toString();
+    }
+
+    /** Every global rank of the job. */
+    private int[] allRanks() {
+        int[] all = new int[exchange.plan().worldSize()];
+        for (int r = 0; r < all.length; r++) {
+            all[r] = r;
+        }
+        return all;
     }
 
     /** The "main" and jcomm threads' stacks of {@code pid} (jcmd Thread.print), at most {@value #MAX_STACK_LINES} lines. */

@@ -31,7 +31,8 @@ import picocli.CommandLine.Option;
 /**
  * {@code bin/commtop}: every jcomm job of this host, one line per rank and group: the current (or
  * latest) operation with its sequence number and state, how long a running one has been stuck, and
- * the group's operations per second. Ranks come from the host's job registry
+ * the group's operations and bytes per second (the bytes of each operation's larger buffer on that rank, as
+ * the flight recorder counts them). Ranks come from the host's job registry
  * ({@link JobRegistry}: job, rank, pid, groups, flight recorder file); what they do comes from their
  * flight recorders. Entries of dead processes are reported and deleted. Processes with a flight
  * recorder but no registry entry (no parallel state, {@code JCOMM_REGISTRY=off}, or the registry cannot
@@ -42,8 +43,8 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "commtop", mixinStandardHelpOptions = true,
         description = {"Lists every jcomm job on this host: ranks, current operation per group, how long it has been "
-                + "stuck, operations per second.",
-                "BYTES/S is always '-': the flight recorder counts operations, not bytes."})
+                + "stuck, operations and bytes per second.",
+                "BYTES/S counts, per operation, this rank's larger buffer of the call (k, M, G: powers of 1000)."})
 public final class CommTop implements Callable<Integer> {
 
     private static final DateTimeFormatter CLOCK = DateTimeFormatter.ofPattern("HH:mm:ss", Locale.ROOT);
@@ -202,13 +203,13 @@ public final class CommTop implements Callable<Integer> {
 
     /** The table: header, one line per rank and group, then the dead entries cleaned. */
     String render(Sample prev, Sample now, JobRegistry registry) {
-        Map<String, Long> before = new HashMap<>();
+        Map<String, GroupState> before = new HashMap<>();
         if (prev != null) {
             for (Proc p : prev.procs()) {
                 if (p.snapshot() != null) {
                     List<GroupState> gs = p.snapshot().groups();
                     for (int i = 0; i < gs.size(); i++) {
-                        before.put(rateKey(p, i, gs.get(i)), gs.get(i).finished());
+                        before.put(rateKey(p, i, gs.get(i)), gs.get(i));
                     }
                 }
             }
@@ -229,12 +230,13 @@ public final class CommTop implements Callable<Integer> {
             List<GroupState> gs = p.snapshot().groups();
             for (int i = 0; i < gs.size(); i++) {
                 GroupState g = gs.get(i);
-                Long was = before.get(rateKey(p, i, g));
-                String rate = was == null || dt <= 0 || g.finished() < was ? "-"
-                        : String.format(Locale.ROOT, "%.1f", (g.finished() - was) / dt);
+                GroupState was = before.get(rateKey(p, i, g));
+                boolean rated = was != null && dt > 0 && g.finished() >= was.finished() && g.bytes() >= was.bytes();
+                String rate = rated ? String.format(Locale.ROOT, "%.1f", (g.finished() - was.finished()) / dt) : "-";
+                String byteRate = rated ? bytes((g.bytes() - was.bytes()) / dt) : "-";
                 rows.add(new String[] {p.job(), rank, Long.toString(p.pid()), g.group(),
                         g.seq() == 0 ? "-" : g.op() + " #" + g.seq() + (g.async() ? " (async)" : ""), state(g),
-                        g.running() ? seconds(now.nanos() - g.startNanos()) : "-", rate, "-"});
+                        g.running() ? seconds(now.nanos() - g.startNanos()) : "-", rate, byteRate});
             }
         }
         StringBuilder sb = new StringBuilder("commtop ").append(LocalTime.now().format(CLOCK)).append(" - ")
@@ -279,6 +281,21 @@ public final class CommTop implements Callable<Integer> {
             case FlightRecorder.FAILED -> "failed";
             default -> "idle";
         };
+    }
+
+    /** A byte rate as {@code 0}, {@code 950}, {@code 12.3k}, {@code 4.5M}, {@code 1.2G} (powers of 1000). */
+    static String bytes(double perSecond) {
+        if (perSecond < 1000) {
+            return Long.toString(Math.round(perSecond));
+        }
+        String[] units = {"k", "M", "G", "T"};
+        double v = perSecond / 1000;
+        int u = 0;
+        while (v >= 1000 && u < units.length - 1) {
+            v /= 1000;
+            u++;
+        }
+        return String.format(Locale.ROOT, "%.1f%s", v, units[u]);
     }
 
     private static String seconds(long nanos) {

@@ -173,6 +173,53 @@ class CommRunTest {
         }
     }
 
+    /**
+     * Two launchers as two nodes (distinct JCOMM_HOST_IDs: the ranks cannot read each other's recorder
+     * files), one rank each; rank 1 stops before all-reduce #20. Node 0's stall report merges node 1's ranks
+     * (written to the store by node 1's launcher) and rank 0's timeout names what rank 1 does, from the
+     * summary rank 1's process published to the store.
+     */
+    @Test
+    void severalNodesNode0MergesTheVerdictAndTimeoutsNameWhatARankOnAnotherHostDoes() throws Exception {
+        int port;
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            port = s.getLocalPort();
+        }
+        String p = Integer.toString(port);
+        Captured node1 = new Captured();
+        java.util.concurrent.CompletableFuture<Integer> second = java.util.concurrent.CompletableFuture.supplyAsync(
+                () -> run(node1, env("JCOMM_HOST_ID", "hostB"), "--nnodes", "2", "--node-rank", "1", "--master-port", p,
+                        "--nproc-per-node", "1", "--stall-report", "2", JobWorker.class.getName(), "stall", "1", "20",
+                        "12000", "6000"));
+        Captured node0 = new Captured();
+        int first = run(node0, env("JCOMM_HOST_ID", "hostA"), "--nnodes", "2", "--node-rank", "0", "--master-port", p,
+                "--nproc-per-node", "1", "--stall-report", "2", JobWorker.class.getName(), "stall", "1", "20", "12000",
+                "6000");
+        int other = second.get(60, TimeUnit.SECONDS);
+        String err0 = node0.err();
+        assertEquals(1, first, err0);
+        assertEquals(3, other, node1.err());
+        // the merged verdict on node 0, within S + 5 s
+        int at = err0.indexOf("commrun: stall report (no rank's operations advanced for");
+        assertTrue(at >= 0, err0);
+        String report = err0.substring(at);
+        assertTrue(report.contains("; every node's ranks):"), report);
+        assertTrue(report.contains("group world (2 ranks, 1 on this node, 1 on other nodes)"), report);
+        assertTrue(report.contains("rank 0 (group rank 0): in allReduce #20 for "), report);
+        assertTrue(report.contains("rank 1 (group rank 1, node 1): idle after allReduce #19, "), report);
+        assertTrue(report.contains("verdict: rank 1 has not reached allReduce #20; rank 1 (node 1): idle after allReduce #19"),
+                report);
+        assertTrue(report.indexOf("commrun: stall report") < report.indexOf("did not complete before its deadline")
+                || !report.contains("did not complete"), "reported before the timeout: " + report);
+        // node 1's own rank is in no operation: no stall there
+        assertFalse(node1.err().contains("stall report (no rank's"), node1.err());
+        // rank 0's timeout names what rank 1 does on the other host, from the store
+        String line = err0.lines().filter(l -> l.startsWith("[rank 0]") && l.contains("did not complete before its deadline"))
+                .findFirst().orElseThrow(() -> new AssertionError("rank 0: no timeout in\n" + err0));
+        assertTrue(line.contains(" from rank 1 (rank 1 on host hostB: in no operation; last world allReduce #19 ended "),
+                line);
+    }
+
     @Test
     void aFailingRankStopsTheOthersAndGivesTheJobItsExitCode() {
         Captured c = new Captured();

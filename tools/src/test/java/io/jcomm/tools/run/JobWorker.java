@@ -21,8 +21,9 @@ import java.util.TreeMap;
  *   <li>{@code term}: prints its pid, says "TERM" in a shutdown hook and sleeps;</li>
  *   <li>{@code litter}: leaves shared-memory files behind (one named with its pid, one only mapped)
  *       and a child process, then exits 0;</li>
- *   <li>{@code stall RANK STEP MILLIS [TIMEOUT_MS]}: all-reduces over a tcp group (timeout 60 s or
- *       TIMEOUT_MS); rank RANK stops before all-reduce #STEP, sleeps MILLIS and exits 3;</li>
+ *   <li>{@code stall RANK STEP MILLIS [TIMEOUT_MS]}: all-reduces over a tcp group (set up within 60 s;
+ *       each all-reduce within 60 s or TIMEOUT_MS); rank RANK stops before all-reduce #STEP, sleeps MILLIS and
+ *       exits 3;</li>
  *   <li>{@code top RANK STEP STOPFILE}: all-reduces over a parallel state's world group (registered in
  *       the host's job registry); rank RANK stops before all-reduce #STEP until STOPFILE exists, then exits 3;</li>
  *   <li>{@code sleep}: prints "READY" and sleeps.</li>
@@ -101,18 +102,18 @@ public final class JobWorker {
                 // then exits 3), so the others wait inside it
                 int stalling = Integer.parseInt(args[1]);
                 int step = Integer.parseInt(args[2]);
+                java.time.Duration timeout = java.time.Duration.ofMillis(args.length > 4 ? Long.parseLong(args[4]) : 60_000);
                 try (TcpStore store = TcpRendezvous.connect(cfg);
                      io.jcomm.api.ProcessGroup g = io.jcomm.cpu.CpuGroups.create(io.jcomm.cpu.CpuGroupOptions.builder()
                              .store(store).rank(cfg.rank()).size(cfg.worldSize()).backend("tcp").groupName("world")
-                             .timeout(java.time.Duration.ofMillis(args.length > 4 ? Long.parseLong(args[4]) : 60_000))
-                             .build())) {
+                             .timeout(java.time.Duration.ofSeconds(60)).build())) {
                     for (int i = 1; ; i++) {
                         if (i == step && cfg.rank() == stalling) {
                             System.out.println("STALLING before allReduce #" + i);
                             Thread.sleep(Long.parseLong(args[3]));
                             System.exit(3);
                         }
-                        g.allReduce(io.jcomm.api.Tensor.ofFloats(1), io.jcomm.api.ReduceOp.SUM);
+                        g.allReduce(io.jcomm.api.Tensor.ofFloats(1), io.jcomm.api.ReduceOp.SUM, timeout);
                     }
                 }
             }

@@ -5,6 +5,9 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.jcomm.api.internal.recorder.FlightRecorder;
+import io.jcomm.api.internal.recorder.RecorderReader.GroupState;
+import io.jcomm.api.internal.recorder.RecorderReader.Snapshot;
 import io.jcomm.tools.run.CommRun;
 import io.jcomm.tools.run.JobWorker;
 import java.io.ByteArrayOutputStream;
@@ -47,6 +50,31 @@ class CommTopTest {
             }
         }
         return null;
+    }
+
+    @Test
+    void ratesComeFromTwoReadsOfTheRecorder() {
+        long t0 = 1_000_000_000L;
+        GroupState a = new GroupState("world", 0, 2, 10, 10, "allReduce", FlightRecorder.DONE, 10, t0 - 500, t0 - 100, false,
+                40_000);
+        GroupState b = new GroupState("world", 0, 2, 30, 30, "allReduce", FlightRecorder.DONE, 30, t0 + 400_000_000L,
+                t0 + 450_000_000L, false, 40_000 + 20 * 4096 * 1000L);
+        CommTop.Sample before = new CommTop.Sample(t0, List.of(new CommTop.Proc("j", 0, 2, 42, true,
+                new Snapshot(42, null, List.of(a)))), List.of());
+        CommTop.Sample after = new CommTop.Sample(t0 + 500_000_000L, List.of(new CommTop.Proc("j", 0, 2, 42, true,
+                new Snapshot(42, null, List.of(b)))), List.of());
+        String table = new CommTop(Map.of(), System.out, System.err).render(before, after, null);
+        String[] header = table.split("\n")[1].trim().split("\\s{2,}");
+        String[] row = table.split("\n")[2].trim().split("\\s{2,}");
+        assertEquals("OPS/S", header[7], table);
+        assertEquals("BYTES/S", header[8], table);
+        assertEquals("40.0", row[7], table); // 20 operations in 0.5 s
+        assertEquals("163.8M", row[8], table); // 20 x 4096000 bytes in 0.5 s
+        assertEquals("-", new CommTop(Map.of(), System.out, System.err).render(null, after, null).split("\n")[2].trim()
+                .split("\\s{2,}")[8]);
+        assertEquals("950", CommTop.bytes(950));
+        assertEquals("12.3k", CommTop.bytes(12_300));
+        assertEquals("1.2G", CommTop.bytes(1.2e9));
     }
 
     @Test

@@ -28,7 +28,8 @@ import org.slf4j.LoggerFactory;
  *   groups (128 B each)  [0] version (odd while written), [8] name (48 B, UTF-8, zero-padded),
  *                   [56] rank, [60] size, [64] ops started, [72] ops finished, [80] current op id,
  *                   [84] state (0 idle, 1 running, 2 done, 3 failed), [88] its sequence number,
- *                   [96] its start (nanoTime), [104] its end (nanoTime), [112] async
+ *                   [96] its start (nanoTime), [104] its end (nanoTime), [112] async,
+ *                   [120] payload bytes of the operations started (as the caller passed them)
  *   rings (16 x 64 B per group slot) [0] version (odd while written), [8] group slot, [12] op id,
  *                   [16] sequence, [24] start, [32] end, [40] state
  * </pre>
@@ -137,6 +138,11 @@ public final class FlightRecorder {
         return file;
     }
 
+    /** What every group of this process is doing now, read from its own mapping (no file access). */
+    public RecorderReader.Snapshot snapshot() {
+        return RecorderReader.read(map, file).orElseThrow();
+    }
+
     /** The id of an operation name (names live in the file's table; a 65th name records as "other"). */
     int opId(String op) {
         Integer id = opIds.get(op);
@@ -188,6 +194,7 @@ public final class FlightRecorder {
         private long version = 2;
         private long started;
         private long finished;
+        private long bytes;
         private String lastOp;
         private int lastId;
         private long start;
@@ -208,6 +215,15 @@ public final class FlightRecorder {
          * was computed from: one clock read less); returns its sequence number in this group.
          */
         public long begin(String op, boolean async, long nowNanos) {
+            return begin(op, async, nowNanos, 0);
+        }
+
+        /**
+         * {@link #begin(String, boolean, long)} of an operation that moves {@code payloadBytes} (this rank's
+         * buffer: what it contributes or receives), added to the group's byte count (for rates, e.g.
+         * {@code commtop}'s bytes/s).
+         */
+        public long begin(String op, boolean async, long nowNanos, long payloadBytes) {
             MappedByteBuffer m = rec.map;
             int id;
             if (op == lastOp) {
@@ -228,12 +244,21 @@ public final class FlightRecorder {
             m.putLong(at + 96, now);
             m.putLong(at + 104, 0L);
             m.putInt(at + 112, async ? 1 : 0);
+            m.putLong(at + 120, bytes += payloadBytes);
             LONGS.setRelease(m, at, ++version);
             return seq;
         }
 
         /** The operation {@link #begin} returned {@code seq} for ended. */
         public void end(String op, long seq, boolean ok) {
+            end(op, seq, ok, 0);
+        }
+
+        /**
+         * {@link #end(String, long, boolean)}, adding {@code payloadBytes} known only now (what a receive got)
+         * to the group's byte count.
+         */
+        public void end(String op, long seq, boolean ok, long payloadBytes) {
             MappedByteBuffer m = rec.map;
             long now = System.nanoTime();
             int id = op == lastOp ? lastId : rec.opId(op);
@@ -242,6 +267,9 @@ public final class FlightRecorder {
             m.putLong(at + 72, finished);
             m.putInt(at + 84, ok ? DONE : FAILED);
             m.putLong(at + 104, now);
+            if (payloadBytes != 0) {
+                m.putLong(at + 120, bytes += payloadBytes);
+            }
             LONGS.setRelease(m, at, ++version);
             // this group's ring: the next of its slots
             int r = HEADER + GROUPS * GROUP_BYTES + (slot * RING_PER_GROUP + (int) (finished % RING_PER_GROUP)) * RECORD_BYTES;

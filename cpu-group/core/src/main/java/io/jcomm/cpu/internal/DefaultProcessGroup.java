@@ -35,6 +35,8 @@ import java.util.concurrent.Semaphore;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.function.Supplier;
+import java.util.function.ToLongFunction;
 
 /**
  * The {@link ProcessGroup} every CPU backend is wrapped in (c10d's ProcessGroup over a Backend).
@@ -295,14 +297,28 @@ public final class DefaultProcessGroup implements ProcessGroup {
         return e;
     }
 
-    private void sync(String op, Duration t, Call call) {
+    /** The bytes of the larger of a call's two buffers on this rank (either may be null): the recorder's count. */
+    private static long bytes(Tensor a, Tensor b) {
+        return Math.max(a == null ? 0 : a.byteSize(), b == null ? 0 : b.byteSize());
+    }
+
+    private static long batchBytes(List<P2POp> batch) {
+        long n = 0;
+        for (P2POp op : batch) {
+            n += op.tensor().byteSize();
+        }
+        return n;
+    }
+
+    /** Runs {@code call} on the caller's thread; {@code bytes} is what the flight recorder counts for it. */
+    private void sync(String op, long bytes, Duration t, Call call) {
         OpContext ctx = ctx(op);
         Deadline d = deadline(t, ctx);
         OperationEvent event = new OperationEvent();
         event.begin();
         RuntimeException failure = null;
         FlightRecorder.Group rec = recorder;
-        long seq = rec != null ? rec.begin(op, false, startOf(d, t)) : 0;
+        long seq = rec != null ? rec.begin(op, false, startOf(d, t), bytes) : 0;
         try {
             enter(ctx, d);
             try {
@@ -328,7 +344,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
         return new UnsupportedByBackendException(ctx, e.backend(), e.unsupportedOperation(), e);
     }
 
-    private Work<Void> async(String op, Duration t, Object keepAlive, Call call) {
+    private Work<Void> async(String op, long bytes, Duration t, Object keepAlive, Call call) {
         OpContext ctx = ctx(op);
         Deadline d = deadline(t, ctx);
         CompletableWork<Void> w = new CompletableWork<>(ctx, d, keepAlive);
@@ -354,7 +370,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             ThreadPoolExecutor ex = executor();
             asyncTail = done;
             try {
-                ex.execute(() -> runAsync(w, ctx, d, call, done));
+                ex.execute(() -> runAsync(w, ctx, d, bytes, call, done));
             } catch (RuntimeException e) { // rejected: closed concurrently
                 inFlight.remove(w);
                 asyncSlots.release();
@@ -365,7 +381,8 @@ public final class DefaultProcessGroup implements ProcessGroup {
         return w;
     }
 
-    private void runAsync(CompletableWork<Void> w, OpContext ctx, Deadline d, Call call, CompletableFuture<Void> done) {
+    private void runAsync(CompletableWork<Void> w, OpContext ctx, Deadline d, long bytes, Call call,
+                          CompletableFuture<Void> done) {
         try {
             CommException p = poison.first();
             if (p != null || closed) {
@@ -376,7 +393,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             event.begin();
             Throwable failure = null;
             FlightRecorder.Group rec = recorder;
-            long seq = rec != null ? rec.begin(ctx.operation(), true) : 0;
+            long seq = rec != null ? rec.begin(ctx.operation(), true, System.nanoTime(), bytes) : 0;
             try {
                 call.run(backend, d);
                 w.complete(null);
@@ -439,7 +456,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             checkUsable(ctx("barrier"));
             return;
         }
-        sync("barrier", timeout, (b, d) -> b.barrier(d));
+        sync("barrier", 0, timeout, (b, d) -> b.barrier(d));
     }
 
     @Override
@@ -449,7 +466,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             checkUsable(ctx("monitoredBarrier"));
             return;
         }
-        sync("monitoredBarrier", timeout, (b, d) -> b.monitoredBarrier(d));
+        sync("monitoredBarrier", 0, timeout, (b, d) -> b.monitoredBarrier(d));
     }
 
     @Override
@@ -458,7 +475,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             deadline(timeout, ctx("barrier"));
             return local("barrier", () -> { });
         }
-        return async("barrier", timeout, null, (b, d) -> b.barrier(d));
+        return async("barrier", 0, timeout, null, (b, d) -> b.barrier(d));
     }
 
     // ---------------------------------------------------------------- tensor collectives
@@ -476,7 +493,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             checkUsable(ctx("broadcast"));
             return;
         }
-        sync("broadcast", timeout, (b, d) -> b.broadcast(tensor, src, d));
+        sync("broadcast", tensor.byteSize(), timeout, (b, d) -> b.broadcast(tensor, src, d));
     }
 
     @Override
@@ -486,7 +503,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             deadline(timeout, ctx("broadcast"));
             return local("broadcast", () -> { });
         }
-        return async("broadcast", timeout, tensor, (b, d) -> b.broadcast(tensor, src, d));
+        return async("broadcast", tensor.byteSize(), timeout, tensor, (b, d) -> b.broadcast(tensor, src, d));
     }
 
     private void validateAllReduce(Tensor tensor, ReduceOp op, OpContext ctx) {
@@ -502,7 +519,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             checkUsable(ctx("allReduce"));
             return; // x op nothing = x; AVG divides by 1
         }
-        sync("allReduce", timeout, (b, d) -> b.allReduce(tensor, op, d));
+        sync("allReduce", tensor.byteSize(), timeout, (b, d) -> b.allReduce(tensor, op, d));
     }
 
     @Override
@@ -512,7 +529,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             deadline(timeout, ctx("allReduce"));
             return local("allReduce", () -> { });
         }
-        return async("allReduce", timeout, tensor, (b, d) -> b.allReduce(tensor, op, d));
+        return async("allReduce", tensor.byteSize(), timeout, tensor, (b, d) -> b.allReduce(tensor, op, d));
     }
 
     private void validateAllGather(Tensor output, Tensor input, OpContext ctx) {
@@ -531,7 +548,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             copyIfDistinct(output, input);
             return;
         }
-        sync("allGather", timeout, (b, d) -> b.allGather(output, input, d));
+        sync("allGather", bytes(output, input), timeout, (b, d) -> b.allGather(output, input, d));
     }
 
     @Override
@@ -541,7 +558,8 @@ public final class DefaultProcessGroup implements ProcessGroup {
             deadline(timeout, ctx("allGather"));
             return local("allGather", () -> copyIfDistinct(output, input));
         }
-        return async("allGather", timeout, new Tensor[] {output, input}, (b, d) -> b.allGather(output, input, d));
+        return async("allGather", bytes(output, input), timeout, new Tensor[] {output, input},
+                (b, d) -> b.allGather(output, input, d));
     }
 
     @Override
@@ -558,7 +576,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             copyIfDistinct(output, input);
             return;
         }
-        sync("allGatherV", timeout, (b, d) -> b.allGatherV(output, input, c, d));
+        sync("allGatherV", bytes(output, input), timeout, (b, d) -> b.allGatherV(output, input, c, d));
     }
 
     private void validateAllToAll(Tensor output, Tensor input, OpContext ctx) {
@@ -589,7 +607,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             copyIfDistinct(output, input);
             return;
         }
-        sync("allToAll", timeout, (b, d) -> b.allToAll(output, input, d));
+        sync("allToAll", bytes(output, input), timeout, (b, d) -> b.allToAll(output, input, d));
     }
 
     @Override
@@ -600,7 +618,8 @@ public final class DefaultProcessGroup implements ProcessGroup {
             deadline(timeout, ctx);
             return local("allToAll", () -> copyIfDistinct(output, input));
         }
-        return async("allToAll", timeout, new Tensor[] {output, input}, (b, d) -> b.allToAll(output, input, d));
+        return async("allToAll", bytes(output, input), timeout, new Tensor[] {output, input},
+                (b, d) -> b.allToAll(output, input, d));
     }
 
     /**
@@ -638,7 +657,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             copyIfDistinct(output, input);
             return;
         }
-        sync("allToAllV", timeout, (b, d) -> b.allToAllV(output, input, c[0], c[1], d));
+        sync("allToAllV", bytes(output, input), timeout, (b, d) -> b.allToAllV(output, input, c[0], c[1], d));
     }
 
     @Override
@@ -651,7 +670,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             checkSelfCounts(c, ctx);
             return local("allToAllV", () -> copyIfDistinct(output, input));
         }
-        return async("allToAllV", timeout, new Tensor[] {output, input},
+        return async("allToAllV", bytes(output, input), timeout, new Tensor[] {output, input},
                 (b, d) -> b.allToAllV(output, input, c[0], c[1], d));
     }
 
@@ -694,7 +713,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             return;
         }
         Tensor out = rank == dst ? output : null;
-        sync("gather", timeout, (b, d) -> b.gather(out, input, dst, d));
+        sync("gather", bytes(out, input), timeout, (b, d) -> b.gather(out, input, dst, d));
     }
 
     @Override
@@ -714,7 +733,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             return;
         }
         Tensor in = rank == src ? input : null;
-        sync("scatter", timeout, (b, d) -> b.scatter(output, in, src, d));
+        sync("scatter", bytes(output, in), timeout, (b, d) -> b.scatter(output, in, src, d));
     }
 
     private void validateReduceScatter(Tensor output, Tensor input, ReduceOp op, OpContext ctx) {
@@ -734,7 +753,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             copyIfDistinct(output, input);
             return;
         }
-        sync("reduceScatter", timeout, (b, d) -> b.reduceScatter(output, input, op, d));
+        sync("reduceScatter", bytes(output, input), timeout, (b, d) -> b.reduceScatter(output, input, op, d));
     }
 
     @Override
@@ -744,7 +763,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             deadline(timeout, ctx("reduceScatter"));
             return local("reduceScatter", () -> copyIfDistinct(output, input));
         }
-        return async("reduceScatter", timeout, new Tensor[] {output, input},
+        return async("reduceScatter", bytes(output, input), timeout, new Tensor[] {output, input},
                 (b, d) -> b.reduceScatter(output, input, op, d));
     }
 
@@ -759,7 +778,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
     @Override
     public void send(Tensor tensor, int dst, int tag, Duration timeout) {
         validateP2p(tensor, dst, tag, "dst", ctx("send"));
-        sync("send", timeout, (b, d) -> b.send(tensor, dst, tag, d));
+        sync("send", tensor.byteSize(), timeout, (b, d) -> b.send(tensor, dst, tag, d));
     }
 
     @Override
@@ -776,25 +795,25 @@ public final class DefaultProcessGroup implements ProcessGroup {
             deadline(timeout, ctx);
             return local("batchIsendIrecv", () -> { });
         }
-        return async("batchIsendIrecv", timeout, batch, (b, d) -> b.batchP2P(batch, tag, d));
+        return async("batchIsendIrecv", batchBytes(batch), timeout, batch, (b, d) -> b.batchP2P(batch, tag, d));
     }
 
     @Override
     public Work<Void> sendAsync(Tensor tensor, int dst, int tag, Duration timeout) {
         validateP2p(tensor, dst, tag, "dst", ctx("send"));
-        return async("send", timeout, tensor, (b, d) -> b.send(tensor, dst, tag, d));
+        return async("send", tensor.byteSize(), timeout, tensor, (b, d) -> b.send(tensor, dst, tag, d));
     }
 
     @Override
     public void recv(Tensor tensor, int src, int tag, Duration timeout) {
         validateP2p(tensor, src, tag, "src", ctx("recv"));
-        sync("recv", timeout, (b, d) -> b.recv(tensor, src, tag, d));
+        sync("recv", tensor.byteSize(), timeout, (b, d) -> b.recv(tensor, src, tag, d));
     }
 
     @Override
     public Work<Void> recvAsync(Tensor tensor, int src, int tag, Duration timeout) {
         validateP2p(tensor, src, tag, "src", ctx("recv"));
-        return async("recv", timeout, tensor, (b, d) -> b.recv(tensor, src, tag, d));
+        return async("recv", tensor.byteSize(), timeout, tensor, (b, d) -> b.recv(tensor, src, tag, d));
     }
 
     // ---------------------------------------------------------------- objects
@@ -826,6 +845,45 @@ public final class DefaultProcessGroup implements ProcessGroup {
         }
     }
 
+    /**
+     * An object operation's exchange of encoded bytes: recorded in the flight recorder and as a JFR event
+     * like {@link #sync}, with the bytes {@code moved} says its result moved; a failure poisons the group.
+     */
+    private <R> R objectCall(OpContext ctx, Deadline d, Duration t, Supplier<R> call, ToLongFunction<R> moved) {
+        String op = ctx.operation();
+        OperationEvent event = new OperationEvent();
+        event.begin();
+        RuntimeException failure = null;
+        FlightRecorder.Group rec = recorder;
+        long seq = rec != null ? rec.begin(op, false, startOf(d, t)) : 0;
+        R result = null;
+        try {
+            enter(ctx, d);
+            try {
+                result = call.get();
+            } catch (RuntimeException e) {
+                throw fail(ctx, e);
+            }
+            return result;
+        } catch (RuntimeException e) {
+            failure = e;
+            throw e;
+        } finally {
+            OperationEvent.end(event, name, rank, backendName, op, false, failure);
+            if (rec != null) {
+                rec.end(op, seq, failure == null, failure == null ? moved.applyAsLong(result) : 0);
+            }
+        }
+    }
+
+    private static long totalBytes(byte[][] parts) {
+        long n = 0;
+        for (byte[] b : parts) {
+            n += b == null ? 0 : b.length;
+        }
+        return n;
+    }
+
     @Override
     public <T> T broadcastObject(T value, int src, Class<T> type, Duration timeout) {
         OpContext ctx = ctx("broadcastObject");
@@ -840,13 +898,8 @@ public final class DefaultProcessGroup implements ProcessGroup {
             return value;
         }
         byte[] enc = rank == src ? encode(value, ctx) : null;
-        enter(ctx, d);
-        byte[] got;
-        try {
-            got = backend.broadcastBytes(enc, src, maxObjectBytes, d);
-        } catch (RuntimeException e) {
-            throw fail(ctx, e);
-        }
+        byte[] got = objectCall(ctx, d, timeout, () -> backend.broadcastBytes(enc, src, maxObjectBytes, d),
+                b -> b == null ? 0 : b.length);
         return rank == src ? value : decode(got, type, src, ctx);
     }
 
@@ -861,13 +914,8 @@ public final class DefaultProcessGroup implements ProcessGroup {
             return Collections.singletonList(value);
         }
         byte[] enc = encode(value, ctx);
-        enter(ctx, d);
-        byte[][] all;
-        try {
-            all = backend.allGatherBytes(enc, rank, size, maxObjectBytes, d);
-        } catch (RuntimeException e) {
-            throw fail(ctx, e);
-        }
+        byte[][] all = objectCall(ctx, d, timeout, () -> backend.allGatherBytes(enc, rank, size, maxObjectBytes, d),
+                DefaultProcessGroup::totalBytes);
         List<T> out = new ArrayList<>(size);
         for (int r = 0; r < size; r++) {
             out.add(r == rank ? value : decode(all[r], type, r, ctx));
@@ -887,13 +935,8 @@ public final class DefaultProcessGroup implements ProcessGroup {
             return Collections.singletonList(value);
         }
         byte[] enc = encode(value, ctx);
-        enter(ctx, d);
-        byte[][] all;
-        try {
-            all = backend.gatherBytes(enc, dst, rank, size, maxObjectBytes, d);
-        } catch (RuntimeException e) {
-            throw fail(ctx, e);
-        }
+        byte[][] all = objectCall(ctx, d, timeout, () -> backend.gatherBytes(enc, dst, rank, size, maxObjectBytes, d),
+                parts -> parts == null ? enc.length : totalBytes(parts));
         if (rank != dst) {
             return List.of();
         }
@@ -910,12 +953,10 @@ public final class DefaultProcessGroup implements ProcessGroup {
         checkPeer(dst, "dst", ctx);
         Deadline d = deadline(timeout, ctx);
         byte[] enc = encode(value, ctx);
-        enter(ctx, d);
-        try {
+        objectCall(ctx, d, timeout, () -> {
             backend.sendBytes(enc, dst, d);
-        } catch (RuntimeException e) {
-            throw fail(ctx, e);
-        }
+            return enc;
+        }, b -> b.length);
     }
 
     @Override
@@ -924,13 +965,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
         checkPeer(src, "src", ctx);
         Objects.requireNonNull(type, "type");
         Deadline d = deadline(timeout, ctx);
-        enter(ctx, d);
-        byte[] got;
-        try {
-            got = backend.recvBytes(src, maxObjectBytes, d);
-        } catch (RuntimeException e) {
-            throw fail(ctx, e);
-        }
+        byte[] got = objectCall(ctx, d, timeout, () -> backend.recvBytes(src, maxObjectBytes, d), b -> b.length);
         return decode(got, type, src, ctx);
     }
 

@@ -100,8 +100,8 @@ final class Engine {
     final Progress progress = Progress.shared();
     /** Process identity of each member (from its published address), 0 for this rank. */
     final long[] peerProcess;
-    /** Pid of each member on this host (0 elsewhere and for this rank), for what its recorder says. */
-    final long[] peerPid;
+    /** What the members are doing, for failure messages (their flight recorders, here or through the store). */
+    final PeerStates peerStates;
     private boolean registered;
     /** When the last call left (nanoTime; written opaquely by callers, read by the progress thread). */
     @SuppressWarnings("unused") // through LAST_EXIT
@@ -134,7 +134,7 @@ final class Engine {
         this.cfg = cfg;
         this.links = new Link[size];
         this.peerProcess = new long[size];
-        this.peerPid = new long[size];
+        this.peerStates = new PeerStates(group, rank, peerProcess);
         this.spinNanos = cfg.spinNanos;
         this.early = new EarlyMessages(cfg.maxUnexpectedBytes);
         boolean useEpoll = cfg.transport.equals("epoll") || (cfg.transport.equals("auto") && Epoll.isAvailable());
@@ -473,12 +473,9 @@ final class Engine {
         return e;
     }
 
-    /** Appends {@code " (rank R: in GROUP OP #N for T s)"} when the peer is on this host and has a recorder. */
+    /** Appends what member {@code peer} is doing ({@link PeerStates#describe}). */
     void whatPeerDoes(StringBuilder sb, int peer) {
-        if (peer >= 0 && peer < size && peerPid[peer] > 0) {
-            io.jcomm.api.internal.recorder.RecorderReader.describeProcess(peerPid[peer])
-                    .ifPresent(d -> sb.append(" (rank ").append(peer).append(": ").append(d).append(')'));
-        }
+        peerStates.describe(sb, peer);
     }
 
     // ------------------------------------------------------------------ sending and receiving
@@ -624,6 +621,7 @@ final class Engine {
 
     private void shutdownFromDriver() {
         shutDown = true;
+        peerStates.close();
         if (registered) {
             progress.unregister(this);
         }

@@ -162,11 +162,21 @@ final class MeshBootstrap {
             try {
                 engine.peerProcess[r] = Long.parseUnsignedLong(parts[6], 16);
                 // its pid, to read its flight recorder when it is on this host (error messages)
-                engine.peerPid[r] = parts[3].equals(hostId) ? Long.parseLong(parts[7]) : 0;
+                engine.peerStates.pid[r] = parts[3].equals(hostId) ? Long.parseLong(parts[7]) : 0;
+                engine.peerStates.remote[r] = !parts[3].equals(hostId);
+                engine.peerStates.address[r] = parts[0];
             } catch (NumberFormatException e) {
                 throw engine.fail(new ProtocolException(engine.ctx(), "malformed address of rank " + r + " in the store"));
             }
             peers[r] = parts;
+        }
+
+        // members on other hosts read what this process does through the store, and it reads theirs there
+        for (int r = 0; r < engine.size; r++) {
+            if (engine.peerStates.remote[r]) {
+                engine.peerStates.publish(store, engine.progress.processId());
+                break;
+            }
         }
 
         // connect to lower ranks, accept from higher ranks

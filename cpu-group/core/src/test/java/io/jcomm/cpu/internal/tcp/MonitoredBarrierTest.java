@@ -4,11 +4,14 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.jcomm.api.CommException;
 import io.jcomm.api.CommTimeoutException;
+import io.jcomm.api.HostIdentity;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
+import io.jcomm.api.internal.recorder.StatePublisher;
 import io.jcomm.cpu.CpuGroupOptions;
 import io.jcomm.cpu.testkit.ThreadRanks;
 import java.time.Duration;
@@ -62,6 +65,29 @@ class MonitoredBarrierTest {
             assertTrue(r1.getMessage().contains("ranks [2, 3] of 4 did not arrive"), r1.getMessage());
             assertEquals("absent", out.get(2));
             assertTrue(ms < 10_000, "took " + ms + " ms");
+        }
+    }
+
+    /**
+     * Ranks with distinct host ids (as on other hosts: no recorder file to read): what the missing rank
+     * does comes from the summary its process published to the store. The ranks are threads of this JVM,
+     * so the summary is this process's.
+     */
+    @Test
+    void aMissingRankOnAnotherHostIsDescribedFromWhatItPublishedToTheStore() {
+        assumeTrue(StatePublisher.enabled(), "no flight recorder here");
+        try (ThreadRanks ranks = ThreadRanks.start(3, r -> CpuGroupOptions.builder().backend("tcp").groupName("mbhosts")
+                .option("tcp.hostId", "host-" + r), Duration.ofSeconds(20))) {
+            List<Object> out = ranks.outcomes(g -> {
+                if (g.rank() == 2) {
+                    return "absent";
+                }
+                g.monitoredBarrier(Duration.ofMillis(2500));
+                return "passed";
+            }, Duration.ofSeconds(20));
+            CommTimeoutException e = assertInstanceOf(CommTimeoutException.class, out.get(0), String.valueOf(out));
+            assertTrue(e.getMessage().contains("ranks [2] of 3 did not arrive at the monitored barrier before its deadline "
+                    + "(rank 2 on host " + HostIdentity.displayName() + ": in "), e.getMessage());
         }
     }
 }
