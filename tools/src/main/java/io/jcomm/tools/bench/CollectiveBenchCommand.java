@@ -230,6 +230,10 @@ final class CollectiveBenchCommand implements Callable<Integer> {
                 cmd.addAll(JvmFlags.REQUIRED);
                 cmd.addAll(List.of("-XX:+UseSerialGC", "-Xms512m", "-Xmx1g", "-XX:MaxDirectMemorySize=4g",
                         "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"));
+                if (api == BenchApi.COORDINATOR) {
+                    // why a TP broadcaster could not be made (one line, only then)
+                    cmd.add("-Dorg.slf4j.simpleLogger.log.io.jcomm.parallel.LateBroadcaster=info");
+                }
                 cmd.addAll(jvmArgs);
                 cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), BenchWorker.class.getName(),
                         op.name(), api.name(), backend, t.shortName(), sizeArg.toString(), Integer.toString(w),

@@ -44,9 +44,12 @@ final class CoordinatorTarget implements BenchWorker.Target {
         ParallelState ps = ParallelState.initialize(cfg, store, b.build(), ParallelSizes.of(cfg.worldSize(), 1, 1));
         try {
             GroupCoordinator tp = ps.tp();
-            if (tp.hasBroadcaster()) {
-                // made in the background: the first broadcast after this switches every rank to it
-                tp.awaitMessageQueue(TIMEOUT);
+            // made in the background: the first broadcast after this switches every rank to it; without
+            // it broadcasts stay on the node-local channel, which the routes line then says (the reason
+            // is LateBroadcaster's log line, which the launcher turns on)
+            if (tp.hasBroadcaster() && tp.awaitMessageQueue(TIMEOUT).isEmpty()) {
+                System.err.println("commbench: rank " + cfg.rank() + ": no message queue for " + tp.name()
+                        + " (failed or not ready in " + TIMEOUT.toSeconds() + " s); its broadcasts are measured without it");
             }
             return ps;
         } catch (RuntimeException e) {
