@@ -3,9 +3,11 @@ package io.jcomm.tools.bench;
 import java.util.Locale;
 
 /**
- * The benchmarked operations of the CPU group, with nccl-tests' bus-bandwidth factors: busbw =
- * algbw x factor, where algbw = size / time and size is the op's total buffer (the gathered output of
- * an all-gather, the input of a reduce-scatter).
+ * The benchmarked operations, with nccl-tests' bus-bandwidth factors: busbw = algbw x factor, where
+ * algbw = size / time and size is the op's total buffer (the gathered output of an all-gather, the
+ * input of a reduce-scatter). {@link #BROADCAST_TENSOR_DICT} is a metadata-only tensor dict (plain
+ * values of about the size): {@code broadcastTensorDict} with {@code --api coordinator}, the same dict
+ * through {@code broadcastObject} on a process group.
  */
 public enum BenchOp {
     BARRIER(true, false),
@@ -19,7 +21,8 @@ public enum BenchOp {
     ALLTOALL(false, false),
     ALLTOALLV(false, false),
     BROADCAST_OBJECT(true, true),
-    ALLGATHER_OBJECT(true, true);
+    ALLGATHER_OBJECT(true, true),
+    BROADCAST_TENSOR_DICT(true, true);
 
     private final boolean latency;
     private final boolean object;

@@ -12,6 +12,8 @@ record BenchResult(long bytes, long count, String dtype, double medianUs, double
                    double p50Us, double p99Us, double p999Us, int iters, double cpuUs) {
 
     static final String PREFIX = "RESULT ";
+    /** Prefix of rank 0's informational lines (printed with the table as comments). */
+    static final String NOTE_PREFIX = "NOTE ";
 
     String toLine() {
         return PREFIX + String.format(Locale.ROOT, "%d %d %s %.3f %.6f %.6f %.3f %.3f %.3f %d %.3f", bytes, count, dtype,
@@ -50,11 +52,25 @@ record BenchResult(long bytes, long count, String dtype, double medianUs, double
                 cpuUs);
     }
 
-    static String json(String tool, String op, String backend, int nproc, String options, List<BenchResult> rows) {
+    /**
+     * One run as JSON; {@code api} (null: none) and the shared-memory {@code floor} (null or not
+     * measured: none) are written only when given.
+     */
+    static String json(String tool, String op, String backend, String api, int nproc, String options,
+                       ShmFloor.Result floor, List<BenchResult> rows) {
         StringBuilder sb = new StringBuilder();
         sb.append("{\n  \"tool\": \"").append(tool).append("\",\n  \"op\": \"").append(op).append("\",\n  \"backend\": \"")
-                .append(backend).append("\",\n  \"nproc\": ").append(nproc).append(",\n  \"options\": \"")
-                .append(options.replace("\\", "\\\\").replace("\"", "\\\"")).append("\",\n  \"results\": [");
+                .append(backend).append('"');
+        if (api != null) {
+            sb.append(",\n  \"api\": \"").append(api).append('"');
+        }
+        sb.append(",\n  \"nproc\": ").append(nproc).append(",\n  \"options\": \"")
+                .append(options.replace("\\", "\\\\").replace("\"", "\\\"")).append('"');
+        if (floor != null && floor.measured()) {
+            sb.append(String.format(Locale.ROOT, ",\n  \"shm_floor_p50_us\": %.4f,\n  \"shm_floor_p99_us\": %.4f",
+                    floor.p50Us(), floor.p99Us()));
+        }
+        sb.append(",\n  \"results\": [");
         for (int i = 0; i < rows.size(); i++) {
             sb.append(i == 0 ? "\n    " : ",\n    ").append(rows.get(i).json());
         }

@@ -9,86 +9,134 @@ import io.jcomm.api.store.Store;
 import io.jcomm.cpu.CpuGroupOptions;
 import io.jcomm.cpu.CpuGroups;
 import io.jcomm.cpu.store.TcpRendezvous;
+import io.jcomm.parallel.ParallelState;
 import java.time.Duration;
 import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import org.HdrHistogram.Histogram;
 
 /**
  * One rank of a {@code commbench} run (started by {@link CollectiveBenchCommand}). Arguments:
- * {@code <op> <backend> <dtype> <sizes,comma,separated> <warmup> <iters> [key=value options...]}.
+ * {@code <op> <api> <backend> <dtype> <sizes,comma,separated> <warmup> <iters> <floor> [key=value options...]}.
  * Rank 0 prints one {@link BenchResult} line per size; per iteration the slowest rank's time counts.
+ * With {@code floor} it also prints the shared-memory floor of the run ({@link ShmFloor}), and a line
+ * saying which routes the API takes ({@link BenchResult#NOTE_PREFIX}).
  */
 public final class BenchWorker {
 
     private BenchWorker() {
     }
 
+    /**
+     * What a run calls: a process group or a group coordinator. {@link #control()} is the process group
+     * that carries the run's own bookkeeping (decisions, timings), never measured.
+     */
+    interface Target {
+        ProcessGroup control();
+
+        /** One round of the JIT warm-up: barrier, a small all-reduce and an object broadcast. */
+        void warmUpRound(Tensor x);
+
+        /** The body of one iteration of {@code op} at {@code size}, or null when that size is empty. */
+        Runnable prepare(BenchOp op, DType t, long size);
+
+        /** Which routes the operations take (known after the warm-up). */
+        String routes();
+    }
+
     public static void main(String[] args) throws Exception {
         ParentWatch.start(86);
         BenchOp op = BenchOp.valueOf(args[0]);
-        String backend = args[1];
-        DType dtype = DType.parse(args[2]);
-        long[] sizes = Arrays.stream(args[3].split(",")).mapToLong(Long::parseLong).toArray();
-        int warmup = Integer.parseInt(args[4]);
-        int iters = Integer.parseInt(args[5]);
+        BenchApi api = BenchApi.valueOf(args[1]);
+        String backend = args[2];
+        DType dtype = DType.parse(args[3]);
+        long[] sizes = Arrays.stream(args[4].split(",")).mapToLong(Long::parseLong).toArray();
+        int warmup = Integer.parseInt(args[5]);
+        int iters = Integer.parseInt(args[6]);
+        boolean floor = Boolean.parseBoolean(args[7]);
+        Map<String, String> options = new LinkedHashMap<>();
+        for (int i = 8; i < args.length; i++) {
+            int eq = args[i].indexOf('=');
+            if (eq <= 0) {
+                throw new IllegalArgumentException("option must be key=value: " + args[i]);
+            }
+            options.put(args[i].substring(0, eq), args[i].substring(eq + 1));
+        }
         DistributedConfig cfg = DistributedConfig.fromEnvironment();
         try (Store store = TcpRendezvous.connect(cfg, TcpRendezvous.Options.builder().hostServer(false).build())) {
+            if (api == BenchApi.COORDINATOR) {
+                try (ParallelState ps = CoordinatorTarget.initialize(cfg, store, backend, options)) {
+                    run(new CoordinatorTarget(ps.tp()), op, dtype, sizes, warmup, iters, floor);
+                }
+                return;
+            }
             CpuGroupOptions.Builder b = CpuGroupOptions.builder().store(store).groupName("bench").rank(cfg.rank())
                     .size(cfg.worldSize()).backend(backend).timeout(Duration.ofSeconds(60));
-            for (int i = 6; i < args.length; i++) {
-                int eq = args[i].indexOf('=');
-                if (eq <= 0) {
-                    throw new IllegalArgumentException("option must be key=value: " + args[i]);
-                }
-                b.option(args[i].substring(0, eq), args[i].substring(eq + 1));
-            }
+            options.forEach(b::option);
             try (ProcessGroup g = CpuGroups.create(b.build())) {
-                warmUpJit(g);
-                // one untimed pass over every size first (up to 200 iterations or 150 ms each, rank 0
-                // decides), so that the JIT has compiled every size's path before anything is measured
-                for (long size : sizes) {
-                    Runnable body = prepare(op, g, dtype, size);
-                    if (body == null) {
-                        continue;
-                    }
-                    long end = System.nanoTime() + 150_000_000L;
-                    for (int i = 0; i < 200; i += 10) {
-                        for (int j = 0; j < 10; j++) {
-                            body.run();
-                        }
-                        Boolean more = g.broadcastObject(g.rank() == 0 ? System.nanoTime() < end : null, 0, Boolean.class);
-                        if (!more) {
-                            break;
-                        }
-                    }
-                }
-                for (long size : sizes) {
-                    Runnable body = prepare(op, g, dtype, size);
-                    if (body == null) {
-                        continue;
-                    }
-                    for (int i = 0; i < warmup; i++) {
-                        body.run();
-                    }
-                    g.barrier();
-                    long[] t = new long[iters + 1];
-                    long cpu0 = processCpuNanos();
-                    for (int i = 0; i < iters; i++) {
-                        long t0 = System.nanoTime();
-                        body.run();
-                        t[i] = System.nanoTime() - t0;
-                    }
-                    t[iters] = processCpuNanos() - cpu0; // last element: CPU time of the whole loop
-                    List<long[]> all = g.gatherObject(t, 0, long[].class);
-                    if (g.rank() == 0) {
-                        System.out.println(summarize(op, g.size(), dtype, size, all).toLine());
-                        System.out.flush();
-                    }
-                }
-                g.barrier();
+                run(new GroupTarget(g), op, dtype, sizes, warmup, iters, floor);
             }
         }
+    }
+
+    private static void run(Target target, BenchOp op, DType dtype, long[] sizes, int warmup, int iters,
+                            boolean floor) {
+        ProcessGroup g = target.control();
+        warmUpJit(target);
+        if (g.rank() == 0) {
+            System.out.println(BenchResult.NOTE_PREFIX + target.routes());
+        }
+        if (floor) {
+            ShmFloor.Result f = ShmFloor.measure(g);
+            if (g.rank() == 0) {
+                System.out.println(f.toLine());
+            }
+        }
+        System.out.flush();
+        // one untimed pass over every size first (up to 200 iterations or 150 ms each, rank 0
+        // decides), so that the JIT has compiled every size's path before anything is measured
+        for (long size : sizes) {
+            Runnable body = target.prepare(op, dtype, size);
+            if (body == null) {
+                continue;
+            }
+            long end = System.nanoTime() + 150_000_000L;
+            for (int i = 0; i < 200; i += 10) {
+                for (int j = 0; j < 10; j++) {
+                    body.run();
+                }
+                Boolean more = g.broadcastObject(g.rank() == 0 ? System.nanoTime() < end : null, 0, Boolean.class);
+                if (!more) {
+                    break;
+                }
+            }
+        }
+        for (long size : sizes) {
+            Runnable body = target.prepare(op, dtype, size);
+            if (body == null) {
+                continue;
+            }
+            for (int i = 0; i < warmup; i++) {
+                body.run();
+            }
+            g.barrier();
+            long[] t = new long[iters + 1];
+            long cpu0 = processCpuNanos();
+            for (int i = 0; i < iters; i++) {
+                long t0 = System.nanoTime();
+                body.run();
+                t[i] = System.nanoTime() - t0;
+            }
+            t[iters] = processCpuNanos() - cpu0; // last element: CPU time of the whole loop
+            List<long[]> all = g.gatherObject(t, 0, long[].class);
+            if (g.rank() == 0) {
+                System.out.println(summarize(op, g.size(), dtype, size, all).toLine());
+                System.out.flush();
+            }
+        }
+        g.barrier();
     }
 
     /** CPU time of this process (all threads), or 0 where the JVM cannot say. */
@@ -102,14 +150,13 @@ public final class BenchWorker {
 
 
     /** A few hundred small operations so that the first measured sizes do not pay for the JIT. */
-    private static void warmUpJit(ProcessGroup g) {
+    private static void warmUpJit(Target target) {
+        ProcessGroup g = target.control();
         Tensor x = Tensor.allocate(DType.F32, 256);
         long end = System.nanoTime() + 300_000_000L;
         int i = 0;
         while (true) {
-            g.barrier();
-            g.allReduce(x, ReduceOp.SUM);
-            g.broadcastObject(g.rank() == 0 ? "warm" : null, 0, String.class);
+            target.warmUpRound(x);
             // everyone must agree on when to stop: rank 0 decides
             Boolean more = g.broadcastObject(g.rank() == 0 ? (System.nanoTime() < end && ++i < 2000) : null, 0, Boolean.class);
             if (!more) {
@@ -119,7 +166,7 @@ public final class BenchWorker {
     }
 
     /** Elements of {@code size} bytes, rounded down to a multiple of {@code n} for the split operations. */
-    private static long count(long size, DType t, int n, boolean split) {
+    static long count(long size, DType t, int n, boolean split) {
         long c = size / t.byteSize();
         return split ? c / n * n : c;
     }
@@ -135,6 +182,52 @@ public final class BenchWorker {
             c[d] = chunk + ((src + d) % 2 == 0 ? delta : -delta);
         }
         return c;
+    }
+
+    /**
+     * The metadata-only tensor dict of {@code broadcast-tensor-dict}: a step, a request id and plain
+     * bytes, about {@code size} bytes once encoded (as vLLM's per-step metadata: plain values, no tensors).
+     */
+    static Map<String, Object> metadataDict(long size) {
+        Map<String, Object> d = new LinkedHashMap<>();
+        d.put("step", 7L);
+        d.put("request", "req-000007");
+        byte[] data = new byte[(int) Math.max(1, size - 48)];
+        Arrays.fill(data, (byte) 7);
+        d.put("data", data);
+        return d;
+    }
+
+    /** The process-group API: every operation on one CPU group. */
+    private static final class GroupTarget implements Target {
+        private final ProcessGroup g;
+
+        GroupTarget(ProcessGroup g) {
+            this.g = g;
+        }
+
+        @Override
+        public ProcessGroup control() {
+            return g;
+        }
+
+        @Override
+        public void warmUpRound(Tensor x) {
+            g.barrier();
+            g.allReduce(x, ReduceOp.SUM);
+            g.broadcastObject(g.rank() == 0 ? "warm" : null, 0, String.class);
+        }
+
+        @Override
+        public Runnable prepare(BenchOp op, DType t, long size) {
+            return BenchWorker.prepare(op, g, t, size);
+        }
+
+        @Override
+        public String routes() {
+            return "api=process-group: group " + g.name() + " (" + g.size() + " ranks), every operation on the "
+                    + g.backendName() + " CPU group";
+        }
     }
 
     private static Runnable prepare(BenchOp op, ProcessGroup g, DType t, long size) {
@@ -219,6 +312,11 @@ public final class BenchWorker {
             case ALLGATHER_OBJECT: {
                 byte[] payload = new byte[(int) Math.max(1, size - 8)];
                 return () -> g.allGatherObject(payload, byte[].class);
+            }
+            case BROADCAST_TENSOR_DICT: {
+                // what a process-group user calls for a metadata dict: torch's broadcast_object_list
+                Map<String, Object> dict = metadataDict(size);
+                return () -> g.broadcastObject(rank == 0 ? dict : null, 0, Map.class);
             }
             default:
                 throw new AssertionError(op);

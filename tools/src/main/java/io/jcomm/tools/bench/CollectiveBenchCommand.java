@@ -18,25 +18,42 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.Callable;
 import java.util.concurrent.TimeUnit;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
 /**
- * Benchmarks one CPU-group operation: hosts a TCP store in this process, starts {@code --nproc}
- * worker JVMs ({@link BenchWorker}) as the ranks of a group on {@code --backend}, and prints an
- * nccl-tests-style table from rank 0's measurements (time = median over iterations of the slowest
- * rank's time; latency operations report p50/p99/p99.9).
+ * Benchmarks one operation: hosts a TCP store in this process, starts {@code --nproc} worker JVMs
+ * ({@link BenchWorker}) as the ranks of a group on {@code --backend}, and prints an nccl-tests-style
+ * table from rank 0's measurements (time = median over iterations of the slowest rank's time;
+ * latency operations report p50/p99/p99.9). {@code --api} picks what the ranks call: the process
+ * group, or a {@link io.jcomm.parallel.GroupCoordinator} ({@link CoordinatorTarget}). Below each
+ * table: the routes taken and the raw shared-memory floor measured by the same workers
+ * ({@link ShmFloor}); with several runs (backends x APIs) a side-by-side summary closes the output.
  */
-@Command(mixinStandardHelpOptions = true, description = "Benchmarks one CPU-group operation over N local ranks.")
+@Command(mixinStandardHelpOptions = true, description = "Benchmarks one operation over N local ranks, through a "
+        + "process group or a GroupCoordinator (--api).")
 final class CollectiveBenchCommand implements Callable<Integer> {
 
     private final BenchOp op;
 
     @Option(names = "--backend", defaultValue = "tcp", description = "tcp, gloo or auto, or several: tcp,gloo (default ${DEFAULT-VALUE})")
     String backend;
+
+    @Option(names = "--api", defaultValue = "process-group", description = "what the ranks call: process-group (one "
+            + "CPU group), coordinator (a GroupCoordinator: TP group of the world with the SDK's defaults, so its "
+            + "node-local channel, shared-memory message queue and CPU group are measured), or both: "
+            + "process-group,coordinator (default ${DEFAULT-VALUE})")
+    String api;
+
+    @Option(names = "--no-floor", description = "do not measure the raw shared-memory ping-pong floor printed "
+            + "below each table (ranks 0 and 1 spinning on one cache line in /dev/shm, 0.7 s; up to 3.2 s on a loaded "
+            + "machine)")
+    boolean noFloor;
 
     @Option(names = {"--nproc", "-N"}, defaultValue = "2", description = "local ranks to start (default ${DEFAULT-VALUE})")
     int nproc;
@@ -86,28 +103,96 @@ final class CollectiveBenchCommand implements Callable<Integer> {
         this.op = op;
     }
 
+    /** One table: a backend through an API, its rows and the floor measured with it. */
+    private record Run(String backend, BenchApi api, List<BenchResult> rows, ShmFloor.Result floor) {
+        String label() {
+            return backend + "/" + api.cliName();
+        }
+    }
+
     @Override
     public Integer call() throws Exception {
+        List<BenchApi> apis = new ArrayList<>();
+        try {
+            for (String a : api.split(",")) {
+                apis.add(BenchApi.parse(a));
+            }
+        } catch (IllegalArgumentException e) {
+            System.err.println("commbench: " + e.getMessage());
+            return 2;
+        }
+        for (BenchApi a : apis) {
+            if (!a.supports(op)) {
+                System.err.println("commbench: " + op.cliName() + " has no " + a.cliName() + " counterpart "
+                        + "(a GroupCoordinator has no scatter and no plain all-to-all)");
+                return 2;
+            }
+        }
         int exit = 0;
         List<String> docs = new ArrayList<>();
+        List<Run> runs = new ArrayList<>();
         for (String b : backend.split(",")) {
-            List<BenchResult> rows = new ArrayList<>();
-            exit = Math.max(exit, runBackend(b.trim(), rows));
-            docs.add(BenchResult.json("commbench", op.cliName(), b.trim(), nproc, String.join(",", options), rows));
+            for (BenchApi a : apis) {
+                List<BenchResult> rows = new ArrayList<>();
+                ShmFloor.Result[] floor = new ShmFloor.Result[1];
+                exit = Math.max(exit, runBackend(b.trim(), a, rows, floor));
+                runs.add(new Run(b.trim(), a, rows, floor[0]));
+                docs.add(BenchResult.json("commbench", op.cliName(), b.trim(), a.cliName(), nproc,
+                        String.join(",", options), floor[0], rows));
+            }
+        }
+        if (runs.size() > 1) {
+            printSummary(runs, System.out);
         }
         if (json != null) {
             Files.writeString(json, docs.size() == 1 ? docs.get(0) : BenchRun.jsonArray(docs), StandardCharsets.UTF_8);
         }
         if (plot != null) {
-            List<BenchRun> runs = new ArrayList<>();
-            docs.forEach(d -> runs.addAll(BenchRun.parse(d, "this run")));
-            BenchCharts.write(runs, plot);
+            List<BenchRun> plotted = new ArrayList<>();
+            docs.forEach(d -> plotted.addAll(BenchRun.parse(d, "this run")));
+            BenchCharts.write(plotted, plot);
             System.err.println("commbench: chart written to " + plot);
         }
         return exit;
     }
 
-    private int runBackend(String backend, List<BenchResult> results) throws Exception {
+    /**
+     * The runs side by side: per size the p50 (latency operations) or median time of each run, and
+     * the floor of each run.
+     */
+    private void printSummary(List<Run> runs, PrintStream out) {
+        Map<Long, Map<String, BenchResult>> bySize = new TreeMap<>();
+        for (Run r : runs) {
+            for (BenchResult row : r.rows()) {
+                bySize.computeIfAbsent(row.bytes(), k -> new LinkedHashMap<>()).put(r.label(), row);
+            }
+        }
+        StringBuilder head = new StringBuilder(String.format(Locale.ROOT, "#%13s", "size(B)"));
+        for (Run r : runs) {
+            head.append(String.format(Locale.ROOT, " %24s", r.label()));
+        }
+        out.println();
+        out.printf("# side by side: %s (us), nproc=%d%n", op.latency() ? "p50" : "median time", nproc);
+        out.println(head);
+        for (Map.Entry<Long, Map<String, BenchResult>> e : bySize.entrySet()) {
+            StringBuilder line = new StringBuilder(String.format(Locale.ROOT, " %13d", e.getKey()));
+            for (Run r : runs) {
+                BenchResult row = e.getValue().get(r.label());
+                line.append(row == null ? String.format(Locale.ROOT, " %24s", "-")
+                        : String.format(Locale.ROOT, " %24.1f", op.latency() ? row.p50Us() : row.medianUs()));
+            }
+            out.println(line);
+        }
+        StringBuilder floorLine = new StringBuilder(String.format(Locale.ROOT, "#%13s", "shm floor p50"));
+        for (Run r : runs) {
+            floorLine.append(r.floor() != null && r.floor().measured()
+                    ? String.format(Locale.ROOT, " %24.2f", r.floor().p50Us()) : String.format(Locale.ROOT, " %24s", "-"));
+        }
+        out.println(floorLine);
+    }
+
+    private int runBackend(String backend, BenchApi api, List<BenchResult> results, ShmFloor.Result[] floorOut)
+            throws Exception {
         if (nproc < 2 && op != BenchOp.BARRIER) {
             System.err.println("commbench: --nproc must be >= 2");
             return 2;
@@ -123,10 +208,11 @@ final class CollectiveBenchCommand implements Callable<Integer> {
             sizeArg.append(sizeArg.length() > 0 ? "," : "").append(s);
         }
         PrintStream out = System.out;
-        out.printf("# commbench %s  backend=%s  nproc=%d  dtype=%s  warmup=%d  iters=%d%s%n", op.cliName(), backend, nproc,
-                t.shortName(), w, n, options.isEmpty() ? "" : "  options=" + String.join(",", options));
+        out.printf("# commbench %s  backend=%s  api=%s  nproc=%d  dtype=%s  warmup=%d  iters=%d%s%n", op.cliName(), backend,
+                api.cliName(), nproc, t.shortName(), w, n, options.isEmpty() ? "" : "  options=" + String.join(",", options));
         out.println(BenchResult.header(op.latency()));
         List<BenchResult> rows = Collections.synchronizedList(new ArrayList<>());
+        List<String> notes = Collections.synchronizedList(new ArrayList<>());
         TcpStoreServer server = TcpStoreServer.start(TcpStoreServerConfig.builder().host("127.0.0.1").port(0)
                 .logConnections(false).build());
         List<Process> procs = new ArrayList<>();
@@ -144,9 +230,14 @@ final class CollectiveBenchCommand implements Callable<Integer> {
                 cmd.addAll(JvmFlags.REQUIRED);
                 cmd.addAll(List.of("-XX:+UseSerialGC", "-Xms512m", "-Xmx1g", "-XX:MaxDirectMemorySize=4g",
                         "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"));
+                if (api == BenchApi.COORDINATOR) {
+                    // why a TP broadcaster could not be made (one line, only then)
+                    cmd.add("-Dorg.slf4j.simpleLogger.log.io.jcomm.parallel.LateBroadcaster=info");
+                }
                 cmd.addAll(jvmArgs);
                 cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), BenchWorker.class.getName(),
-                        op.name(), backend, t.shortName(), sizeArg.toString(), Integer.toString(w), Integer.toString(n)));
+                        op.name(), api.name(), backend, t.shortName(), sizeArg.toString(), Integer.toString(w),
+                        Integer.toString(n), Boolean.toString(!noFloor)));
                 cmd.addAll(options);
                 ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
                 Map<String, String> env = pb.environment();
@@ -160,7 +251,7 @@ final class CollectiveBenchCommand implements Callable<Integer> {
                 Process p = pb.start();
                 procs.add(p);
                 int rank = r;
-                Thread pump = new Thread(() -> pump(p, rank, rows, out, progress), "bench-out-" + r);
+                Thread pump = new Thread(() -> pump(p, rank, rows, notes, out, progress), "bench-out-" + r);
                 pump.setDaemon(true);
                 pump.start();
                 pumps.add(pump);
@@ -183,11 +274,28 @@ final class CollectiveBenchCommand implements Callable<Integer> {
                 p.descendants().forEach(ProcessHandle::destroyForcibly);
                 p.destroyForcibly();
             }
+            for (Process p : procs) {
+                p.waitFor(5, TimeUnit.SECONDS);
+            }
             for (Thread th : pumps) {
                 th.join(2000);
             }
             server.close();
+            // a floor file of a worker that died between making it and unlinking it (its owner is dead now)
+            ShmFloor.cleanStale();
         }
+        ShmFloor.Result floor = null;
+        synchronized (notes) {
+            for (String note : notes) {
+                if (note.startsWith(ShmFloor.LINE_PREFIX)) {
+                    floor = ShmFloor.Result.parse(note);
+                    out.println(floor.describe());
+                } else {
+                    out.println("# " + note.substring(BenchResult.NOTE_PREFIX.length()));
+                }
+            }
+        }
+        floorOut[0] = floor;
         Map<Long, BenchResult> bySize = new LinkedHashMap<>();
         synchronized (rows) {
             for (BenchResult r : rows) {
@@ -201,7 +309,8 @@ final class CollectiveBenchCommand implements Callable<Integer> {
         return exit;
     }
 
-    private void pump(Process p, int rank, List<BenchResult> rows, PrintStream out, BenchProgress progress) {
+    private void pump(Process p, int rank, List<BenchResult> rows, List<String> notes, PrintStream out,
+                      BenchProgress progress) {
         try (BufferedReader in = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
             String line;
             while ((line = in.readLine()) != null) {
@@ -212,6 +321,8 @@ final class CollectiveBenchCommand implements Callable<Integer> {
                     synchronized (out) {
                         out.println(r.row(op.latency()));
                     }
+                } else if (rank == 0 && (line.startsWith(BenchResult.NOTE_PREFIX) || line.startsWith(ShmFloor.LINE_PREFIX))) {
+                    notes.add(line); // printed below the table
                 } else {
                     System.err.println("[rank " + rank + "] " + line);
                 }

@@ -12,7 +12,8 @@ import java.util.Map;
 
 /**
  * One benchmark run as written by {@code commbench --json}: an operation on one backend with a row
- * per message size. A file holds one run (an object) or several (an array of objects, e.g. from
+ * per message size. {@link #backend()} carries the API when it is not the process group
+ * ({@code tcp/coordinator}), so that plots and comparisons keep the two apart. A file holds one run (an object) or several (an array of objects, e.g. from
  * {@code --backend tcp,gloo}).
  *
  * @param source where the run came from (a file name), for labels
@@ -84,8 +85,11 @@ public record BenchRun(String tool, String op, String backend, int nproc, String
                     num(row, "time_us"), num(row, "algbw_gbps"), num(row, "busbw_gbps"), num(row, "p50_us"),
                     num(row, "p99_us"), num(row, "p999_us"), (long) num(row, "iters")));
         }
-        return new BenchRun(str(m, "tool", "commbench"), str(m, "op", "?").toLowerCase(Locale.ROOT),
-                str(m, "backend", "?"), (int) num(m, "nproc"), str(m, "options", ""), rows, source);
+        // a run through another API than the process group is told apart by it: "tcp/coordinator"
+        String api = str(m, "api", "process-group");
+        String backend = str(m, "backend", "?") + (api.equals("process-group") ? "" : "/" + api);
+        return new BenchRun(str(m, "tool", "commbench"), str(m, "op", "?").toLowerCase(Locale.ROOT), backend,
+                (int) num(m, "nproc"), str(m, "options", ""), rows, source);
     }
 
     private static Map<?, ?> asMap(Object o, String what) {
