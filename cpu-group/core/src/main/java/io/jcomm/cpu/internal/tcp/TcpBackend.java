@@ -501,13 +501,12 @@ final class TcpBackend implements CpuBackend {
         if (n == 0) {
             return;
         }
+        // this rank's input is in its slot too: reduce every slot in rank order straight into the tensor
         ByteBuffer[] ins = new ByteBuffer[size];
         for (int r = 0; r < size; r++) {
-            if (r != rank) {
-                ins[r] = slice(f.input(r, piece), 0, b);
-            }
+            ins[r] = slice(f.input(r, piece), 0, b);
         }
-        Reductions.reduceManyInPlace(t, rop, buf, ins, rank, n, null);
+        Reductions.reduceMany(t, rop, buf, ins, n);
         if (rop == ReduceOp.AVG) {
             Reductions.divide(t, buf, n, size);
         }
