@@ -36,6 +36,11 @@ run n4-broadcast        bin/commbench broadcast --backend tcp,gloo --nproc 4 -b 
 run n4-broadcast-torch  $PY scripts/torch_gloo_bench.py broadcast --nproc 4 -b 64K -e 64M -f 8 -w 10 -n 20
 run n2-sendrecv         bin/commbench sendrecv --backend tcp,gloo --nproc 2 -b 1K -e 64M -f 8 -w 10 -n 30
 run n2-sendrecv-torch   $PY scripts/torch_gloo_bench.py sendrecv --nproc 2 -b 1K -e 64M -f 8 -w 10 -n 30
+for op in barrier broadcast-object allgather-object broadcast-tensor-dict; do
+  run n2-api-$op        bin/commbench $op --api process-group,coordinator --backend tcp --nproc 2 --json "$OUT/n2-api-$op.json"
+done
+run n2-api-sendrecv     bin/commbench sendrecv --api process-group,coordinator --backend tcp --nproc 2 -b 64 -e 64 --json "$OUT/n2-api-sendrecv.json"
+run n2-api-allreduce    bin/commbench allreduce --api process-group,coordinator --backend tcp --nproc 2 --json "$OUT/n2-api-allreduce.json"
 run mq-1                bin/commbench mq --readers 1
 run mq-3                bin/commbench mq --readers 3
 run mq-1-remote         bin/commbench mq --readers 1 --remote
