@@ -337,7 +337,7 @@ final class Engine {
     void await(Op op, java.util.function.Supplier<String> explain) {
         long spinEnd = 0;
         long idleStart = 0;
-        long socketPolled = 0;
+        long socketPolled = System.nanoTime();
         while (true) {
             check();
             early.drain();
@@ -346,7 +346,7 @@ final class Engine {
                 return;
             }
             int work;
-            if (spinEnd != 0 && shm.busy() && System.nanoTime() - socketPolled < SHM_SOCKET_POLL_NANOS) {
+            if (shm.busy() && System.nanoTime() - socketPolled < SHM_SOCKET_POLL_NANOS) {
                 // waiting on shared memory (a mailbox record, a ring payload): read it without a system call,
                 // and the sockets (failures, aborts, other messages) every SHM_SOCKET_POLL_NANOS
                 work = shm.poll();

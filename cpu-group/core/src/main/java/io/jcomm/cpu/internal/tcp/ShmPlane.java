@@ -255,9 +255,9 @@ final class ShmPlane {
     }
 
     /**
-     * The wait of every shared-memory collective step. While it spins it reads only the peers' piece
-     * numbers (and the failure latch); the sockets (peer failures, aborts, messages of a peer that runs
-     * another operation) are driven every {@link #POLL_NANOS} and on every pass once it yields or parks.
+     * The wait of every shared-memory collective step. It reads the peers' piece numbers (and the failure
+     * latch) on every pass, and drives the sockets (peer failures, aborts, messages of a peer that runs
+     * another operation) every {@link #POLL_NANOS}: while it spins or yields, and on every pass once it parks.
      * Parks grow over a long wait ({@link Engine#parkNanos}), so that a rank waiting for a slow peer costs
      * little CPU.
      */
@@ -287,7 +287,7 @@ final class ShmPlane {
                 lastPoll = now;
             }
             boolean spinning = now - spinEnd < 0;
-            if (!spinning || now - lastPoll >= POLL_NANOS) {
+            if (now - lastPoll >= POLL_NANOS) { // every pass once it parks (a park is longer)
                 lastPoll = now;
                 int work = engine.loop.runNow();
                 engine.checkPeerOpen(next);
