@@ -11,9 +11,11 @@ import io.jcomm.parallel.GroupCoordinator;
 import io.jcomm.parallel.ParallelSizes;
 import io.jcomm.parallel.ParallelState;
 import io.jcomm.parallel.ParallelStateOptions;
+import io.jcomm.tools.run.RunPlan;
 import java.io.PrintStream;
 import java.lang.management.ManagementFactory;
 import java.nio.ByteBuffer;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -110,16 +112,17 @@ public final class PipelineDemo implements Callable<Integer> {
             return 2;
         }
         ParallelSizes sizes = ParallelSizes.of(tp, pp, cfg.worldSize() / (tp * pp));
+        Launch launch = Launch.of(System.getenv(RunPlan.LAUNCH_TIME_ENV));
         phase("init");
         // every group of the job at once (the fastest start)
         try (ParallelState ps = ParallelState.initialize(cfg, options(), sizes)) {
+            long readyMillis = launch.millisSince();
             phase("ready");
             int actors = mapActors(ps, cfg);
-            double readySeconds = secondsSinceJvmStart();
             // the TP broadcaster is made in the background; the measured steps should not share the
             // CPU with its making (the warm-up's first TP broadcast then switches to it)
             ps.tp().awaitMessageQueue(ps.tp().cpuGroup().defaultTimeout());
-            double broadcasterSeconds = secondsSinceJvmStart();
+            long broadcasterMillis = launch.millisSince();
             Stage stage = new Stage(ps, hidden, moe);
             phase("warmup");
             for (int s = 0; s < warmup; s++) {
@@ -133,7 +136,7 @@ public final class PipelineDemo implements Callable<Integer> {
             }
             long elapsed = System.nanoTime() - t0;
             ps.world().barrier();
-            report(ps, stage, elapsed, readySeconds, broadcasterSeconds, actors);
+            report(ps, stage, elapsed, launch, readyMillis, broadcasterMillis, actors);
         }
         phase("done");
         return 0;
@@ -195,8 +198,33 @@ public final class PipelineDemo implements Callable<Integer> {
         return map.size();
     }
 
-    private static double secondsSinceJvmStart() {
-        return (System.currentTimeMillis() - ManagementFactory.getRuntimeMXBean().getStartTime()) / 1000.0;
+    /**
+     * Where the cold start is measured from: the instant the launcher began starting the worker JVMs
+     * ({@link RunPlan#LAUNCH_TIME_ENV}, set by {@code commrun}), else this process's start (its
+     * {@link ProcessHandle} start time, from the kernel).
+     */
+    record Launch(long epochMillis, boolean byLauncher) {
+
+        static Launch of(String launcherEpochMillis) {
+            if (launcherEpochMillis != null && !launcherEpochMillis.isBlank()) {
+                try {
+                    return new Launch(Long.parseLong(launcherEpochMillis.trim()), true);
+                } catch (NumberFormatException ignored) {
+                    // not ours: fall back to the process start
+                }
+            }
+            long start = ProcessHandle.current().info().startInstant().map(Instant::toEpochMilli)
+                    .orElseGet(() -> ManagementFactory.getRuntimeMXBean().getStartTime());
+            return new Launch(start, false);
+        }
+
+        long millisSince() {
+            return System.currentTimeMillis() - epochMillis;
+        }
+
+        String describe() {
+            return byLauncher ? "after the JVMs were launched" : "after JVM start";
+        }
     }
 
     /** What one rank does each step, and what it measured. */
@@ -374,28 +402,30 @@ public final class PipelineDemo implements Callable<Integer> {
     }
 
     /** A rank's measurements, sent to rank 0 (plain bytes and numbers: no serialization of classes). */
-    private static byte[] encode(Stage st, long elapsedNanos) {
+    private static byte[] encode(Stage st, long elapsedNanos, long readyMillis, long broadcasterMillis) {
         List<byte[]> parts = new ArrayList<>();
         for (Histogram h : st.histograms.values()) {
             ByteBuffer b = ByteBuffer.allocate(h.getNeededByteBufferCapacity());
             int n = h.encodeIntoCompressedByteBuffer(b);
             parts.add(java.util.Arrays.copyOf(b.array(), n));
         }
-        int size = 8 + 8 + 4;
+        int size = 8 + 8 + 8 + 8 + 4;
         for (byte[] p : parts) {
             size += 4 + p.length;
         }
         ByteBuffer out = ByteBuffer.allocate(size);
-        out.putLong(elapsedNanos).putLong(st.checkedValues).putInt(parts.size());
+        out.putLong(elapsedNanos).putLong(readyMillis).putLong(broadcasterMillis).putLong(st.checkedValues)
+                .putInt(parts.size());
         for (byte[] p : parts) {
             out.putInt(p.length).put(p);
         }
         return out.array();
     }
 
-    private void report(ParallelState ps, Stage st, long elapsedNanos, double readySeconds, double broadcasterSeconds,
-                        int actors) {
-        List<byte[]> all = ps.world().allGatherObject(encode(st, elapsedNanos), byte[].class);
+    private void report(ParallelState ps, Stage st, long elapsedNanos, Launch launch, long readyMillis,
+                        long broadcasterMillis, int actors) {
+        List<byte[]> all = ps.world().allGatherObject(encode(st, elapsedNanos, readyMillis, broadcasterMillis),
+                byte[].class);
         if (ps.rank() != 0) {
             return;
         }
@@ -403,11 +433,15 @@ public final class PipelineDemo implements Callable<Integer> {
         Map<String, Histogram> merged = new LinkedHashMap<>();
         ops.forEach(op -> merged.put(op, new Histogram(3)));
         long maxElapsed = 0;
+        long lastReady = 0;
+        long lastBroadcaster = 0;
         long checked = 0;
         try {
             for (byte[] b : all) {
                 ByteBuffer in = ByteBuffer.wrap(b);
                 maxElapsed = Math.max(maxElapsed, in.getLong());
+                lastReady = Math.max(lastReady, in.getLong());
+                lastBroadcaster = Math.max(lastBroadcaster, in.getLong());
                 checked += in.getLong();
                 int n = in.getInt();
                 for (int k = 0; k < n && k < ops.size(); k++) {
@@ -432,8 +466,10 @@ public final class PipelineDemo implements Callable<Integer> {
         out.printf(Locale.ROOT, "  CPU backend %s, device communicator %s, TP metadata via %s, activations in host memory%n",
                 cpu, device, tp.broadcastsThroughQueue() ? "the shared-memory message queue" : "the CPU group");
         out.printf(Locale.ROOT, "  actor ids mapped to PP ranks (ActorRankMapper, %d per PP group) and checked%n", actors);
-        out.printf(Locale.ROOT, "  groups ready %.1f s after JVM start (TP broadcaster %.1f s); %d steps (+%d warm-up) of %d f32 "
-                + "in %.2f s: %.0f steps/s%n", readySeconds, broadcasterSeconds, steps, warmup, hidden, seconds, steps / seconds);
+        // the slowest rank's figures: the job is ready when its last rank is
+        out.printf(Locale.ROOT, "  groups ready %.2f s %s (slowest of %s; TP broadcaster %.2f s); %d steps (+%d warm-up) "
+                + "of %d f32 in %.2f s: %.0f steps/s%n", lastReady / 1000.0, launch.describe(), plural(ps.worldSize(), "rank"),
+                lastBroadcaster / 1000.0, steps, warmup, hidden, seconds, steps / seconds);
         if (st.ep != null) {
             out.printf(Locale.ROOT, "  MoE layer each step over EP=%d (%s): %d tokens of %d f32 per rank, 2 of %d experts "
                     + "per token, dispatch, expert, combine%n", st.ep.worldSize(), st.ep.all2allManager().name(),

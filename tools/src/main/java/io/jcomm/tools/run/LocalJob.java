@@ -71,6 +71,7 @@ final class LocalJob {
      */
     static LocalJob start(RunPlan plan, Map<String, String> parentEnv, PrintStream out, PrintStream err,
                           boolean prefix, Path shmDir, Duration stallReport) throws IOException {
+        String launched = Long.toString(System.currentTimeMillis());
         LocalJob job = new LocalJob(plan, out, err, prefix, shmDir, stallReport);
         try {
             for (int local = 0; local < plan.nprocPerNode(); local++) {
@@ -78,6 +79,7 @@ final class LocalJob {
                 Map<String, String> env = pb.environment();
                 env.clear();
                 env.putAll(plan.workerEnv(parentEnv, local));
+                env.put(RunPlan.LAUNCH_TIME_ENV, launched);
                 Process p = pb.start();
                 job.processes[local] = p;
                 job.janitor.add(p.toHandle());

@@ -33,6 +33,11 @@ public final class RunPlan {
     public static final String DEMO_ALIAS = "demo";
     /** The class {@value #DEMO_ALIAS} stands for. */
     public static final String DEMO_MAIN = "io.jcomm.tools.demo.PipelineDemo";
+    /**
+     * Set in every worker's environment by the launcher: when it began starting the workers, in
+     * milliseconds since the epoch (the demo measures its cold start from it).
+     */
+    public static final String LAUNCH_TIME_ENV = "JCOMM_LAUNCH_EPOCH_MS";
     /** Default port of a multi-node job's store (torchrun's). */
     public static final int MULTI_NODE_PORT_DEFAULT = DistributedConfig.MASTER_PORT_DEFAULT;
 
