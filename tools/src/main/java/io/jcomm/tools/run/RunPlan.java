@@ -181,16 +181,29 @@ public final class RunPlan {
         return Collections.unmodifiableMap(env);
     }
 
-    /** The command line of worker {@code localRank} (the same for every rank; ranks differ by environment). */
     /** The workers' {@code java}. */
     public Path javaBinary() {
         return javaBinary;
     }
 
+    /** The command line of worker {@code localRank} (the same for every rank; ranks differ by environment). */
     public List<String> workerCommand(int localRank) {
+        return workerCommand(localRank, List.of());
+    }
+
+    /**
+     * The command line of worker {@code localRank} with {@code launchArgs} (the launch's class-data
+     * archive arguments) between the required flags and the user's {@code --jvm-arg}s, so that the
+     * user's own flags come last and win.
+     */
+    public List<String> workerCommand(int localRank, List<String> launchArgs) {
+        if (localRank < 0 || localRank >= nprocPerNode) {
+            throw new IllegalArgumentException("local rank " + localRank + " not in [0, " + nprocPerNode + ")");
+        }
         List<String> cmd = new ArrayList<>();
         cmd.add(javaBinary.toString());
         cmd.addAll(JvmFlags.REQUIRED);
+        cmd.addAll(launchArgs);
         cmd.addAll(jvmArgs);
         cmd.add("-cp");
         cmd.add(classPath);
