@@ -15,6 +15,7 @@ import io.jcomm.tools.run.RunPlan;
 import java.io.PrintStream;
 import java.lang.management.ManagementFactory;
 import java.nio.ByteBuffer;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -117,6 +118,7 @@ public final class PipelineDemo implements Callable<Integer> {
         // every group of the job at once (the fastest start)
         try (ParallelState ps = ParallelState.initialize(cfg, options(), sizes)) {
             long readyMillis = launch.millisSince();
+            long readyCpuMillis = cpuMillis();
             phase("ready");
             int actors = mapActors(ps, cfg);
             // the TP broadcaster is made in the background; the measured steps should not share the
@@ -136,7 +138,7 @@ public final class PipelineDemo implements Callable<Integer> {
             }
             long elapsed = System.nanoTime() - t0;
             ps.world().barrier();
-            report(ps, stage, elapsed, launch, readyMillis, broadcasterMillis, actors);
+            report(ps, stage, elapsed, launch, new long[] {readyMillis, readyCpuMillis, broadcasterMillis}, actors);
         }
         phase("done");
         return 0;
@@ -225,6 +227,11 @@ public final class PipelineDemo implements Callable<Integer> {
         String describe() {
             return byLauncher ? "after the JVMs were launched" : "after JVM start";
         }
+    }
+
+    /** CPU time of this process so far (all threads), or -1 where the platform does not say. */
+    private static long cpuMillis() {
+        return ProcessHandle.current().info().totalCpuDuration().map(Duration::toMillis).orElse(-1L);
     }
 
     /** What one rank does each step, and what it measured. */
@@ -402,30 +409,35 @@ public final class PipelineDemo implements Callable<Integer> {
     }
 
     /** A rank's measurements, sent to rank 0 (plain bytes and numbers: no serialization of classes). */
-    private static byte[] encode(Stage st, long elapsedNanos, long readyMillis, long broadcasterMillis) {
+    private static byte[] encode(Stage st, long elapsedNanos, long[] coldStart) {
         List<byte[]> parts = new ArrayList<>();
         for (Histogram h : st.histograms.values()) {
             ByteBuffer b = ByteBuffer.allocate(h.getNeededByteBufferCapacity());
             int n = h.encodeIntoCompressedByteBuffer(b);
             parts.add(java.util.Arrays.copyOf(b.array(), n));
         }
-        int size = 8 + 8 + 8 + 8 + 4;
+        int size = 8 + 8 * coldStart.length + 8 + 4;
         for (byte[] p : parts) {
             size += 4 + p.length;
         }
         ByteBuffer out = ByteBuffer.allocate(size);
-        out.putLong(elapsedNanos).putLong(readyMillis).putLong(broadcasterMillis).putLong(st.checkedValues)
-                .putInt(parts.size());
+        out.putLong(elapsedNanos);
+        for (long v : coldStart) {
+            out.putLong(v);
+        }
+        out.putLong(st.checkedValues).putInt(parts.size());
         for (byte[] p : parts) {
             out.putInt(p.length).put(p);
         }
         return out.array();
     }
 
-    private void report(ParallelState ps, Stage st, long elapsedNanos, Launch launch, long readyMillis,
-                        long broadcasterMillis, int actors) {
-        List<byte[]> all = ps.world().allGatherObject(encode(st, elapsedNanos, readyMillis, broadcasterMillis),
-                byte[].class);
+    /**
+     * Rank 0 prints the report of every rank's measurements; {@code coldStart}: milliseconds from the
+     * launch to this rank's groups, its CPU time until then, milliseconds to its TP broadcaster.
+     */
+    private void report(ParallelState ps, Stage st, long elapsedNanos, Launch launch, long[] coldStart, int actors) {
+        List<byte[]> all = ps.world().allGatherObject(encode(st, elapsedNanos, coldStart), byte[].class);
         if (ps.rank() != 0) {
             return;
         }
@@ -434,6 +446,7 @@ public final class PipelineDemo implements Callable<Integer> {
         ops.forEach(op -> merged.put(op, new Histogram(3)));
         long maxElapsed = 0;
         long lastReady = 0;
+        long readyCpu = 0;
         long lastBroadcaster = 0;
         long checked = 0;
         try {
@@ -441,6 +454,8 @@ public final class PipelineDemo implements Callable<Integer> {
                 ByteBuffer in = ByteBuffer.wrap(b);
                 maxElapsed = Math.max(maxElapsed, in.getLong());
                 lastReady = Math.max(lastReady, in.getLong());
+                long cpu = in.getLong();
+                readyCpu = readyCpu < 0 || cpu < 0 ? -1 : readyCpu + cpu;
                 lastBroadcaster = Math.max(lastBroadcaster, in.getLong());
                 checked += in.getLong();
                 int n = in.getInt();
@@ -467,9 +482,10 @@ public final class PipelineDemo implements Callable<Integer> {
                 cpu, device, tp.broadcastsThroughQueue() ? "the shared-memory message queue" : "the CPU group");
         out.printf(Locale.ROOT, "  actor ids mapped to PP ranks (ActorRankMapper, %d per PP group) and checked%n", actors);
         // the slowest rank's figures: the job is ready when its last rank is
-        out.printf(Locale.ROOT, "  groups ready %.2f s %s (slowest of %s; TP broadcaster %.2f s); %d steps (+%d warm-up) "
-                + "of %d f32 in %.2f s: %.0f steps/s%n", lastReady / 1000.0, launch.describe(), plural(ps.worldSize(), "rank"),
-                lastBroadcaster / 1000.0, steps, warmup, hidden, seconds, steps / seconds);
+        out.printf(Locale.ROOT, "  groups ready %.2f s %s (slowest of %s%s; TP broadcaster %.2f s); %d steps (+%d "
+                + "warm-up) of %d f32 in %.2f s: %.0f steps/s%n", lastReady / 1000.0, launch.describe(),
+                plural(ps.worldSize(), "rank"), readyCpu < 0 ? "" : String.format(Locale.ROOT, ", %.2f s CPU in all",
+                        readyCpu / 1000.0), lastBroadcaster / 1000.0, steps, warmup, hidden, seconds, steps / seconds);
         if (st.ep != null) {
             out.printf(Locale.ROOT, "  MoE layer each step over EP=%d (%s): %d tokens of %d f32 per rank, 2 of %d experts "
                     + "per token, dispatch, expert, combine%n", st.ep.worldSize(), st.ep.all2allManager().name(),
