@@ -51,30 +51,33 @@ import picocli.CommandLine.Option;
         description = "TP x PP pipeline over real processes, with every value verified; prints latencies and steps/s.")
 public final class PipelineDemo implements Callable<Integer> {
 
-    @Option(names = "--tp", defaultValue = "2", description = "tensor-parallel size (default ${DEFAULT-VALUE})")
-    int tp;
+    // the defaults are the fields' initial values (picocli shows them as ${DEFAULT-VALUE}), so that
+    // parseSimple needs no picocli to know them
 
-    @Option(names = "--pp", defaultValue = "2", description = "pipeline stages (default ${DEFAULT-VALUE})")
-    int pp;
+    @Option(names = "--tp", description = "tensor-parallel size (default ${DEFAULT-VALUE})")
+    int tp = 2;
 
-    @Option(names = "--steps", defaultValue = "300", description = "measured steps (default ${DEFAULT-VALUE})")
-    int steps;
+    @Option(names = "--pp", description = "pipeline stages (default ${DEFAULT-VALUE})")
+    int pp = 2;
 
-    @Option(names = "--warmup", defaultValue = "50", description = "unmeasured steps first (default ${DEFAULT-VALUE})")
-    int warmup;
+    @Option(names = "--steps", description = "measured steps (default ${DEFAULT-VALUE})")
+    int steps = 300;
 
-    @Option(names = "--hidden", defaultValue = "1024", description = "activation elements (f32) per step (default ${DEFAULT-VALUE})")
-    int hidden;
+    @Option(names = "--warmup", description = "unmeasured steps first (default ${DEFAULT-VALUE})")
+    int warmup = 50;
+
+    @Option(names = "--hidden", description = "activation elements (f32) per step (default ${DEFAULT-VALUE})")
+    int hidden = 1024;
 
     @Option(names = "--moe", description = "also run a mixture-of-experts layer each step over the EP group (the TP "
             + "ranks): a deterministic router sends every token to 2 of 2 x EP experts, dispatch, an expert function, "
             + "combine, every value verified")
     boolean moe;
 
-    @Option(names = "--device", defaultValue = "auto",
+    @Option(names = "--device",
             description = "auto: NCCL and cuda:LOCAL_RANK when GPUs are usable, else the CPU communicator; "
                     + "cpu: the CPU communicator everywhere (e.g. more ranks than GPUs) (default ${DEFAULT-VALUE})")
-    String device;
+    String device = "auto";
 
     @Option(names = "--phases", description = "print a line (\"demo: phase NAME\") when each phase starts: init, "
             + "group NAME (each group made), ready (all groups made), warmup, steps, done; for tests that inject "
@@ -508,11 +511,74 @@ public final class PipelineDemo implements Callable<Integer> {
         return n + " " + what + (n == 1 ? "" : "s");
     }
 
+    /**
+     * Applies {@code args} when they are only this command's options, each at most once
+     * ({@code --name value}, {@code --name=value}, decimal numbers, {@code --device auto|cpu}): then
+     * every rank starts without picocli, whose Java 5 class files are not archived for class-data
+     * sharing and are slow to verify (about 0.4 s of a cold JVM's CPU on the 2-core development machine).
+     * Anything else ({@code --help}, a typo, a bad value) is left to picocli and its messages.
+     *
+     * @return whether {@code args} were applied (nothing is changed when not)
+     */
+    boolean parseSimple(String[] args) {
+        Map<String, String> values = new LinkedHashMap<>();
+        for (int i = 0; i < args.length; i++) {
+            String name = args[i];
+            String value = null;
+            int eq = name.indexOf('=');
+            if (eq > 0) {
+                value = name.substring(eq + 1);
+                name = name.substring(0, eq);
+            }
+            boolean flag = name.equals("--moe") || name.equals("--phases");
+            if (!flag && !List.of("--tp", "--pp", "--steps", "--warmup", "--hidden", "--device").contains(name)) {
+                return false;
+            }
+            if (flag && value != null) {
+                return false;
+            }
+            if (!flag && value == null) {
+                if (i + 1 >= args.length || args[i + 1].startsWith("--")) {
+                    return false;
+                }
+                value = args[++i];
+            }
+            if (values.put(name, flag ? "true" : value) != null) {
+                return false; // picocli says an option may be given once
+            }
+        }
+        int[] ints = {tp, pp, steps, warmup, hidden};
+        List<String> intNames = List.of("--tp", "--pp", "--steps", "--warmup", "--hidden");
+        for (int k = 0; k < ints.length; k++) {
+            String v = values.get(intNames.get(k));
+            if (v != null) {
+                if (!v.matches("-?[0-9]{1,9}")) {
+                    return false;
+                }
+                ints[k] = Integer.parseInt(v);
+            }
+        }
+        String dev = values.getOrDefault("--device", device);
+        if (!dev.equalsIgnoreCase("auto") && !dev.equalsIgnoreCase("cpu")) {
+            return false;
+        }
+        tp = ints[0];
+        pp = ints[1];
+        steps = ints[2];
+        warmup = ints[3];
+        hidden = ints[4];
+        device = dev;
+        moe |= values.containsKey("--moe");
+        phases |= values.containsKey("--phases");
+        return true;
+    }
+
     public static void main(String[] args) {
         if (System.getProperty("org.slf4j.simpleLogger.defaultLogLevel") == null) {
             System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
         }
-        int code = new CommandLine(new PipelineDemo()).execute(args);
+        PipelineDemo demo = new PipelineDemo();
+        int code = demo.parseSimple(args) ? demo.call() : new CommandLine(demo).execute(args);
         if (code != 0) {
             System.exit(code);
         }
