@@ -79,10 +79,10 @@ final class LocalJob {
         String launched = Long.toString(System.currentTimeMillis());
         LocalJob job = new LocalJob(plan, out, err, prefix, shmDir, stallReport,
                 classDataArchive(plan, AppCds.Settings.fromEnvironment(parentEnv)));
+        int dumper = archiveWriter(plan.nprocPerNode());
         try {
             for (int local = 0; local < plan.nprocPerNode(); local++) {
-                // local rank 0 writes the archive when this launch makes it
-                ProcessBuilder pb = new ProcessBuilder(plan.workerCommand(local, job.cds.jvmArgs(local == 0)));
+                ProcessBuilder pb = new ProcessBuilder(plan.workerCommand(local, job.cds.jvmArgs(local == dumper)));
                 Map<String, String> env = pb.environment();
                 env.clear();
                 env.putAll(plan.workerEnv(parentEnv, local));
@@ -121,6 +121,15 @@ final class LocalJob {
         args.addAll(plan.jvmArgs());
         return AppCds.prepare(settings, plan.javaBinary(), plan.classPath(), args,
                 RunWorker.class.getName() + " " + plan.mainClass());
+    }
+
+    /**
+     * The local rank that writes the class-data archive when a launch makes one: the second worker
+     * when there is one (in a group mesh it both accepts and connects, so it loads the classes of
+     * either side).
+     */
+    static int archiveWriter(int nprocPerNode) {
+        return Math.min(1, nprocPerNode - 1);
     }
 
     /** What this job does with its workers' class-data archive. */
@@ -223,7 +232,7 @@ final class LocalJob {
             }
         }
         joinPumps();
-        cds.finish(codes[0] == 0);
+        cds.finish(codes[archiveWriter(n)] == 0);
         Outcome o = timedOut ? Outcome.TIMED_OUT : firstFailed >= 0 ? Outcome.FAILED : stopRequested ? Outcome.STOPPED
                 : Outcome.SUCCEEDED;
         int code = o == Outcome.TIMED_OUT ? 124 : o == Outcome.FAILED ? firstCode : o == Outcome.STOPPED ? 143 : 0;
