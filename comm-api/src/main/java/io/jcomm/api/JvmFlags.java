@@ -4,10 +4,12 @@ import java.util.List;
 
 /**
  * The JVM flags every process of this SDK needs (Aeron/Agrona's access to
- * {@code jdk.internal.misc}, Chronicle Map's runtime compilation, Netty's direct buffers), and the
- * switch that keeps Chronicle from sending usage analytics. Launchers ({@code commrun}, the test
- * harness) put these on every worker's command line; the Maven build's surefire/failsafe
- * {@code argLine} carries the same list.
+ * {@code jdk.internal.misc}, Chronicle Map's runtime compilation, Netty's direct buffers), the
+ * switch that keeps Chronicle from sending usage analytics, and the one that keeps Netty from
+ * registering its JFR events at its first buffer allocation (some 80 JFR classes and a quarter of
+ * a second of a cold JVM's CPU; {@code -Dio.netty.jfr.enabled=true} after these flags brings them
+ * back). Launchers ({@code commrun}, the test harness) put these on every worker's command line;
+ * the Maven build's surefire/failsafe {@code argLine} carries the same list.
  */
 public final class JvmFlags {
 
@@ -22,6 +24,7 @@ public final class JvmFlags {
             "--add-opens", "java.base/java.nio=ALL-UNNAMED",
             "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
             "-Dchronicle.analytics.disable=true",
+            "-Dio.netty.jfr.enabled=false",
             "-Dio.netty.tryReflectionSetAccessible=true");
 
     private JvmFlags() {

@@ -22,6 +22,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -225,15 +226,19 @@ public final class ParallelState implements AutoCloseable {
 
     /**
      * Registers this state in the host's job registry ({@code bin/commtop}) from a background thread:
-     * never delays initialisation, and a registry that cannot be opened only costs a debug line.
+     * never delays initialisation, and a registry that cannot be opened only costs a debug line. With
+     * host media (made once every rank of the host has its groups) the registry is opened after it:
+     * opening it costs a cold JVM seconds of CPU, which the host's ranks still creating groups would lose.
      */
     private synchronized void startJobRegistration() {
         try {
             FlightRecorder rec = FlightRecorder.process();
             String job = JobRegistry.Entry.jobOf(config.jobId(), DistributedConfig.JOB_ID_DEFAULT, config.masterAddr(),
                     config.masterPort());
+            CompletionStage<?> notBefore = hostMedia != null ? hostMedia.future()
+                    : CompletableFuture.completedFuture(null);
             jobRegistration = JobRegistration.start(System.getenv(), job, config.rank(), config.worldSize(),
-                    rec == null ? null : rec.file(), registry::names);
+                    rec == null ? null : rec.file(), registry::names, notBefore);
         } catch (RuntimeException | LinkageError e) {
             LOG.debug("rank {}: no job registration: {}", config.rank(), e.toString());
         }

@@ -6,6 +6,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
@@ -13,7 +15,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Keeps one {@link JobRegistry.Entry} of this process in the host's registry, from a daemon thread:
- * the thread opens the registry (seconds the first time: never on the caller's path), registers the
+ * the thread opens the registry (seconds of CPU in a cold JVM: never on the caller's path, and, with a
+ * {@code notBefore} stage, not before it completes), registers the
  * entry, re-registers it when the group names change (checked every second) and the entry is removed
  * by {@link #close()} or, at exit, by a shutdown hook. Every failure (no {@code /dev/shm}, a full or
  * foreign file, Chronicle missing its JVM flags) is logged at debug level and ends the registration:
@@ -24,6 +27,8 @@ public final class JobRegistration implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(JobRegistration.class);
     private static final AtomicInteger SERIALS = new AtomicInteger();
     private static final long CHECK_MILLIS = 1000;
+    /** The longest the registration waits for its {@code notBefore} stage. */
+    static final long NOT_BEFORE_BOUND_MILLIS = 60_000;
 
     private final Path file;
     private final Supplier<List<String>> groups;
@@ -51,7 +56,19 @@ public final class JobRegistration implements AutoCloseable {
      */
     public static JobRegistration start(Map<String, String> env, String job, int rank, int worldSize, Path recorderFile,
                                         Supplier<List<String>> groups) {
+        return start(env, job, rank, worldSize, recorderFile, groups, CompletableFuture.completedFuture(null));
+    }
+
+    /**
+     * {@link #start(Map, String, int, int, Path, Supplier)} that opens the registry only once
+     * {@code notBefore} has completed (either way; at most {@value #NOT_BEFORE_BOUND_MILLIS} ms later),
+     * e.g. once every rank of the host has its groups: opening it (Chronicle Map compiles classes at
+     * run time) costs a cold JVM seconds of CPU that ranks still creating groups should not lose.
+     */
+    public static JobRegistration start(Map<String, String> env, String job, int rank, int worldSize, Path recorderFile,
+                                        Supplier<List<String>> groups, CompletionStage<?> notBefore) {
         Objects.requireNonNull(groups, "groups");
+        Objects.requireNonNull(notBefore, "notBefore");
         Optional<Path> file = JobRegistry.configuredFile(env);
         if (file.isEmpty()) {
             return null;
@@ -61,7 +78,13 @@ public final class JobRegistration implements AutoCloseable {
                 SERIALS.incrementAndGet(), List.of(), recorderFile == null ? "" : recorderFile.toString(),
                 System.currentTimeMillis());
         JobRegistration r = new JobRegistration(file.get(), e, groups);
-        Thread t = new Thread(r::run, "jcomm-registry-r" + rank);
+        CompletableFuture<?> gate = notBefore.toCompletableFuture();
+        gate.whenComplete((v, x) -> r.wake());
+        Thread t = new Thread(() -> {
+            if (r.awaitGate(gate)) {
+                r.run();
+            }
+        }, "jcomm-registry-r" + rank);
         t.setDaemon(true);
         t.start();
         return r;
@@ -75,6 +98,28 @@ public final class JobRegistration implements AutoCloseable {
     /** Whether the entry is in the registry now (false while the registry is being opened, or after a failure). */
     public synchronized boolean registered() {
         return registry != null && !closed;
+    }
+
+    private synchronized void wake() {
+        notifyAll();
+    }
+
+    /** Waits for {@code gate} (bounded); false when closed meanwhile. */
+    private synchronized boolean awaitGate(CompletableFuture<?> gate) {
+        long end = System.nanoTime() + NOT_BEFORE_BOUND_MILLIS * 1_000_000L;
+        try {
+            while (!closed && !gate.isDone()) {
+                long left = (end - System.nanoTime()) / 1_000_000L;
+                if (left <= 0) {
+                    break;
+                }
+                wait(left);
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+        return !closed;
     }
 
     private void run() {

@@ -10,6 +10,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
@@ -94,6 +95,25 @@ class JobRegistryTest {
             await(() -> reg.scan().live().get(0).groups().equals(List.of("pp:1", "world")), "the new group names");
             r.close();
             assertFalse(r.registered());
+            assertTrue(reg.scan().live().isEmpty());
+
+            // with a stage to wait for, the registry is opened only once it completed (here: failed)
+            CompletableFuture<Void> hostReady = new CompletableFuture<>();
+            JobRegistration later = JobRegistration.start(Map.of(JobRegistry.ENV, file.toString()), "job@h:2", 0, 2, null,
+                    List::of, hostReady);
+            Thread.sleep(300);
+            assertFalse(later.registered(), "registered before the stage completed");
+            assertTrue(reg.scan().live().isEmpty());
+            hostReady.completeExceptionally(new IllegalStateException("no media"));
+            await(later::registered, "the registration after the stage");
+            assertEquals("job@h:2", reg.scan().live().get(0).job());
+            later.close();
+            // closed while waiting: never opens the registry
+            JobRegistration never = JobRegistration.start(Map.of(JobRegistry.ENV, file.toString()), "job@h:3", 0, 1, null,
+                    List::of, new CompletableFuture<Void>());
+            never.close();
+            Thread.sleep(100);
+            assertFalse(never.registered());
             assertTrue(reg.scan().live().isEmpty());
         } finally {
             Files.deleteIfExists(file);

@@ -11,9 +11,12 @@ import io.jcomm.parallel.GroupCoordinator;
 import io.jcomm.parallel.ParallelSizes;
 import io.jcomm.parallel.ParallelState;
 import io.jcomm.parallel.ParallelStateOptions;
+import io.jcomm.tools.run.RunPlan;
 import java.io.PrintStream;
 import java.lang.management.ManagementFactory;
 import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -48,30 +51,33 @@ import picocli.CommandLine.Option;
         description = "TP x PP pipeline over real processes, with every value verified; prints latencies and steps/s.")
 public final class PipelineDemo implements Callable<Integer> {
 
-    @Option(names = "--tp", defaultValue = "2", description = "tensor-parallel size (default ${DEFAULT-VALUE})")
-    int tp;
+    // the defaults are the fields' initial values (picocli shows them as ${DEFAULT-VALUE}), so that
+    // parseSimple needs no picocli to know them
 
-    @Option(names = "--pp", defaultValue = "2", description = "pipeline stages (default ${DEFAULT-VALUE})")
-    int pp;
+    @Option(names = "--tp", description = "tensor-parallel size (default ${DEFAULT-VALUE})")
+    int tp = 2;
 
-    @Option(names = "--steps", defaultValue = "300", description = "measured steps (default ${DEFAULT-VALUE})")
-    int steps;
+    @Option(names = "--pp", description = "pipeline stages (default ${DEFAULT-VALUE})")
+    int pp = 2;
 
-    @Option(names = "--warmup", defaultValue = "50", description = "unmeasured steps first (default ${DEFAULT-VALUE})")
-    int warmup;
+    @Option(names = "--steps", description = "measured steps (default ${DEFAULT-VALUE})")
+    int steps = 300;
 
-    @Option(names = "--hidden", defaultValue = "1024", description = "activation elements (f32) per step (default ${DEFAULT-VALUE})")
-    int hidden;
+    @Option(names = "--warmup", description = "unmeasured steps first (default ${DEFAULT-VALUE})")
+    int warmup = 50;
+
+    @Option(names = "--hidden", description = "activation elements (f32) per step (default ${DEFAULT-VALUE})")
+    int hidden = 1024;
 
     @Option(names = "--moe", description = "also run a mixture-of-experts layer each step over the EP group (the TP "
             + "ranks): a deterministic router sends every token to 2 of 2 x EP experts, dispatch, an expert function, "
             + "combine, every value verified")
     boolean moe;
 
-    @Option(names = "--device", defaultValue = "auto",
+    @Option(names = "--device",
             description = "auto: NCCL and cuda:LOCAL_RANK when GPUs are usable, else the CPU communicator; "
                     + "cpu: the CPU communicator everywhere (e.g. more ranks than GPUs) (default ${DEFAULT-VALUE})")
-    String device;
+    String device = "auto";
 
     @Option(names = "--phases", description = "print a line (\"demo: phase NAME\") when each phase starts: init, "
             + "group NAME (each group made), ready (all groups made), warmup, steps, done; for tests that inject "
@@ -110,16 +116,18 @@ public final class PipelineDemo implements Callable<Integer> {
             return 2;
         }
         ParallelSizes sizes = ParallelSizes.of(tp, pp, cfg.worldSize() / (tp * pp));
+        Launch launch = Launch.of(System.getenv(RunPlan.LAUNCH_TIME_ENV));
         phase("init");
         // every group of the job at once (the fastest start)
         try (ParallelState ps = ParallelState.initialize(cfg, options(), sizes)) {
+            long readyMillis = launch.millisSince();
+            long readyCpuMillis = cpuMillis();
             phase("ready");
             int actors = mapActors(ps, cfg);
-            double readySeconds = secondsSinceJvmStart();
             // the TP broadcaster is made in the background; the measured steps should not share the
             // CPU with its making (the warm-up's first TP broadcast then switches to it)
             ps.tp().awaitMessageQueue(ps.tp().cpuGroup().defaultTimeout());
-            double broadcasterSeconds = secondsSinceJvmStart();
+            long broadcasterMillis = launch.millisSince();
             Stage stage = new Stage(ps, hidden, moe);
             phase("warmup");
             for (int s = 0; s < warmup; s++) {
@@ -133,7 +141,7 @@ public final class PipelineDemo implements Callable<Integer> {
             }
             long elapsed = System.nanoTime() - t0;
             ps.world().barrier();
-            report(ps, stage, elapsed, readySeconds, broadcasterSeconds, actors);
+            report(ps, stage, elapsed, launch, new long[] {readyMillis, readyCpuMillis, broadcasterMillis}, actors);
         }
         phase("done");
         return 0;
@@ -195,8 +203,38 @@ public final class PipelineDemo implements Callable<Integer> {
         return map.size();
     }
 
-    private static double secondsSinceJvmStart() {
-        return (System.currentTimeMillis() - ManagementFactory.getRuntimeMXBean().getStartTime()) / 1000.0;
+    /**
+     * Where the cold start is measured from: the instant the launcher began starting the worker JVMs
+     * ({@link RunPlan#LAUNCH_TIME_ENV}, set by {@code commrun}), else this process's start (its
+     * {@link ProcessHandle} start time, from the kernel).
+     */
+    record Launch(long epochMillis, boolean byLauncher) {
+
+        static Launch of(String launcherEpochMillis) {
+            if (launcherEpochMillis != null && !launcherEpochMillis.isBlank()) {
+                try {
+                    return new Launch(Long.parseLong(launcherEpochMillis.trim()), true);
+                } catch (NumberFormatException ignored) {
+                    // not ours: fall back to the process start
+                }
+            }
+            long start = ProcessHandle.current().info().startInstant().map(Instant::toEpochMilli)
+                    .orElseGet(() -> ManagementFactory.getRuntimeMXBean().getStartTime());
+            return new Launch(start, false);
+        }
+
+        long millisSince() {
+            return System.currentTimeMillis() - epochMillis;
+        }
+
+        String describe() {
+            return byLauncher ? "after the JVMs were launched" : "after JVM start";
+        }
+    }
+
+    /** CPU time of this process so far (all threads), or -1 where the platform does not say. */
+    private static long cpuMillis() {
+        return ProcessHandle.current().info().totalCpuDuration().map(Duration::toMillis).orElse(-1L);
     }
 
     /** What one rank does each step, and what it measured. */
@@ -374,28 +412,35 @@ public final class PipelineDemo implements Callable<Integer> {
     }
 
     /** A rank's measurements, sent to rank 0 (plain bytes and numbers: no serialization of classes). */
-    private static byte[] encode(Stage st, long elapsedNanos) {
+    private static byte[] encode(Stage st, long elapsedNanos, long[] coldStart) {
         List<byte[]> parts = new ArrayList<>();
         for (Histogram h : st.histograms.values()) {
             ByteBuffer b = ByteBuffer.allocate(h.getNeededByteBufferCapacity());
             int n = h.encodeIntoCompressedByteBuffer(b);
             parts.add(java.util.Arrays.copyOf(b.array(), n));
         }
-        int size = 8 + 8 + 4;
+        int size = 8 + 8 * coldStart.length + 8 + 4;
         for (byte[] p : parts) {
             size += 4 + p.length;
         }
         ByteBuffer out = ByteBuffer.allocate(size);
-        out.putLong(elapsedNanos).putLong(st.checkedValues).putInt(parts.size());
+        out.putLong(elapsedNanos);
+        for (long v : coldStart) {
+            out.putLong(v);
+        }
+        out.putLong(st.checkedValues).putInt(parts.size());
         for (byte[] p : parts) {
             out.putInt(p.length).put(p);
         }
         return out.array();
     }
 
-    private void report(ParallelState ps, Stage st, long elapsedNanos, double readySeconds, double broadcasterSeconds,
-                        int actors) {
-        List<byte[]> all = ps.world().allGatherObject(encode(st, elapsedNanos), byte[].class);
+    /**
+     * Rank 0 prints the report of every rank's measurements; {@code coldStart}: milliseconds from the
+     * launch to this rank's groups, its CPU time until then, milliseconds to its TP broadcaster.
+     */
+    private void report(ParallelState ps, Stage st, long elapsedNanos, Launch launch, long[] coldStart, int actors) {
+        List<byte[]> all = ps.world().allGatherObject(encode(st, elapsedNanos, coldStart), byte[].class);
         if (ps.rank() != 0) {
             return;
         }
@@ -403,11 +448,18 @@ public final class PipelineDemo implements Callable<Integer> {
         Map<String, Histogram> merged = new LinkedHashMap<>();
         ops.forEach(op -> merged.put(op, new Histogram(3)));
         long maxElapsed = 0;
+        long lastReady = 0;
+        long readyCpu = 0;
+        long lastBroadcaster = 0;
         long checked = 0;
         try {
             for (byte[] b : all) {
                 ByteBuffer in = ByteBuffer.wrap(b);
                 maxElapsed = Math.max(maxElapsed, in.getLong());
+                lastReady = Math.max(lastReady, in.getLong());
+                long cpu = in.getLong();
+                readyCpu = readyCpu < 0 || cpu < 0 ? -1 : readyCpu + cpu;
+                lastBroadcaster = Math.max(lastBroadcaster, in.getLong());
                 checked += in.getLong();
                 int n = in.getInt();
                 for (int k = 0; k < n && k < ops.size(); k++) {
@@ -432,8 +484,11 @@ public final class PipelineDemo implements Callable<Integer> {
         out.printf(Locale.ROOT, "  CPU backend %s, device communicator %s, TP metadata via %s, activations in host memory%n",
                 cpu, device, tp.broadcastsThroughQueue() ? "the shared-memory message queue" : "the CPU group");
         out.printf(Locale.ROOT, "  actor ids mapped to PP ranks (ActorRankMapper, %d per PP group) and checked%n", actors);
-        out.printf(Locale.ROOT, "  groups ready %.1f s after JVM start (TP broadcaster %.1f s); %d steps (+%d warm-up) of %d f32 "
-                + "in %.2f s: %.0f steps/s%n", readySeconds, broadcasterSeconds, steps, warmup, hidden, seconds, steps / seconds);
+        // the slowest rank's figures: the job is ready when its last rank is
+        out.printf(Locale.ROOT, "  groups ready %.2f s %s (slowest of %s%s; TP broadcaster %.2f s); %d steps (+%d "
+                + "warm-up) of %d f32 in %.2f s: %.0f steps/s%n", lastReady / 1000.0, launch.describe(),
+                plural(ps.worldSize(), "rank"), readyCpu < 0 ? "" : String.format(Locale.ROOT, ", %.2f s CPU in all",
+                        readyCpu / 1000.0), lastBroadcaster / 1000.0, steps, warmup, hidden, seconds, steps / seconds);
         if (st.ep != null) {
             out.printf(Locale.ROOT, "  MoE layer each step over EP=%d (%s): %d tokens of %d f32 per rank, 2 of %d experts "
                     + "per token, dispatch, expert, combine%n", st.ep.worldSize(), st.ep.all2allManager().name(),
@@ -456,11 +511,74 @@ public final class PipelineDemo implements Callable<Integer> {
         return n + " " + what + (n == 1 ? "" : "s");
     }
 
+    /**
+     * Applies {@code args} when they are only this command's options, each at most once
+     * ({@code --name value}, {@code --name=value}, decimal numbers, {@code --device auto|cpu}): then
+     * every rank starts without picocli, whose Java 5 class files are not archived for class-data
+     * sharing and are slow to verify (about 0.4 s of a cold JVM's CPU on the 2-core development machine).
+     * Anything else ({@code --help}, a typo, a bad value) is left to picocli and its messages.
+     *
+     * @return whether {@code args} were applied (nothing is changed when not)
+     */
+    boolean parseSimple(String[] args) {
+        Map<String, String> values = new LinkedHashMap<>();
+        for (int i = 0; i < args.length; i++) {
+            String name = args[i];
+            String value = null;
+            int eq = name.indexOf('=');
+            if (eq > 0) {
+                value = name.substring(eq + 1);
+                name = name.substring(0, eq);
+            }
+            boolean flag = name.equals("--moe") || name.equals("--phases");
+            if (!flag && !List.of("--tp", "--pp", "--steps", "--warmup", "--hidden", "--device").contains(name)) {
+                return false;
+            }
+            if (flag && value != null) {
+                return false;
+            }
+            if (!flag && value == null) {
+                if (i + 1 >= args.length || args[i + 1].startsWith("--")) {
+                    return false;
+                }
+                value = args[++i];
+            }
+            if (values.put(name, flag ? "true" : value) != null) {
+                return false; // picocli says an option may be given once
+            }
+        }
+        int[] ints = {tp, pp, steps, warmup, hidden};
+        List<String> intNames = List.of("--tp", "--pp", "--steps", "--warmup", "--hidden");
+        for (int k = 0; k < ints.length; k++) {
+            String v = values.get(intNames.get(k));
+            if (v != null) {
+                if (!v.matches("-?[0-9]{1,9}")) {
+                    return false;
+                }
+                ints[k] = Integer.parseInt(v);
+            }
+        }
+        String dev = values.getOrDefault("--device", device);
+        if (!dev.equalsIgnoreCase("auto") && !dev.equalsIgnoreCase("cpu")) {
+            return false;
+        }
+        tp = ints[0];
+        pp = ints[1];
+        steps = ints[2];
+        warmup = ints[3];
+        hidden = ints[4];
+        device = dev;
+        moe |= values.containsKey("--moe");
+        phases |= values.containsKey("--phases");
+        return true;
+    }
+
     public static void main(String[] args) {
         if (System.getProperty("org.slf4j.simpleLogger.defaultLogLevel") == null) {
             System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
         }
-        int code = new CommandLine(new PipelineDemo()).execute(args);
+        PipelineDemo demo = new PipelineDemo();
+        int code = demo.parseSimple(args) ? demo.call() : new CommandLine(demo).execute(args);
         if (code != 0) {
             System.exit(code);
         }

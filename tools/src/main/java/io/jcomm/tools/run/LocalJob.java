@@ -1,5 +1,6 @@
 package io.jcomm.tools.run;
 
+import io.jcomm.api.JvmFlags;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStream;
@@ -44,11 +45,15 @@ final class LocalJob {
     private final JobJanitor janitor;
     private final Thread sampler;
     private final Duration stallReport;
+    /** The workers' class-data archive; finished once every worker has exited. */
+    private final AppCds.Launch cds;
     private volatile StallWatch stalls;
     private volatile boolean stopRequested;
 
-    private LocalJob(RunPlan plan, PrintStream out, PrintStream err, boolean prefix, Path shmDir, Duration stallReport) {
+    private LocalJob(RunPlan plan, PrintStream out, PrintStream err, boolean prefix, Path shmDir, Duration stallReport,
+                     AppCds.Launch cds) {
         this.plan = plan;
+        this.cds = cds;
         this.stallReport = stallReport;
         this.out = out;
         this.err = err;
@@ -71,13 +76,17 @@ final class LocalJob {
      */
     static LocalJob start(RunPlan plan, Map<String, String> parentEnv, PrintStream out, PrintStream err,
                           boolean prefix, Path shmDir, Duration stallReport) throws IOException {
-        LocalJob job = new LocalJob(plan, out, err, prefix, shmDir, stallReport);
+        String launched = Long.toString(System.currentTimeMillis());
+        LocalJob job = new LocalJob(plan, out, err, prefix, shmDir, stallReport,
+                classDataArchive(plan, AppCds.Settings.fromEnvironment(parentEnv)));
+        int dumper = archiveWriter(plan.nprocPerNode());
         try {
             for (int local = 0; local < plan.nprocPerNode(); local++) {
-                ProcessBuilder pb = new ProcessBuilder(plan.workerCommand(local));
+                ProcessBuilder pb = new ProcessBuilder(plan.workerCommand(local, job.cds.jvmArgs(local == dumper)));
                 Map<String, String> env = pb.environment();
                 env.clear();
                 env.putAll(plan.workerEnv(parentEnv, local));
+                env.put(RunPlan.LAUNCH_TIME_ENV, launched);
                 Process p = pb.start();
                 job.processes[local] = p;
                 job.janitor.add(p.toHandle());
@@ -89,6 +98,7 @@ final class LocalJob {
             }
         } catch (IOException | RuntimeException e) {
             job.stop(Duration.ZERO);
+            job.cds.finish(false);
             throw e;
         }
         long[] pids = new long[job.processes.length];
@@ -102,6 +112,31 @@ final class LocalJob {
         job.stalls = new StallWatch(shmDir, stallReport, err, plan.javaBinary(), pids, ranks, exchange);
         job.sampler.start();
         return job;
+    }
+
+    /**
+     * The class-data archive of the plan's workers: keyed by their {@code java}, their JVM flags, their
+     * class path and the program ({@link RunWorker} and the main class).
+     */
+    static AppCds.Launch classDataArchive(RunPlan plan, AppCds.Settings settings) {
+        List<String> args = new ArrayList<>(JvmFlags.REQUIRED);
+        args.addAll(plan.jvmArgs());
+        return AppCds.prepare(settings, plan.javaBinary(), plan.classPath(), args,
+                RunWorker.class.getName() + " " + plan.mainClass());
+    }
+
+    /**
+     * The local rank that writes the class-data archive when a launch makes one: the second worker
+     * when there is one (in a group mesh it both accepts and connects, so it loads the classes of
+     * either side).
+     */
+    static int archiveWriter(int nprocPerNode) {
+        return Math.min(1, nprocPerNode - 1);
+    }
+
+    /** What this job does with its workers' class-data archive. */
+    AppCds.Launch classDataArchive() {
+        return cds;
     }
 
     private void pump(InputStream in, PrintStream sink, int rank, String kind) {
@@ -199,6 +234,7 @@ final class LocalJob {
             }
         }
         joinPumps();
+        cds.finish(codes[archiveWriter(n)] == 0);
         Outcome o = timedOut ? Outcome.TIMED_OUT : firstFailed >= 0 ? Outcome.FAILED : stopRequested ? Outcome.STOPPED
                 : Outcome.SUCCEEDED;
         int code = o == Outcome.TIMED_OUT ? 124 : o == Outcome.FAILED ? firstCode : o == Outcome.STOPPED ? 143 : 0;

@@ -33,6 +33,11 @@ public final class RunPlan {
     public static final String DEMO_ALIAS = "demo";
     /** The class {@value #DEMO_ALIAS} stands for. */
     public static final String DEMO_MAIN = "io.jcomm.tools.demo.PipelineDemo";
+    /**
+     * Set in every worker's environment by the launcher: when it began starting the workers, in
+     * milliseconds since the epoch (the demo measures its cold start from it).
+     */
+    public static final String LAUNCH_TIME_ENV = "JCOMM_LAUNCH_EPOCH_MS";
     /** Default port of a multi-node job's store (torchrun's). */
     public static final int MULTI_NODE_PORT_DEFAULT = DistributedConfig.MASTER_PORT_DEFAULT;
 
@@ -176,16 +181,29 @@ public final class RunPlan {
         return Collections.unmodifiableMap(env);
     }
 
-    /** The command line of worker {@code localRank} (the same for every rank; ranks differ by environment). */
     /** The workers' {@code java}. */
     public Path javaBinary() {
         return javaBinary;
     }
 
+    /** The command line of worker {@code localRank} (the same for every rank; ranks differ by environment). */
     public List<String> workerCommand(int localRank) {
+        return workerCommand(localRank, List.of());
+    }
+
+    /**
+     * The command line of worker {@code localRank} with {@code launchArgs} (the launch's class-data
+     * archive arguments) between the required flags and the user's {@code --jvm-arg}s, so that the
+     * user's own flags come last and win.
+     */
+    public List<String> workerCommand(int localRank, List<String> launchArgs) {
+        if (localRank < 0 || localRank >= nprocPerNode) {
+            throw new IllegalArgumentException("local rank " + localRank + " not in [0, " + nprocPerNode + ")");
+        }
         List<String> cmd = new ArrayList<>();
         cmd.add(javaBinary.toString());
         cmd.addAll(JvmFlags.REQUIRED);
+        cmd.addAll(launchArgs);
         cmd.addAll(jvmArgs);
         cmd.add("-cp");
         cmd.add(classPath);

@@ -27,6 +27,10 @@ import org.apache.fory.memory.MemoryBuffer;
  * <p>Decoding is hardened: unknown classes are rejected rather than materialised, nesting depth and
  * graph memory are bounded, and the decoded value must be an instance of the expected type; every
  * failure is a {@link ProtocolException}. Thread safe.
+ *
+ * <p>Fory itself is made at the first {@link #encode} or {@link #decode}, not by {@link Builder#build()}:
+ * making it loads about a thousand classes (0.6 s of a cold JVM's CPU, compilers included, on the 2-core
+ * development machine), which a process creating its groups should not pay before they are ready.
  */
 public final class ForyCodec implements ObjectCodec {
 
@@ -35,29 +39,48 @@ public final class ForyCodec implements ObjectCodec {
     /** Maximum nesting depth of a decoded object graph. */
     public static final int MAX_DEPTH = 64;
 
-    private final ThreadSafeFory fory;
     private final List<Class<?>> registered;
     private final String fingerprint;
+    private final long maxGraphBytes;
+    private final boolean codegen;
+    /** Made at first use ({@link #fory()}). */
+    private volatile ThreadSafeFory fory;
 
     private ForyCodec(Builder b) {
         List<Class<?>> sorted = new ArrayList<>(b.types);
         sorted.sort(Comparator.comparing(Class::getName));
         this.registered = List.copyOf(sorted);
-        this.fory = Fory.builder()
-                .withLanguage(Language.JAVA)
-                .requireClassRegistration(true)
-                .withDeserializeUnknownClass(false)
-                .withRefTracking(false)
-                .withMaxDepth(MAX_DEPTH)
-                .withMaxGraphMemoryBytes(b.maxGraphBytes)
-                .withCodegen(b.codegen)
-                .suppressClassRegistrationWarnings(true)
-                .buildThreadSafeFory();
-        int id = FIRST_USER_ID;
-        for (Class<?> c : registered) {
-            fory.register(c, id++);
-        }
+        this.maxGraphBytes = b.maxGraphBytes;
+        this.codegen = b.codegen;
         this.fingerprint = digest(registered);
+    }
+
+    /** The Fory instance, made (with the registrations) by the first caller. */
+    private ThreadSafeFory fory() {
+        ThreadSafeFory f = fory;
+        if (f == null) {
+            synchronized (this) {
+                f = fory;
+                if (f == null) {
+                    f = Fory.builder()
+                            .withLanguage(Language.JAVA)
+                            .requireClassRegistration(true)
+                            .withDeserializeUnknownClass(false)
+                            .withRefTracking(false)
+                            .withMaxDepth(MAX_DEPTH)
+                            .withMaxGraphMemoryBytes(maxGraphBytes)
+                            .withCodegen(codegen)
+                            .suppressClassRegistrationWarnings(true)
+                            .buildThreadSafeFory();
+                    int id = FIRST_USER_ID;
+                    for (Class<?> c : registered) {
+                        f.register(c, id++);
+                    }
+                    fory = f;
+                }
+            }
+        }
+        return f;
     }
 
     private static String digest(List<Class<?>> classes) {
@@ -105,8 +128,9 @@ public final class ForyCodec implements ObjectCodec {
 
     @Override
     public byte[] encode(Object value) {
+        ThreadSafeFory f = fory();
         try {
-            return fory.serialize(value);
+            return f.serialize(value);
         } catch (RuntimeException e) {
             throw new ProtocolException("cannot encode " + (value == null ? "null" : value.getClass().getName())
                     + " (is the type registered with the codec?): " + e.getMessage());
@@ -121,9 +145,10 @@ public final class ForyCodec implements ObjectCodec {
         if (length == 0) {
             throw new ProtocolException("cannot decode an empty payload");
         }
+        ThreadSafeFory f = fory();
         Object v;
         try {
-            v = fory.deserialize(MemoryBuffer.fromByteArray(bytes, offset, length));
+            v = f.deserialize(MemoryBuffer.fromByteArray(bytes, offset, length));
         } catch (RuntimeException | StackOverflowError e) {
             throw new ProtocolException("malformed or unregistered payload of " + length + " bytes: " + e);
         }

@@ -13,6 +13,11 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 class ForyCodecTest {
@@ -48,6 +53,32 @@ class ForyCodecTest {
         byte[] enc = c.encode("x");
         System.arraycopy(enc, 0, framed, 10, enc.length);
         assertEquals("x", c.decode(framed, 10, enc.length, String.class));
+    }
+
+    /** Fory is made at first use: threads that all use a new codec at once share one, with the registrations. */
+    @Test
+    void aNewCodecUsedByManyThreadsAtOnceWorksForEach() throws Exception {
+        ForyCodec c = ForyCodec.builder().register(Meta.class, Other.class).build();
+        int n = 8;
+        CountDownLatch start = new CountDownLatch(1);
+        List<Future<Other>> results = new ArrayList<>();
+        ExecutorService pool = Executors.newFixedThreadPool(n);
+        try {
+            for (int i = 0; i < n; i++) {
+                int x = i;
+                results.add(pool.submit(() -> {
+                    start.await();
+                    return c.decode(c.encode(new Other(x)), Other.class);
+                }));
+            }
+            start.countDown();
+            for (int i = 0; i < n; i++) {
+                assertEquals(i, results.get(i).get(30, TimeUnit.SECONDS).x());
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+        assertThrows(ProtocolException.class, () -> c.encode(new NotRegistered()), "registration is still required");
     }
 
     @Test
