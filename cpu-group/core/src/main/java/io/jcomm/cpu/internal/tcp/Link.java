@@ -963,6 +963,12 @@ final class Link extends ChannelInboundHandlerAdapter implements RecvByteBufAllo
             sb.append(sb.length() > 0 ? "; " : "").append("waiting for ").append(p2pRecvs.get(0).expect.describe())
                     .append(" from rank ").append(peer);
         }
+        if (mailbox != null) {
+            String m = mailbox.pendingDescription();
+            if (!m.isEmpty()) {
+                sb.append(sb.length() > 0 ? "; " : "").append(m);
+            }
+        }
         if (current != null) {
             sb.append(sb.length() > 0 ? "; " : "").append("receiving ").append(current.filled).append('/')
                     .append(current.total).append(" bytes from rank ").append(peer);

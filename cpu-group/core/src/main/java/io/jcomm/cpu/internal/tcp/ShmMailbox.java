@@ -130,6 +130,20 @@ final class ShmMailbox {
         return !posted.isEmpty();
     }
 
+    /** What this rank waits for from the peer through the mailbox (timeouts), or "". */
+    String pendingDescription() {
+        StringBuilder sb = new StringBuilder();
+        Recv r = posted.peekFirst();
+        if (r != null) {
+            sb.append("waiting for ").append(r.expect.describe()).append(" from rank ").append(peer);
+        }
+        if (!queued.isEmpty()) {
+            sb.append(sb.length() > 0 ? "; " : "").append(queued.size()).append(" message(s) wait for room in the ring to rank ")
+                    .append(peer).append(", which has not consumed its messages");
+        }
+        return sb.toString();
+    }
+
     boolean busy() {
         return !queued.isEmpty() || !posted.isEmpty();
     }

@@ -304,7 +304,7 @@ final class ShmPlane {
             }
             long left = op.deadline.nanoTime() - now;
             if (left <= 0) {
-                throw engine.timeout(op, "waiting for rank " + next + " in shared memory");
+                throw engine.timeout(op, missing(st, op, which, piece, only));
             }
             if (spinning) {
                 Thread.onSpinWait();
@@ -314,6 +314,23 @@ final class ShmPlane {
                 LockSupport.parkNanos(Math.min(left, Engine.parkNanos(now - spinEnd)));
             }
         }
+    }
+
+    /**
+     * Which ranks a shared-memory step still waits for, each with what it is doing ({@link Engine#whatPeerDoes}):
+     * {@code waiting for allReduce #23 in shared memory from rank 2 (rank 2: in no operation; ...)}.
+     */
+    private String missing(ShmStaging st, Op op, int which, long piece, int only) {
+        StringBuilder sb = new StringBuilder("waiting for ").append(op.name).append(" #").append(op.seq).append(" in shared memory");
+        String sep = " from rank ";
+        for (int r = 0; r < engine.size; r++) {
+            if (r != engine.rank && (only < 0 || r == only) && st.flag(r, which) < piece) {
+                sb.append(sep).append(r);
+                engine.whatPeerDoes(sb, r);
+                sep = "; from rank ";
+            }
+        }
+        return sb.toString();
     }
 
     /** Whether payloads to {@code peer} go through shared memory (for tests and the benchmark). */
