@@ -18,8 +18,9 @@ import java.util.Iterator;
  * <p>Record: {@code [0] i32 length of the record (16-aligned), [4] u8 kind, [5] u8 operation, [6] u8
  * dtype, [8] i64 count, [16] i32 tag, [20] i32 payload bytes, [32..] payload}. A record never wraps:
  * the rest of the ring is skipped with a padding record. Records the receiver has no receive for yet
- * are copied out (up to a budget; beyond it they stay in the ring and the sender waits for room),
- * so that a sender finishes without its receiver's help, as with the links.
+ * are copied out up to the links' credit ({@code tcp.sendBudgetMessages} and {@code tcp.sendBudgetBytes});
+ * beyond it they stay in the ring and the sender waits for room, so a sender runs as far ahead of its
+ * receiver as over the links, and finishes without its receiver's help within that budget.
  *
  * <p>Driving thread only.
  */
@@ -65,7 +66,9 @@ final class ShmMailbox {
     private final ByteBuffer out;
     private final ByteBuffer in;
     private final int capacity;
+    /** What the receiver copies out ahead of its receives: the links' credit ({@code tcp.sendBudget*}). */
     private final long keepBudget;
+    private final int keepMessages;
     private final ArrayDeque<Out> queued = new ArrayDeque<>();
     private final ArrayDeque<Recv> posted = new ArrayDeque<>();
     private final ArrayDeque<Kept> kept = new ArrayDeque<>();
@@ -82,7 +85,8 @@ final class ShmMailbox {
         this.out = region.mailboxData(engine.rank, peer);
         this.in = region.mailboxData(peer, engine.rank);
         this.capacity = out.capacity();
-        this.keepBudget = Math.min(engine.cfg.maxUnexpectedBytes, 64L << 20);
+        this.keepBudget = engine.cfg.sendBudgetBytes;
+        this.keepMessages = engine.cfg.sendBudgetMessages;
         this.head = region.mailboxHead(engine.rank, peer);
         this.tail = region.mailboxTail(engine.rank, peer);
     }
@@ -236,7 +240,7 @@ final class ShmMailbox {
                     }
                 } else {
                     int bytes = marker ? 0 : f.payload;
-                    if (keptBytes + bytes > keepBudget) {
+                    if (kept.size() >= keepMessages || (keptBytes + bytes > keepBudget && !kept.isEmpty())) {
                         break; // stays in the ring: the sender waits for room
                     }
                     byte[] data = null;

@@ -181,6 +181,41 @@ class FastPathTest {
         }
     }
 
+    /**
+     * A receiver that posts no receive bounds its sender through the mailbox as over the links: the
+     * records it copies out stop at the credit ({@code tcp.sendBudgetMessages}), then the ring fills and
+     * the sender's next send times out naming its peer.
+     */
+    @Test
+    void aSenderRunsNoFurtherAheadOfItsReceiverThanTheCredit() {
+        try (ThreadRanks t = ThreadRanks.start(2, r -> opts(r).option(TcpOptions.SEND_BUDGET_MESSAGES, "16"), T)) {
+            List<Object> outcomes = t.outcomes(g -> {
+                if (g.rank() == 1) {
+                    try {
+                        Thread.sleep(3000); // busy elsewhere: no receive posted
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                    return -1;
+                }
+                Tensor x = filled(256, 1); // 1 KiB: records of 1,056 bytes, ~62 fit the 64 KiB ring
+                int sent = 0;
+                try {
+                    while (sent < 10_000) {
+                        g.send(x, 1, 0, Duration.ofMillis(500));
+                        sent++;
+                    }
+                } catch (CommException e) {
+                    assertInstanceOf(io.jcomm.api.CommTimeoutException.class, e, e.toString());
+                    assertTrue(e.getMessage().contains("rank 1"), e.getMessage());
+                }
+                return sent;
+            }, T);
+            int sent = (Integer) outcomes.get(0);
+            assertTrue(sent >= 16 && sent <= 16 + 64, "sent " + sent + " before the bound held");
+        }
+    }
+
     private static Tensor filled(int count, double v) {
         Tensor x = Tensor.allocate(DType.F32, count);
         x.fill(v);
