@@ -600,7 +600,17 @@ public final class PipelineDemo implements Callable<Integer> {
             System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
         }
         PipelineDemo demo = new PipelineDemo();
-        int code = demo.parseSimple(args) ? demo.call() : new CommandLine(demo).execute(args);
+        int code;
+        if (demo.parseSimple(args)) {
+            try {
+                code = demo.call();
+            } catch (RuntimeException e) {
+                e.printStackTrace(); // as picocli's execute does: the trace, then exit status 1
+                code = 1;
+            }
+        } else {
+            code = new CommandLine(demo).execute(args);
+        }
         if (code != 0) {
             System.exit(code);
         }
