@@ -27,12 +27,16 @@ if [ "${JCOMM_CDS:-on}" != off ]; then
 fi
 echo "# cold_start: $COMMRUN --nproc-per-node 4 demo --tp 2 --pp 2, JCOMM_CDS=${JCOMM_CDS:-on}, $RUNS runs"
 figures=()
+cpus=()
 for i in $(seq 1 "$RUNS"); do
   out=$(demo "$@")
   f=$(sed -n 's/.*groups ready \([0-9.]*\) s after.*/\1/p' <<<"$out")
+  c=$(sed -n 's/.*groups ready .*, \([0-9.]*\) s CPU in all.*/\1/p' <<<"$out")
   [ -n "$f" ] || { echo "run $i: no figure in:" >&2; echo "$out" >&2; exit 1; }
   figures+=("$f")
-  echo "run $i: all groups ready $f s after launch (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  cpus+=("${c:-0}")
+  echo "run $i: all groups ready $f s after launch, ${c:-?} s CPU of all ranks until then (load $(cut -d' ' -f1-3 /proc/loadavg))"
 done
-printf '%s\n' "${figures[@]}" | sort -n | awk '{a[NR]=$1} END {m = NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2;
-  printf "median %.2f s (min %.2f, max %.2f)\n", m, a[1], a[NR]}'
+median() { sort -n | awk '{a[NR]=$1} END {m = NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2;
+  printf "%.2f s (min %.2f, max %.2f)", m, a[1], a[NR]}'; }
+echo "median $(printf '%s\n' "${figures[@]}" | median); CPU $(printf '%s\n' "${cpus[@]}" | median)"

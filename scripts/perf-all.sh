@@ -50,4 +50,6 @@ run init-warm           bin/commbench init --tp 2 --pp 2 --iterations 20 --warmu
 run init-warm-mq-local  bin/commbench init --tp 2 --pp 2 --iterations 20 --warmup 40 --mq-across-hosts-only
 run init-warm-mq-during  bin/commbench init --tp 2 --pp 2 --iterations 20 --warmup 40 --mq-background=false
 run demo                bash -c 'time bin/commrun --nproc-per-node 4 demo --tp 2 --pp 2'
+run cold-start          scripts/cold_start.sh -n 5
+run cold-start-torch    $PY scripts/torch_cold_start.py -n 5
 echo "raw output in $OUT"

@@ -6,17 +6,21 @@ import io.jcomm.api.DType;
 import io.jcomm.api.Device;
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.Tensor;
+import io.jcomm.api.internal.shm.ProcessIdentity;
 import io.jcomm.api.ray.ActorId;
 import io.jcomm.parallel.GroupCoordinator;
 import io.jcomm.parallel.ParallelSizes;
 import io.jcomm.parallel.ParallelState;
 import io.jcomm.parallel.ParallelStateOptions;
 import io.jcomm.tools.run.RunPlan;
+import java.io.IOException;
 import java.io.PrintStream;
 import java.lang.management.ManagementFactory;
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
-import java.time.Instant;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -205,8 +209,7 @@ public final class PipelineDemo implements Callable<Integer> {
 
     /**
      * Where the cold start is measured from: the instant the launcher began starting the worker JVMs
-     * ({@link RunPlan#LAUNCH_TIME_ENV}, set by {@code commrun}), else this process's start (its
-     * {@link ProcessHandle} start time, from the kernel).
+     * ({@link RunPlan#LAUNCH_TIME_ENV}, set by {@code commrun}), else this process's start.
      */
     record Launch(long epochMillis, boolean byLauncher) {
 
@@ -218,9 +221,28 @@ public final class PipelineDemo implements Callable<Integer> {
                     // not ours: fall back to the process start
                 }
             }
-            long start = ProcessHandle.current().info().startInstant().map(Instant::toEpochMilli)
-                    .orElseGet(() -> ManagementFactory.getRuntimeMXBean().getStartTime());
-            return new Launch(start, false);
+            return new Launch(processStartMillis(), false);
+        }
+
+        /**
+         * This process's start: its age from {@code /proc} (start ticks against {@code /proc/uptime},
+         * both on the boot clock; {@link ProcessHandle.Info#startInstant()} adds a boot time rounded to
+         * the second, and was 0.8-1.2 s early here), else the JVM's own start time (which leaves out
+         * most of the JVM's creation).
+         */
+        static long processStartMillis() {
+            long ticks = ProcessIdentity.self().startTicks();
+            if (ticks >= 0) {
+                try {
+                    String up = Files.readString(Path.of("/proc/uptime"), StandardCharsets.US_ASCII);
+                    double uptimeSeconds = Double.parseDouble(up.substring(0, up.indexOf(' ')));
+                    // /proc counts in USER_HZ = 100 ticks per second
+                    return System.currentTimeMillis() - ((long) (uptimeSeconds * 1000) - ticks * 10);
+                } catch (IOException | RuntimeException ignored) {
+                    // not Linux: the JVM's start below
+                }
+            }
+            return ManagementFactory.getRuntimeMXBean().getStartTime();
         }
 
         long millisSince() {
@@ -578,7 +600,17 @@ public final class PipelineDemo implements Callable<Integer> {
             System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
         }
         PipelineDemo demo = new PipelineDemo();
-        int code = demo.parseSimple(args) ? demo.call() : new CommandLine(demo).execute(args);
+        int code;
+        if (demo.parseSimple(args)) {
+            try {
+                code = demo.call();
+            } catch (RuntimeException e) {
+                e.printStackTrace(); // as picocli's execute does: the trace, then exit status 1
+                code = 1;
+            }
+        } else {
+            code = new CommandLine(demo).execute(args);
+        }
         if (code != 0) {
             System.exit(code);
         }
