@@ -17,10 +17,10 @@ import java.util.Iterator;
  *
  * <p>Record: {@code [0] i32 length of the record (16-aligned), [4] u8 kind, [5] u8 operation, [6] u8
  * dtype, [8] i64 count, [16] i32 tag, [20] i32 payload bytes, [32..] payload}. A record never wraps:
- * the rest of the ring is skipped with a padding record. Records the receiver has no receive for yet
- * are copied out up to the links' credit ({@code tcp.sendBudgetMessages} and {@code tcp.sendBudgetBytes});
- * beyond it they stay in the ring and the sender waits for room, so a sender runs as far ahead of its
- * receiver as over the links, and finishes without its receiver's help within that budget.
+ * the rest of the ring is skipped with a padding record. A record the receiver has no receive for
+ * yet stays in the ring, which bounds how far the sender runs ahead (its send is complete once the
+ * record is written); only when a receive of another tag waits behind it is it copied out, up to the
+ * links' credit ({@code tcp.sendBudgetMessages} and {@code tcp.sendBudgetBytes}).
  *
  * <p>Driving thread only.
  */
@@ -240,7 +240,10 @@ final class ShmMailbox {
                     }
                 } else {
                     int bytes = marker ? 0 : f.payload;
-                    if (kept.size() >= keepMessages || (keptBytes + bytes > keepBudget && !kept.isEmpty())) {
+                    if (posted.isEmpty() || kept.size() >= keepMessages
+                            || (keptBytes + bytes > keepBudget && !kept.isEmpty())) {
+                        // nobody looks past it: it stays in the ring (the ring bounds the sender, no copy, no
+                        // garbage); copied out only for a receive of another tag behind it, within the credit
                         break; // stays in the ring: the sender waits for room
                     }
                     byte[] data = null;
