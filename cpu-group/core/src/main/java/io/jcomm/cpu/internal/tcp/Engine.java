@@ -427,6 +427,9 @@ final class Engine {
         }
         if (closedPeers) {
             for (Link l : links) {
+                if (l != null && l.inactive && l.byeSeen && l.mailbox != null) {
+                    l.mailbox.poll(); // records the peer wrote before its goodbye are still delivered
+                }
                 if (l != null && l.inactive && l.byeSeen && l.awaitsData()) {
                     throw fail(new CommClosedException(ctx(), "peer rank " + l.peer
                             + " closed the group while this rank waited for it"));

@@ -290,7 +290,9 @@ final class ShmPlane {
             if (now - lastPoll >= POLL_NANOS) { // every pass once it parks (a park is longer)
                 lastPoll = now;
                 int work = engine.loop.runNow();
-                engine.checkPeerOpen(next);
+                if (st.flag(next, which) < piece) { // a peer publishes before it says goodbye: look again first
+                    engine.checkPeerOpen(next);
+                }
                 for (Link l : engine.links) {
                     if (l != null && l.earliestEarlyCollective() <= op.seq) {
                         throw engine.fail(new CollectiveMismatchException(engine.ctx(), "rank " + l.peer + " sent a message of collective #"

@@ -216,6 +216,31 @@ class FastPathTest {
         }
     }
 
+    /**
+     * A peer that finished a step and closed at once (BYE) does not fail the rank still in that step: what
+     * it published (a piece number, a mailbox record) before its goodbye still counts.
+     */
+    @Test
+    void whatAPeerPublishedBeforeClosingStillCounts() {
+        for (int i = 0; i < 20; i++) {
+            try (ThreadRanks t = ThreadRanks.start(2, FastPathTest::opts, T)) {
+                t.run(g -> {
+                    Tensor x = filled(16, 5);
+                    if (g.rank() == 0) {
+                        g.barrier();
+                        g.send(x, 1, 3);
+                        g.close();
+                    } else {
+                        g.barrier();
+                        Tensor y = Tensor.allocate(DType.F32, 16);
+                        g.recv(y, 0, 3);
+                        assertEquals(5, y.getDouble(15), 0.0);
+                    }
+                }, T);
+            }
+        }
+    }
+
     private static Tensor filled(int count, double v) {
         Tensor x = Tensor.allocate(DType.F32, count);
         x.fill(v);
