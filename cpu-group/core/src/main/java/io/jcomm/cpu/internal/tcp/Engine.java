@@ -60,7 +60,7 @@ final class Engine {
     private static final long MAX_BLOCK_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
     static final long PARK_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
     /** While a wait spins on shared memory, how often it still reads the sockets. */
-    private static final long SHM_SOCKET_POLL_NANOS = TimeUnit.MICROSECONDS.toNanos(20);
+    static final long SHM_SOCKET_POLL_NANOS = TimeUnit.MICROSECONDS.toNanos(20);
     /** While a shared-memory transfer is in progress, yield (not park) this long after the last progress. */
     static final long SHM_YIELD_NANOS = TimeUnit.MILLISECONDS.toNanos(2);
     /** How long a call spins for the driver lock (held briefly by the progress thread) before it blocks. */
@@ -163,11 +163,6 @@ final class Engine {
         e.progress.register(e);
         e.exit();
         return e;
-    }
-
-    /** The current (adaptive) polling time of a wait. */
-    long spinNanos() {
-        return spinNanos;
     }
 
     String transportName() {
@@ -431,8 +426,7 @@ final class Engine {
                     l.mailbox.poll(); // records the peer wrote before its goodbye are still delivered
                 }
                 if (l != null && l.inactive && l.byeSeen && l.awaitsData()) {
-                    throw fail(new CommClosedException(ctx(), "peer rank " + l.peer
-                            + " closed the group while this rank waited for it"));
+                    throw peerClosed(l.peer);
                 }
             }
         }
@@ -445,8 +439,12 @@ final class Engine {
     void checkPeerOpen(int peer) {
         Link l = links[peer];
         if (closedPeers && l != null && l.inactive && l.byeSeen) {
-            throw fail(new CommClosedException(ctx(), "peer rank " + peer + " closed the group while this rank waited for it"));
+            throw peerClosed(peer);
         }
+    }
+
+    private CommException peerClosed(int peer) {
+        return fail(new CommClosedException(ctx(), "peer rank " + peer + " closed the group while this rank waited for it"));
     }
 
     private CommTimeoutException timeout(Op op) {

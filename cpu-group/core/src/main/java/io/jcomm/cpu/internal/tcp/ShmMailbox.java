@@ -178,7 +178,7 @@ final class ShmMailbox {
             int at = (int) (head & (capacity - 1));
             int skip = capacity - at < len ? capacity - at : 0;
             if (t < 0 || capacity - (head - t) < skip + len) {
-                t = region.peerConsumed(peer, engine.rank);
+                t = region.mailboxTail(peer, engine.rank);
                 if (capacity - (head - t) < skip + len) {
                     break;
                 }

@@ -40,8 +40,6 @@ final class ShmPlane {
     private final Object stagingSetup = new Object();
     private boolean fastCandidate;
     private volatile ShmStaging fast;
-    /** While spinning, how often a wait drives the sockets. */
-    private static final long POLL_NANOS = java.util.concurrent.TimeUnit.MICROSECONDS.toNanos(20);
 
     ShmPlane(Engine engine) {
         this.engine = engine;
@@ -257,7 +255,7 @@ final class ShmPlane {
     /**
      * The wait of every shared-memory collective step. It reads the peers' piece numbers (and the failure
      * latch) on every pass, and drives the sockets (peer failures, aborts, messages of a peer that runs
-     * another operation) every {@link #POLL_NANOS}: while it spins or yields, and on every pass once it parks.
+     * another operation) every {@link Engine#SHM_SOCKET_POLL_NANOS}: while it spins or yields, and on every pass once it parks.
      * Parks grow over a long wait ({@link Engine#parkNanos}), so that a rank waiting for a slow peer costs
      * little CPU.
      */
@@ -287,7 +285,7 @@ final class ShmPlane {
                 lastPoll = now;
             }
             boolean spinning = now - spinEnd < 0;
-            if (now - lastPoll >= POLL_NANOS) { // every pass once it parks (a park is longer)
+            if (now - lastPoll >= Engine.SHM_SOCKET_POLL_NANOS) { // every pass once it parks (a park is longer)
                 lastPoll = now;
                 int work = engine.loop.runNow();
                 if (st.flag(next, which) < piece) { // a peer publishes before it says goodbye: look again first

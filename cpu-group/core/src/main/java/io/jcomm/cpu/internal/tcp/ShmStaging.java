@@ -159,22 +159,12 @@ final class ShmStaging {
         return (long) LONGS.getAcquire(regions[consumer], mailbox(source) + 64);
     }
 
-    /** Bytes {@code peer} consumed of this rank's ring to it. */
-    long peerConsumed(int peer, int me) {
-        return mailboxTail(peer, me);
-    }
-
     void publishMailboxHead(int dest, long head) {
         LONGS.setRelease(regions[rank], mailbox(dest), head);
     }
 
     void publishMailboxTail(int source, long tail) {
         LONGS.setRelease(regions[rank], mailbox(source) + 64, tail);
-    }
-
-    /** Whether this region has point-to-point mailboxes. */
-    boolean hasMailboxes() {
-        return mailboxBytes > 0;
     }
 
     /** The next piece number (every rank numbers the pieces of a region alike). */
