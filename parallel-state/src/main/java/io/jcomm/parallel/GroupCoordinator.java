@@ -13,7 +13,7 @@ import io.jcomm.api.ReduceOp;
 import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
 import io.jcomm.api.device.DeviceCommunicator;
-import io.jcomm.api.internal.jfr.OperationEvent;
+import io.jcomm.api.internal.jfr.OperationEvents;
 import io.jcomm.api.internal.recorder.FlightRecorder;
 import io.jcomm.api.ray.TensorAllocator;
 import io.jcomm.api.work.CompletableWork;
@@ -711,12 +711,11 @@ public final class GroupCoordinator implements AutoCloseable {
 
     /**
      * Runs {@code body}, an operation on a route that bypasses the CPU group (which records its own),
-     * as an {@link OperationEvent} for JFR (free while no recording enables the event) and in the flight
+     * as an {@code io.jcomm.Operation} JFR event (free while no recording enables the event) and in the flight
      * recorder, which counts the bytes of a {@code byte[]} result.
      */
     private <T> T traced(String route, String op, java.util.function.Supplier<T> body) {
-        OperationEvent event = new OperationEvent();
-        event.begin();
+        Object event = OperationEvents.begin();
         RuntimeException failure = null;
         FlightRecorder.Group rec = routeRecord();
         long seq = rec != null ? rec.begin(op, false) : 0;
@@ -728,7 +727,7 @@ public final class GroupCoordinator implements AutoCloseable {
             failure = e;
             throw e;
         } finally {
-            OperationEvent.end(event, name, rankInGroup, route, op, false, failure);
+            OperationEvents.end(event, name, rankInGroup, route, op, false, failure);
             if (rec != null) {
                 rec.end(op, seq, failure == null, result instanceof byte[] b ? b.length : 0);
             }

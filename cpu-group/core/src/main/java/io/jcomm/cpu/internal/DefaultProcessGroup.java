@@ -15,7 +15,7 @@ import io.jcomm.api.Tensor;
 import io.jcomm.api.UnsupportedByBackendException;
 import io.jcomm.api.device.P2POp;
 import io.jcomm.api.internal.FailureLatch;
-import io.jcomm.api.internal.jfr.OperationEvent;
+import io.jcomm.api.internal.jfr.OperationEvents;
 import io.jcomm.api.internal.recorder.FlightRecorder;
 import io.jcomm.api.work.CompletableWork;
 import io.jcomm.api.work.Work;
@@ -314,8 +314,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
     private void sync(String op, long bytes, Duration t, Call call) {
         OpContext ctx = ctx(op);
         Deadline d = deadline(t, ctx);
-        OperationEvent event = new OperationEvent();
-        event.begin();
+        Object event = OperationEvents.begin();
         RuntimeException failure = null;
         FlightRecorder.Group rec = recorder;
         long seq = rec != null ? rec.begin(op, false, startOf(d, t), bytes) : 0;
@@ -332,7 +331,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             failure = e;
             throw e;
         } finally {
-            OperationEvent.end(event, name, rank, backendName, op, false, failure);
+            OperationEvents.end(event, name, rank, backendName, op, false, failure);
             if (rec != null) {
                 rec.end(op, seq, failure == null);
             }
@@ -389,8 +388,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
                 w.fail(p != null ? Errors.poisoned(p, ctx) : new CommClosedException(ctx, "group closed"));
                 return;
             }
-            OperationEvent event = new OperationEvent();
-            event.begin();
+            Object event = OperationEvents.begin();
             Throwable failure = null;
             FlightRecorder.Group rec = recorder;
             long seq = rec != null ? rec.begin(ctx.operation(), true, System.nanoTime(), bytes) : 0;
@@ -408,7 +406,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
                 w.fail(fail(ctx, e));
                 throw e;
             } finally {
-                OperationEvent.end(event, name, rank, backendName, ctx.operation(), true, failure);
+                OperationEvents.end(event, name, rank, backendName, ctx.operation(), true, failure);
                 if (rec != null) {
                     rec.end(ctx.operation(), seq, failure == null);
                 }
@@ -851,8 +849,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
      */
     private <R> R objectCall(OpContext ctx, Deadline d, Duration t, Supplier<R> call, ToLongFunction<R> moved) {
         String op = ctx.operation();
-        OperationEvent event = new OperationEvent();
-        event.begin();
+        Object event = OperationEvents.begin();
         RuntimeException failure = null;
         FlightRecorder.Group rec = recorder;
         long seq = rec != null ? rec.begin(op, false, startOf(d, t)) : 0;
@@ -869,7 +866,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             failure = e;
             throw e;
         } finally {
-            OperationEvent.end(event, name, rank, backendName, op, false, failure);
+            OperationEvents.end(event, name, rank, backendName, op, false, failure);
             if (rec != null) {
                 rec.end(op, seq, failure == null, failure == null ? moved.applyAsLong(result) : 0);
             }

@@ -1,6 +1,7 @@
 package io.jcomm.cpu.internal;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.jcomm.api.ReduceOp;
@@ -8,7 +9,10 @@ import io.jcomm.api.Tensor;
 import io.jcomm.api.internal.jfr.OperationEvent;
 import io.jcomm.cpu.CpuGroupOptions;
 import io.jcomm.cpu.testkit.ThreadRanks;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -21,7 +25,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
-/** The CPU group's operations appear in a JFR recording as {@code io.jcomm.Operation} events, one per call. */
+/**
+ * The CPU group's operations appear in a JFR recording as {@code io.jcomm.Operation} events, one per call;
+ * a JVM without JFR never loads the event class (a cold-start cost).
+ */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class OperationEventTest {
 
@@ -60,5 +67,48 @@ class OperationEventTest {
         }
         assertTrue(events.stream().allMatch(e -> e.getString("route").equals("tcp") && e.getString("failure").isEmpty()));
         assertTrue(events.stream().allMatch(e -> !e.getDuration().isNegative()));
+    }
+
+    @Test
+    void aJvmWithoutJfrNeverLoadsTheEventClassAndOneWithJfrDoes() throws Exception {
+        String without = childClassLoads(List.of());
+        assertTrue(without.contains("child: done"), without);
+        assertFalse(without.contains(OperationEvent.class.getName() + " "), "event class loaded without JFR");
+        // what loading an event class costs: JFR's type library and an event handler class per event
+        assertFalse(without.contains("jdk.jfr.internal.TypeLibrary"), "JFR's framework set up without JFR");
+        assertFalse(without.contains("jdk.jfr.internal.handlers."), "an event handler made without JFR");
+        String with = childClassLoads(List.of("-XX:StartFlightRecording"));
+        assertTrue(with.contains("child: done"), with);
+        assertTrue(with.contains(OperationEvent.class.getName() + " "), "no event class with JFR running");
+    }
+
+    /** The class-load log and output of a JVM that runs {@link Child} with {@code jvmArgs}. */
+    private String childClassLoads(List<String> jvmArgs) throws IOException, InterruptedException {
+        List<String> cmd = new ArrayList<>();
+        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        cmd.addAll(jvmArgs);
+        // the launchers' flags (Netty's own JFR events off), as commrun and bin/_launch start JVMs
+        cmd.addAll(io.jcomm.api.JvmFlags.REQUIRED);
+        cmd.addAll(List.of("-Xlog:class+load=info", "-Xlog:jfr*=off", "-cp", System.getProperty("java.class.path"),
+                Child.class.getName()));
+        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+        byte[] out = p.getInputStream().readAllBytes();
+        assertTrue(p.waitFor(40, TimeUnit.SECONDS), "child JVM did not end");
+        return new String(out, StandardCharsets.UTF_8);
+    }
+
+    /** Two thread ranks of the tcp group: a barrier, an all-reduce and an asynchronous all-reduce. */
+    public static final class Child {
+        public static void main(String[] args) {
+            try (ThreadRanks ranks = ThreadRanks.start(2, r -> CpuGroupOptions.builder().backend("tcp").groupName("child"),
+                    Duration.ofSeconds(20))) {
+                ranks.run(g -> {
+                    g.barrier();
+                    g.allReduce(Tensor.ofFloats(1), ReduceOp.SUM);
+                    g.allReduceAsync(Tensor.ofFloats(1), ReduceOp.SUM, g.defaultTimeout()).await();
+                }, Duration.ofSeconds(20));
+            }
+            System.out.println("child: done");
+        }
     }
 }
