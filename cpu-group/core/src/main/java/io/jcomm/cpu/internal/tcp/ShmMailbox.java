@@ -1,5 +1,7 @@
 package io.jcomm.cpu.internal.tcp;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayDeque;
@@ -15,9 +17,13 @@ import java.util.Iterator;
  * receive over to the link, whose messages of that tag are in the same order as their markers. So
  * tag matching and order are those of the links, and a small message costs no system call.
  *
- * <p>Record: {@code [0] i32 length of the record (16-aligned), [4] u8 kind, [5] u8 operation, [6] u8
- * dtype, [8] i64 count, [16] i32 tag, [20] i32 payload bytes, [32..] payload}. A record never wraps:
- * the rest of the ring is skipped with a padding record. A record the receiver has no receive for
+ * <p>Record: {@code [0] i64 stamp, [8] i32 length of the record (16-aligned), [12] u8 kind, [13] u8
+ * operation, [14] u8 dtype, [16] i64 count, [24] i32 tag, [28] i32 payload bytes, [32..] payload}. The
+ * stamp is the record's position in the stream plus one, written last (release): the receiver polls the
+ * stamp at its tail, so a message costs the transfer of its own cache lines only, with no separate head
+ * counter (a stale record of the previous lap, or the zeroed ring, has another stamp). The receiver
+ * publishes how far it consumed (its tail), which the sender reads only when its last known tail leaves
+ * no room. A record never wraps: the rest of the ring is skipped with a padding record. A record the receiver has no receive for
  * yet stays in the ring, which bounds how far the sender runs ahead (its send is complete once the
  * record is written); only when a receive of another tag waits behind it is it copied out, up to the
  * links' credit ({@code tcp.sendBudgetMessages} and {@code tcp.sendBudgetBytes}).
@@ -27,6 +33,8 @@ import java.util.Iterator;
 final class ShmMailbox {
 
     static final int HEADER = 32;
+    /** The records' stamps: read with acquire, written with release (8-aligned: records are 16-aligned in an aligned ring). */
+    private static final VarHandle STAMPS = MethodHandles.byteBufferViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
     /** Largest payload carried in a record. */
     static final int INLINE_MAX = 16 << 10;
     private static final int DATA = 1;
@@ -74,6 +82,8 @@ final class ShmMailbox {
     private final ArrayDeque<Kept> kept = new ArrayDeque<>();
     private long keptBytes;
     private long head;
+    /** The receiver's tail as this sender last read it (read again only when it leaves no room). */
+    private long peerTail;
     private long tail;
     private boolean polling;
 
@@ -87,7 +97,8 @@ final class ShmMailbox {
         this.capacity = out.capacity();
         this.keepBudget = engine.cfg.sendBudgetBytes;
         this.keepMessages = engine.cfg.sendBudgetMessages;
-        this.head = region.mailboxHead(engine.rank, peer);
+        this.head = 0;
+        this.peerTail = 0;
         this.tail = region.mailboxTail(engine.rank, peer);
     }
 
@@ -171,37 +182,37 @@ final class ShmMailbox {
 
     private int flush() {
         int moved = 0;
-        long t = -1;
         while (!queued.isEmpty()) {
             Out m = queued.peekFirst();
             int len = recordBytes(m.payload == null ? 0 : m.header.payload);
             int at = (int) (head & (capacity - 1));
             int skip = capacity - at < len ? capacity - at : 0;
-            if (t < 0 || capacity - (head - t) < skip + len) {
-                t = region.mailboxTail(peer, engine.rank);
-                if (capacity - (head - t) < skip + len) {
+            if (capacity - (head - peerTail) < skip + len) {
+                peerTail = region.mailboxTail(peer, engine.rank);
+                if (capacity - (head - peerTail) < skip + len) {
                     break;
                 }
             }
             if (skip > 0) {
-                out.putInt(at, skip);
-                out.put(at + 4, (byte) PAD);
+                out.putInt(at + 8, skip);
+                out.put(at + 12, (byte) PAD);
+                STAMPS.setRelease(out, at, head + 1);
                 head += skip;
                 at = 0;
             }
             Frame f = m.header;
-            out.putInt(at, len);
-            out.put(at + 4, (byte) (m.payload == null ? MARKER : DATA));
-            out.put(at + 5, (byte) f.op);
-            out.put(at + 6, (byte) f.dtype);
-            out.putLong(at + 8, f.count);
-            out.putInt(at + 16, f.root);
-            out.putInt(at + 20, f.payload);
+            out.putInt(at + 8, len);
+            out.put(at + 12, (byte) (m.payload == null ? MARKER : DATA));
+            out.put(at + 13, (byte) f.op);
+            out.put(at + 14, (byte) f.dtype);
+            out.putLong(at + 16, f.count);
+            out.putInt(at + 24, f.root);
+            out.putInt(at + 28, f.payload);
             if (m.payload != null && f.payload > 0) {
                 out.put(at + HEADER, m.payload, m.payload.position(), f.payload);
             }
+            STAMPS.setRelease(out, at, head + 1);
             head += len;
-            region.publishMailboxHead(peer, head);
             queued.pollFirst();
             m.op.pendingShmSends--;
             moved++;
@@ -210,22 +221,24 @@ final class ShmMailbox {
     }
 
     private int consume() {
-        long h = region.mailboxHead(peer, engine.rank);
         int moved = 0;
-        while (tail < h) {
+        while (true) {
             int at = (int) (tail & (capacity - 1));
-            int len = in.getInt(at);
-            int kind = in.get(at + 4);
+            if ((long) STAMPS.getAcquire(in, at) != tail + 1) {
+                break; // nothing new (a stale record of the previous lap, or a ring never written here)
+            }
+            int len = in.getInt(at + 8);
+            int kind = in.get(at + 12);
             if (len < 16 || (len & 15) != 0 || len > capacity - at || (kind != PAD && len < HEADER)) {
                 throw engine.fail(new io.jcomm.api.ProtocolException(engine.ctx(), "malformed message record from rank "
                         + peer + " in shared memory (length " + len + ")"));
             }
             if (kind != PAD) {
-                Frame f = Frame.of(Frame.P2P, in.get(at + 5) & 0xFF, 0);
-                f.dtype = in.get(at + 6) & 0xFF;
-                f.count = in.getLong(at + 8);
-                f.root = in.getInt(at + 16);
-                f.payload = in.getInt(at + 20);
+                Frame f = Frame.of(Frame.P2P, in.get(at + 13) & 0xFF, 0);
+                f.dtype = in.get(at + 14) & 0xFF;
+                f.count = in.getLong(at + 16);
+                f.root = in.getInt(at + 24);
+                f.payload = in.getInt(at + 28);
                 boolean marker = kind == MARKER;
                 if (f.payload < 0 || (!marker && recordBytes(f.payload) != len) || (kind != DATA && !marker)) {
                     throw engine.fail(new io.jcomm.api.ProtocolException(engine.ctx(), "malformed message record from rank "

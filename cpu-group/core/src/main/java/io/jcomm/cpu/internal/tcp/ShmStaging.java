@@ -132,7 +132,7 @@ final class ShmStaging {
 
     /** Ring bytes of each mailbox of a fast-path region. */
     static final int MAILBOX_BYTES = 64 << 10;
-    /** Per peer: a line for the head of this rank's ring to it, a line for this rank's tail of its ring, the ring. */
+    /** Per peer: a spare line, a line for this rank's tail of the ring from that peer, then this rank's ring to it. */
     private static final int MAILBOX_CONTROL = 128;
 
     private long regionBytes(int size) {
@@ -149,18 +149,9 @@ final class ShmStaging {
         return regions[owner].duplicate().position(at).limit(at + mailboxBytes).slice().order(ByteOrder.LITTLE_ENDIAN);
     }
 
-    /** Bytes {@code owner} produced into its ring to {@code dest} (acquire). */
-    long mailboxHead(int owner, int dest) {
-        return (long) LONGS.getAcquire(regions[owner], mailbox(dest));
-    }
-
     /** Bytes {@code consumer} consumed of the ring from {@code source} (acquire). */
     long mailboxTail(int consumer, int source) {
         return (long) LONGS.getAcquire(regions[consumer], mailbox(source) + 64);
-    }
-
-    void publishMailboxHead(int dest, long head) {
-        LONGS.setRelease(regions[rank], mailbox(dest), head);
     }
 
     void publishMailboxTail(int source, long tail) {
