@@ -14,12 +14,14 @@ import java.time.Duration;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import org.HdrHistogram.Histogram;
 
 /**
  * One rank of a {@code commbench} run (started by {@link CollectiveBenchCommand}). Arguments:
- * {@code <op> <api> <backend> <dtype> <sizes,comma,separated> <warmup> <iters> <floor> [key=value options...]}.
+ * {@code <op> <api> <backend> <dtype> <sizes,comma,separated> <warmup> <iters> <floor> <idle-cpu seconds>
+ * [key=value options...]}.
  * Rank 0 prints one {@link BenchResult} line per size; per iteration the slowest rank's time counts.
  * With {@code floor} it also prints the shared-memory floor of the run ({@link ShmFloor}), and a line
  * saying which routes the API takes ({@link BenchResult#NOTE_PREFIX}).
@@ -56,8 +58,9 @@ public final class BenchWorker {
         int warmup = Integer.parseInt(args[5]);
         int iters = Integer.parseInt(args[6]);
         boolean floor = Boolean.parseBoolean(args[7]);
+        int idleSeconds = Integer.parseInt(args[8]);
         Map<String, String> options = new LinkedHashMap<>();
-        for (int i = 8; i < args.length; i++) {
+        for (int i = 9; i < args.length; i++) {
             int eq = args[i].indexOf('=');
             if (eq <= 0) {
                 throw new IllegalArgumentException("option must be key=value: " + args[i]);
@@ -68,7 +71,7 @@ public final class BenchWorker {
         try (Store store = TcpRendezvous.connect(cfg, TcpRendezvous.Options.builder().hostServer(false).build())) {
             if (api == BenchApi.COORDINATOR) {
                 try (ParallelState ps = CoordinatorTarget.initialize(cfg, store, backend, options)) {
-                    run(new CoordinatorTarget(ps.tp()), op, dtype, sizes, warmup, iters, floor);
+                    run(new CoordinatorTarget(ps.tp()), op, dtype, sizes, warmup, iters, floor, idleSeconds);
                 }
                 return;
             }
@@ -76,13 +79,13 @@ public final class BenchWorker {
                     .size(cfg.worldSize()).backend(backend).timeout(Duration.ofSeconds(60));
             options.forEach(b::option);
             try (ProcessGroup g = CpuGroups.create(b.build())) {
-                run(new GroupTarget(g), op, dtype, sizes, warmup, iters, floor);
+                run(new GroupTarget(g), op, dtype, sizes, warmup, iters, floor, idleSeconds);
             }
         }
     }
 
     private static void run(Target target, BenchOp op, DType dtype, long[] sizes, int warmup, int iters,
-                            boolean floor) {
+                            boolean floor, int idleSeconds) {
         ProcessGroup g = target.control();
         warmUpJit(target);
         if (g.rank() == 0) {
@@ -137,6 +140,41 @@ public final class BenchWorker {
             }
         }
         g.barrier();
+        if (idleSeconds > 0) {
+            idleCpu(g, idleSeconds);
+        }
+    }
+
+    /**
+     * Every rank leaves the group alone for 2 s, then measures its process's CPU over {@code seconds}
+     * (every thread: progress thread, media driver, JIT, GC); rank 0 prints them as one note, in % of a core.
+     */
+    private static void idleCpu(ProcessGroup g, int seconds) {
+        sleep(2_000);
+        long cpu0 = processCpuNanos();
+        long t0 = System.nanoTime();
+        sleep(seconds * 1000L);
+        double percent = 100.0 * (processCpuNanos() - cpu0) / (System.nanoTime() - t0);
+        List<Double> all = g.gatherObject(percent, 0, Double.class);
+        if (g.rank() == 0) {
+            StringBuilder sb = new StringBuilder(BenchResult.NOTE_PREFIX).append(String.format(Locale.ROOT,
+                    "idle CPU per rank over %d s after 2 s without traffic (%% of one core, all threads):", seconds));
+            for (int r = 0; r < all.size(); r++) {
+                sb.append(String.format(Locale.ROOT, " rank %d %.2f", r, all.get(r)));
+            }
+            System.out.println(sb);
+            System.out.flush();
+        }
+        g.barrier();
+    }
+
+    private static void sleep(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted", e);
+        }
     }
 
     /** CPU time of this process (all threads), or 0 where the JVM cannot say. */

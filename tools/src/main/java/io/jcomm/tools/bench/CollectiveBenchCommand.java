@@ -55,6 +55,11 @@ final class CollectiveBenchCommand implements Callable<Integer> {
             + "machine)")
     boolean noFloor;
 
+    @Option(names = "--idle-cpu", defaultValue = "0", description = "after the timed loops, leave the group without "
+            + "traffic for 2 s, then print each rank's process CPU over this many seconds, in % of one core (the "
+            + "cost of a rank that waits for work; 0: not measured, the default)")
+    int idleCpuSeconds;
+
     @Option(names = {"--nproc", "-N"}, defaultValue = "2", description = "local ranks to start (default ${DEFAULT-VALUE})")
     int nproc;
 
@@ -237,7 +242,7 @@ final class CollectiveBenchCommand implements Callable<Integer> {
                 cmd.addAll(jvmArgs);
                 cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), BenchWorker.class.getName(),
                         op.name(), api.name(), backend, t.shortName(), sizeArg.toString(), Integer.toString(w),
-                        Integer.toString(n), Boolean.toString(!noFloor)));
+                        Integer.toString(n), Boolean.toString(!noFloor), Integer.toString(Math.max(0, idleCpuSeconds))));
                 cmd.addAll(options);
                 ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
                 Map<String, String> env = pb.environment();
