@@ -182,6 +182,42 @@ class FastPathTest {
     }
 
     /**
+     * The mailbox ring (64 KiB) wraps about a hundred times under records of every size up to the inline
+     * limit: padding records at the end of the ring, stamps of the previous lap left behind, and a
+     * receiver sometimes ahead of its sender and sometimes behind; every message arrives whole and in
+     * order.
+     */
+    @Test
+    void theMailboxRingWrapsManyTimesWithRecordsOfEverySize() {
+        int[] counts = {1, 3, 17, 250, 1024, 4095, 4096}; // f32 elements: 4 B up to 16 KiB, the inline limit
+        int messages = 1400;
+        try (ThreadRanks t = ThreadRanks.start(2, FastPathTest::opts, T)) {
+            t.run(g -> {
+                for (int i = 0; i < messages; i++) {
+                    int count = counts[i % counts.length];
+                    if (g.rank() == 0) {
+                        Tensor x = Tensor.allocate(DType.F32, count);
+                        for (int k = 0; k < count; k++) {
+                            x.setDouble(k, i * 10_000.0 + k);
+                        }
+                        g.send(x, 1, 0);
+                    } else {
+                        Tensor x = Tensor.allocate(DType.F32, count);
+                        g.recv(x, 0, 0);
+                        for (int k = 0; k < count; k++) {
+                            assertEquals(i * 10_000.0 + k, x.getDouble(k), 0.0, "message " + i + " element " + k);
+                        }
+                        if (i % 97 == 0) {
+                            Thread.onSpinWait(); // now and then the receiver falls behind
+                            java.util.concurrent.locks.LockSupport.parkNanos(200_000);
+                        }
+                    }
+                }
+            }, T);
+        }
+    }
+
+    /**
      * A receiver that posts no receive bounds its sender through the mailbox as over the links: the
      * records it copies out stop at the credit ({@code tcp.sendBudgetMessages}), then the ring fills and
      * the sender's next send times out naming its peer.
