@@ -403,6 +403,15 @@ final class Engine {
     private static final long VERY_LONG_WAIT_NANOS = TimeUnit.SECONDS.toNanos(1);
     private static final long MAX_PARK_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
 
+    /** How long a wait polls before it yields or blocks now (adapted by {@link #adaptSpin}, at most {@code tcp.spinMicros}). */
+    long spinNanos() {
+        return spinNanos;
+    }
+
+    /**
+     * After a link or mailbox wait that started idling at {@code idleStart} (0: it never waited): spin
+     * longer next time while spinning pays off, shorter when the peer was slow.
+     */
     private void adaptSpin(long idleStart) {
         if (idleStart == 0) {
             return;
@@ -411,6 +420,23 @@ final class Engine {
         // grow while polling pays off, shrink fast when the peer is slow (or the machine busy)
         spinNanos = waited <= spinNanos ? Math.min(cfg.spinNanos, spinNanos * 2 + 1000) : spinNanos / 2;
     }
+
+    /**
+     * After a shared-memory step that started waiting at {@code waitStart} (0: it never waited). Its
+     * peers run the same step, so waits of a few microseconds are their skew and spinning through them
+     * pays; a wait beyond {@link #SHM_DESCHEDULED_NANOS} means a peer was not running (a host with more
+     * ranks than cores), and then a rank that spins takes the core that peer needs: spin less next time.
+     */
+    void adaptSpinShm(long waitStart) {
+        if (waitStart == 0) {
+            return;
+        }
+        long waited = System.nanoTime() - waitStart;
+        spinNanos = waited <= SHM_DESCHEDULED_NANOS ? Math.min(cfg.spinNanos, spinNanos * 2 + 1000) : spinNanos / 2;
+    }
+
+    /** A shared-memory wait longer than this means a peer was descheduled, not merely behind ({@link #adaptSpinShm}). */
+    static final long SHM_DESCHEDULED_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
 
     void check() {
         CommException f = failure.first();

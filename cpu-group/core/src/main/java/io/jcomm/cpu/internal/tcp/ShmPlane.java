@@ -263,6 +263,7 @@ final class ShmPlane {
                               long count, long offset) {
         long spinEnd = 0;
         long lastPoll = 0;
+        long waitStart = 0;
         int next = 0;
         while (true) {
             engine.check();
@@ -277,12 +278,14 @@ final class ShmPlane {
                 next++;
             }
             if (next == engine.size) {
+                engine.adaptSpinShm(waitStart);
                 return;
             }
             long now = System.nanoTime();
             if (spinEnd == 0) {
-                spinEnd = now + engine.cfg.spinNanos;
+                spinEnd = now + engine.spinNanos();
                 lastPoll = now;
+                waitStart = now;
             }
             boolean spinning = now - spinEnd < 0;
             if (now - lastPoll >= Engine.SHM_SOCKET_POLL_NANOS) { // every pass once it parks (a park is longer)
