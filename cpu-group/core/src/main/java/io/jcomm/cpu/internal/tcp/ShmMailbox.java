@@ -21,7 +21,9 @@ import java.util.Iterator;
  * operation, [14] u8 dtype, [16] i64 count, [24] i32 tag, [28] i32 payload bytes, [32..] payload}. The
  * stamp is the record's position in the stream plus one, written last (release): the receiver polls the
  * stamp at its tail, so a message costs the transfer of its own cache lines only, with no separate head
- * counter (a stale record of the previous lap, or the zeroed ring, has another stamp). The receiver
+ * counter. Before it releases a record the sender zeroes the stamp where the next record will start
+ * (it keeps {@code NEXT_STAMP} bytes free for that), so the receiver, which polls only there, sees 0 or
+ * the next record's stamp, never bytes of the previous lap that happen to look like one. The receiver
  * publishes how far it consumed (its tail), which the sender reads only when its last known tail leaves
  * no room. A record never wraps: the rest of the ring is skipped with a padding record. A record the receiver has no receive for
  * yet stays in the ring, which bounds how far the sender runs ahead (its send is complete once the
@@ -35,6 +37,8 @@ final class ShmMailbox {
     static final int HEADER = 32;
     /** The records' stamps: read with acquire, written with release (8-aligned: records are 16-aligned in an aligned ring). */
     private static final VarHandle STAMPS = MethodHandles.byteBufferViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
+    /** Ring bytes kept free after the last record for the next record's zeroed stamp (records are 16-aligned). */
+    private static final int NEXT_STAMP = 16;
     /** Largest payload carried in a record. */
     static final int INLINE_MAX = 16 << 10;
     private static final int DATA = 1;
@@ -187,15 +191,16 @@ final class ShmMailbox {
             int len = recordBytes(m.payload == null ? 0 : m.header.payload);
             int at = (int) (head & (capacity - 1));
             int skip = capacity - at < len ? capacity - at : 0;
-            if (capacity - (head - peerTail) < skip + len) {
+            if (capacity - (head - peerTail) < skip + len + NEXT_STAMP) {
                 peerTail = region.mailboxTail(peer, engine.rank);
-                if (capacity - (head - peerTail) < skip + len) {
+                if (capacity - (head - peerTail) < skip + len + NEXT_STAMP) {
                     break;
                 }
             }
             if (skip > 0) {
                 out.putInt(at + 8, skip);
                 out.put(at + 12, (byte) PAD);
+                out.putLong(0, 0L); // where the record after the padding starts
                 STAMPS.setRelease(out, at, head + 1);
                 head += skip;
                 at = 0;
@@ -211,6 +216,7 @@ final class ShmMailbox {
             if (m.payload != null && f.payload > 0) {
                 out.put(at + HEADER, m.payload, m.payload.position(), f.payload);
             }
+            out.putLong((int) ((head + len) & (capacity - 1)), 0L); // where the next record starts
             STAMPS.setRelease(out, at, head + 1);
             head += len;
             queued.pollFirst();

@@ -218,6 +218,50 @@ class FastPathTest {
     }
 
     /**
+     * Bytes of the previous lap that look exactly like the stamp the receiver waits for are not taken for a
+     * record. First lap: 64 records of 1 KiB (i64 payloads) whose every word holds the stamp a record
+     * starting one lap later at that word would carry. Second lap: records of 48 bytes, sent slowly, so
+     * that the receiver waits at positions where those words lie. Every message must arrive as sent.
+     */
+    @Test
+    void stalePayloadThatLooksLikeAStampIsNotARecord() {
+        int ring = ShmStaging.MAILBOX_BYTES;
+        int bigWords = (1024 - ShmMailbox.HEADER) / 8; // a 1 KiB record
+        try (ThreadRanks t = ThreadRanks.start(2, FastPathTest::opts, T)) {
+            t.run(g -> {
+                for (int k = 0; k < ring / 1024; k++) {
+                    Tensor x = Tensor.allocate(DType.I64, bigWords);
+                    if (g.rank() == 0) {
+                        for (int j = 0; j < bigWords; j++) {
+                            // stream position of this word + one lap + 1: the stamp of a record starting there then
+                            x.setLong(j, (long) k * 1024 + ShmMailbox.HEADER + 8L * j + ring + 1);
+                        }
+                        g.send(x, 1, 0);
+                    } else {
+                        g.recv(x, 0, 0);
+                        assertEquals((long) k * 1024 + ShmMailbox.HEADER + ring + 1, x.getLong(0), "record " + k);
+                    }
+                }
+                for (int m = 0; m < 300; m++) {
+                    Tensor y = Tensor.allocate(DType.I64, 2); // a 48-byte record
+                    if (g.rank() == 0) {
+                        y.setLong(0, m);
+                        y.setLong(1, -m);
+                        if (m % 3 == 0) {
+                            java.util.concurrent.locks.LockSupport.parkNanos(100_000); // the receiver waits ahead
+                        }
+                        g.send(y, 1, 0);
+                    } else {
+                        g.recv(y, 0, 0);
+                        assertEquals(m, y.getLong(0), "small message " + m);
+                        assertEquals(-m, y.getLong(1), "small message " + m);
+                    }
+                }
+            }, T);
+        }
+    }
+
+    /**
      * A receiver that posts no receive bounds its sender through the mailbox as over the links: the
      * records it copies out stop at the credit ({@code tcp.sendBudgetMessages}), then the ring fills and
      * the sender's next send times out naming its peer.
