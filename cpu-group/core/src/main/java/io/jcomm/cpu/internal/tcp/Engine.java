@@ -413,12 +413,7 @@ final class Engine {
      * longer next time while spinning pays off, shorter when the peer was slow.
      */
     private void adaptSpin(long idleStart) {
-        if (idleStart == 0) {
-            return;
-        }
-        long waited = System.nanoTime() - idleStart;
-        // grow while polling pays off, shrink fast when the peer is slow (or the machine busy)
-        spinNanos = waited <= spinNanos ? Math.min(cfg.spinNanos, spinNanos * 2 + 1000) : spinNanos / 2;
+        adaptSpin(idleStart, spinNanos);
     }
 
     /**
@@ -428,11 +423,17 @@ final class Engine {
      * ranks than cores), and then a rank that spins takes the core that peer needs: spin less next time.
      */
     void adaptSpinShm(long waitStart) {
-        if (waitStart == 0) {
+        adaptSpin(waitStart, SHM_DESCHEDULED_NANOS);
+    }
+
+    /** Grows the spin (up to {@code tcp.spinMicros}) after a wait of at most {@code tolerated}, halves it after a longer one. */
+    private void adaptSpin(long since, long tolerated) {
+        if (since == 0) {
             return;
         }
-        long waited = System.nanoTime() - waitStart;
-        spinNanos = waited <= SHM_DESCHEDULED_NANOS ? Math.min(cfg.spinNanos, spinNanos * 2 + 1000) : spinNanos / 2;
+        long waited = System.nanoTime() - since;
+        // grow while polling pays off, shrink fast when the peer is slow (or the machine busy)
+        spinNanos = waited <= tolerated ? Math.min(cfg.spinNanos, spinNanos * 2 + 1000) : spinNanos / 2;
     }
 
     /** A shared-memory wait longer than this means a peer was descheduled, not merely behind ({@link #adaptSpinShm}). */
