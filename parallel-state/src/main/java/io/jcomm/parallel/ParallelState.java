@@ -227,8 +227,8 @@ public final class ParallelState implements AutoCloseable {
     /**
      * Registers this state in the host's job registry ({@code bin/commtop}) from a background thread:
      * never delays initialisation, and a registry that cannot be opened only costs a debug line. With
-     * host media (made once every rank of the host has its groups) the registry is opened after it:
-     * opening it costs a cold JVM seconds of CPU, which the host's ranks still creating groups would lose.
+     * host media (made once every rank of the host has its groups) the entry is written after it, off the
+     * path of the host's ranks still creating groups.
      */
     private synchronized void startJobRegistration() {
         try {

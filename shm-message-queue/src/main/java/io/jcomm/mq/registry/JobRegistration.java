@@ -15,12 +15,11 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Keeps one {@link JobRegistry.Entry} of this process in the host's registry, from a daemon thread:
- * the thread opens the registry (seconds of CPU in a cold JVM: never on the caller's path, and, with a
- * {@code notBefore} stage, not before it completes), registers the
- * entry, re-registers it when the group names change (checked every second) and the entry is removed
- * by {@link #close()} or, at exit, by a shutdown hook. Every failure (no {@code /dev/shm}, a full or
- * foreign file, Chronicle missing its JVM flags) is logged at debug level and ends the registration:
- * the job runs on without it.
+ * the thread opens the registry (never on the caller's path and, with a {@code notBefore} stage, not
+ * before it completes), registers the entry, re-registers it when the group names change (checked
+ * every second) and the entry is removed by {@link #close()} or, at exit, by a shutdown hook. Every
+ * failure (no {@code /dev/shm}, a directory of another user, a symbolic link in its place) is logged at
+ * debug level and ends the registration: the job runs on without it.
  */
 public final class JobRegistration implements AutoCloseable {
 
@@ -30,15 +29,15 @@ public final class JobRegistration implements AutoCloseable {
     /** The longest the registration waits for its {@code notBefore} stage. */
     static final long NOT_BEFORE_BOUND_MILLIS = 60_000;
 
-    private final Path file;
+    private final Path directory;
     private final Supplier<List<String>> groups;
     private JobRegistry registry;
     private JobRegistry.Entry entry;
     private Thread hook;
     private boolean closed;
 
-    private JobRegistration(Path file, JobRegistry.Entry entry, Supplier<List<String>> groups) {
-        this.file = file;
+    private JobRegistration(Path directory, JobRegistry.Entry entry, Supplier<List<String>> groups) {
+        this.directory = directory;
         this.entry = entry;
         this.groups = groups;
     }
@@ -62,22 +61,22 @@ public final class JobRegistration implements AutoCloseable {
     /**
      * {@link #start(Map, String, int, int, Path, Supplier)} that opens the registry only once
      * {@code notBefore} has completed (either way; at most {@value #NOT_BEFORE_BOUND_MILLIS} ms later),
-     * e.g. once every rank of the host has its groups: opening it (Chronicle Map compiles classes at
-     * run time) costs a cold JVM seconds of CPU that ranks still creating groups should not lose.
+     * e.g. once every rank of the host has its groups, so that registering stays off the path of ranks
+     * still creating groups.
      */
     public static JobRegistration start(Map<String, String> env, String job, int rank, int worldSize, Path recorderFile,
                                         Supplier<List<String>> groups, CompletionStage<?> notBefore) {
         Objects.requireNonNull(groups, "groups");
         Objects.requireNonNull(notBefore, "notBefore");
-        Optional<Path> file = JobRegistry.configuredFile(env);
-        if (file.isEmpty()) {
+        Optional<Path> directory = JobRegistry.configuredDirectory(env);
+        if (directory.isEmpty()) {
             return null;
         }
         ProcessIdentity me = ProcessIdentity.self();
         JobRegistry.Entry e = new JobRegistry.Entry(job, rank, worldSize, me.pid(), me.startTicks(),
                 SERIALS.incrementAndGet(), List.of(), recorderFile == null ? "" : recorderFile.toString(),
                 System.currentTimeMillis());
-        JobRegistration r = new JobRegistration(file.get(), e, groups);
+        JobRegistration r = new JobRegistration(directory.get(), e, groups);
         CompletableFuture<?> gate = notBefore.toCompletableFuture();
         gate.whenComplete((v, x) -> r.wake());
         Thread t = new Thread(() -> {
@@ -90,9 +89,9 @@ public final class JobRegistration implements AutoCloseable {
         return r;
     }
 
-    /** The registry file this registration uses. */
-    public Path file() {
-        return file;
+    /** The registry directory this registration uses. */
+    public Path directory() {
+        return directory;
     }
 
     /** Whether the entry is in the registry now (false while the registry is being opened, or after a failure). */
@@ -125,9 +124,9 @@ public final class JobRegistration implements AutoCloseable {
     private void run() {
         JobRegistry opened;
         try {
-            opened = JobRegistry.open(file);
-        } catch (RuntimeException | LinkageError e) {
-            LOG.debug("not registered in the job registry {}: {}", file, e.toString());
+            opened = JobRegistry.open(directory);
+        } catch (RuntimeException e) {
+            LOG.debug("not registered in the job registry {}: {}", directory, e.toString());
             return;
         }
         try {
@@ -142,7 +141,7 @@ public final class JobRegistration implements AutoCloseable {
                 hook = new Thread(this::removeAtExit, "jcomm-registry-exit");
                 Runtime.getRuntime().addShutdownHook(hook);
             }
-            LOG.debug("registered rank {} of {} in {}", entry.rank(), entry.job(), file);
+            LOG.debug("registered rank {} of {} in {}", entry.rank(), entry.job(), directory);
             while (true) {
                 synchronized (this) {
                     wait(CHECK_MILLIS);
@@ -159,7 +158,7 @@ public final class JobRegistration implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } catch (RuntimeException e) {
-            LOG.debug("job registry {} failed: {}", file, e.toString());
+            LOG.debug("job registry {} failed: {}", directory, e.toString());
             close();
         }
     }
@@ -174,12 +173,12 @@ public final class JobRegistration implements AutoCloseable {
             try {
                 registry.remove(entry);
             } catch (RuntimeException e) {
-                // Chronicle may have closed the map already: readers clean the entry of a dead pid
+                // readers clean the entry of a dead pid
             }
         }
     }
 
-    /** Removes the entry and unmaps the registry; stops a registration still opening it. Never blocks on the open. */
+    /** Removes the entry and closes the registry; stops a registration still waiting to open it. */
     @Override
     public synchronized void close() {
         if (closed) {
@@ -193,12 +192,12 @@ public final class JobRegistration implements AutoCloseable {
         try {
             registry.remove(entry);
         } catch (RuntimeException e) {
-            LOG.debug("could not remove rank {} from {}: {}", entry.rank(), file, e.toString());
+            LOG.debug("could not remove rank {} from {}: {}", entry.rank(), directory, e.toString());
         }
         try {
             registry.close();
         } catch (RuntimeException e) {
-            LOG.debug("could not close {}: {}", file, e.toString());
+            LOG.debug("could not close {}: {}", directory, e.toString());
         }
         if (hook != null) {
             try {

@@ -1,53 +1,84 @@
 package io.jcomm.mq.registry;
 
+import io.jcomm.api.OpContext;
+import io.jcomm.api.StoreException;
 import io.jcomm.api.internal.shm.ProcessIdentity;
-import io.jcomm.mq.store.ChronicleMapStore;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.ByteBuffer;
+import java.nio.channels.SeekableByteChannel;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryNotEmptyException;
+import java.nio.file.DirectoryStream;
+import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.OpenOption;
 import java.nio.file.Path;
-import java.time.Duration;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.Set;
 
 /**
- * The host-wide registry of jcomm processes, in a {@link ChronicleMapStore} file shared by every
- * process of the host (default {@value #DEFAULT_FILE}, {@value #ENV} overrides it, {@code off}
- * disables it). Each process registers one {@link Entry} per parallel state (job, rank, pid, groups,
- * flight recorder file) and removes it when it closes; {@code bin/commtop} lists them. Entries of
- * processes that are gone (their {@link ProcessIdentity} is not alive: exited, killed, pid reused)
- * are reported as dead by {@link #scan()} and deleted there.
+ * The host-wide registry of jcomm processes: a directory shared by every process of the host (default
+ * {@value #DEFAULT_DIRECTORY}, {@value #ENV} overrides it, {@code off} disables it) with one small
+ * text file per registered parallel state. Each process registers one {@link Entry} per parallel state
+ * (job, rank, pid, groups, flight recorder file) and removes it when it closes; {@code bin/commtop}
+ * lists them. Entries of processes that are gone (their {@link ProcessIdentity} is not alive: exited,
+ * killed, pid reused) are reported as dead by {@link #scan()} and deleted there.
  *
- * <p>Opening costs seconds the first time in a JVM (Chronicle Map compiles code at run time):
- * processes register from a background thread ({@link JobRegistration}), never on their
- * initialisation path. Thread safe.
+ * <p>Writes are atomic: an entry is written to a temporary file in the directory and renamed over its
+ * name, so a reader sees the old or the new entry, never a torn one, and a process killed at any point
+ * leaves no lock behind (a stopped or killed writer cannot block the others). The directory is made
+ * {@code 0700} and its files {@code 0600}; a symbolic link in its place, or a directory of another user,
+ * is refused. Readers trust
+ * nothing in it: files other than regular ones, larger than {@value #MAX_ENTRY_BYTES} bytes, of another
+ * format or whose content does not match their name are skipped, and a scan looks at no more than
+ * {@value #MAX_FILES} files. The directory is removed when its last entry is, and made again by the
+ * next registration.
+ *
+ * <p>Opening costs nothing measurable (a directory check). Thread safe.
  */
 public final class JobRegistry implements AutoCloseable {
 
-    /** Environment variable naming the registry file; {@code off} disables the registry. */
+    /** Environment variable naming the registry directory; {@code off} disables the registry. */
     public static final String ENV = "JCOMM_REGISTRY";
-    /** The default registry file. */
-    public static final String DEFAULT_FILE = "/dev/shm/jcomm-registry.cm";
+    /** The default registry directory. */
+    public static final String DEFAULT_DIRECTORY = "/dev/shm/jcomm-registry";
+    /** The largest entry file a reader accepts. */
+    public static final int MAX_ENTRY_BYTES = 16 * 1024;
+    /** The most files one scan looks at. */
+    public static final int MAX_FILES = 4096;
 
-    static final String KEY_PREFIX = "proc/";
+    static final String KEY_PREFIX = "proc-";
+    static final String TEMP_PREFIX = ".tmp-";
     private static final String FORMAT = "jcomm-registry-v1";
+    private static final java.util.regex.Pattern KEY = java.util.regex.Pattern.compile(
+            java.util.regex.Pattern.quote(KEY_PREFIX) + "(\\d{1,19})-(-?\\d{1,19})-(-?\\d{1,10})");
 
-    private final ChronicleMapStore store;
+    private final Path directory;
+    private volatile boolean closed;
 
-    private JobRegistry(ChronicleMapStore store) {
-        this.store = store;
+    private JobRegistry(Path directory) {
+        this.directory = directory;
     }
 
     /**
-     * The registry file configured by {@code env} ({@value #ENV}: a path, or {@code off}/{@code 0}/
-     * {@code false} to disable); {@value #DEFAULT_FILE} when unset; empty when disabled.
+     * The registry directory configured by {@code env} ({@value #ENV}: a path, or {@code off}/{@code 0}/
+     * {@code false} to disable); {@value #DEFAULT_DIRECTORY} when unset; empty when disabled.
      */
-    public static Optional<Path> configuredFile(Map<String, String> env) {
+    public static Optional<Path> configuredDirectory(Map<String, String> env) {
         String v = env.get(ENV);
         if (v == null || v.isBlank()) {
-            return Optional.of(Path.of(DEFAULT_FILE));
+            return Optional.of(Path.of(DEFAULT_DIRECTORY));
         }
         if (v.equalsIgnoreCase("off") || v.equals("0") || v.equalsIgnoreCase("false")) {
             return Optional.empty();
@@ -56,50 +87,123 @@ public final class JobRegistry implements AutoCloseable {
     }
 
     /**
-     * Opens (creating if needed) the registry in {@code file}. Takes seconds the first time in a JVM.
+     * Opens the registry in {@code directory}, making it ({@code 0700}) if it does not exist; its parent
+     * must exist.
      *
-     * @throws io.jcomm.api.StoreException if the file cannot be created or mapped
+     * @throws StoreException if the directory cannot be made, or its path is a symbolic link or a file
      */
-    public static JobRegistry open(Path file) {
-        ChronicleMapStore.Options options = ChronicleMapStore.Options.builder()
-                .entries(2048).averageKeyBytes(48).averageValueBytes(512).maxValueBytes(16 * 1024)
-                .timeout(Duration.ofSeconds(5)).build();
-        return new JobRegistry(ChronicleMapStore.open(file, options, false));
+    public static JobRegistry open(Path directory) {
+        Objects.requireNonNull(directory, "directory");
+        ensureDirectory(directory, OpContext.of("registry", -1, "open"));
+        return new JobRegistry(directory);
     }
 
-    /** The registry file. */
-    public Path file() {
-        return store.file();
+    /** The registry directory. */
+    public Path directory() {
+        return directory;
     }
 
-    /** Adds or replaces {@code entry}. */
+    /**
+     * Adds or replaces {@code entry} (atomically: readers see the previous entry or this one).
+     *
+     * @throws StoreException if it cannot be written, or its text is longer than {@value #MAX_ENTRY_BYTES} bytes
+     */
     public void register(Entry entry) {
-        store.set(entry.key(), entry.encode());
+        Objects.requireNonNull(entry, "entry");
+        checkOpen();
+        OpContext ctx = OpContext.of("registry", entry.rank(), "register");
+        byte[] bytes = entry.encode();
+        if (bytes.length > MAX_ENTRY_BYTES) {
+            throw new StoreException(ctx, "entry of " + bytes.length + " bytes is larger than " + MAX_ENTRY_BYTES);
+        }
+        for (int attempt = 0; ; attempt++) {
+            Path tmp = directory.resolve(TEMP_PREFIX + entry.key());
+            try {
+                try (SeekableByteChannel ch = Files.newByteChannel(tmp, Set.<OpenOption>of(StandardOpenOption.CREATE,
+                        StandardOpenOption.TRUNCATE_EXISTING, StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS),
+                        PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")))) {
+                    ByteBuffer b = ByteBuffer.wrap(bytes);
+                    while (b.hasRemaining()) {
+                        ch.write(b);
+                    }
+                }
+                Files.move(tmp, directory.resolve(entry.key()), StandardCopyOption.ATOMIC_MOVE,
+                        StandardCopyOption.REPLACE_EXISTING);
+                return;
+            } catch (NoSuchFileException e) {
+                // the last process to leave removed the directory meanwhile: make it again, once
+                if (attempt > 0) {
+                    throw new StoreException(ctx, "cannot write " + tmp + ": " + e, e);
+                }
+                ensureDirectory(directory, ctx);
+            } catch (IOException e) {
+                deleteQuietly(tmp);
+                throw new StoreException(ctx, "cannot write " + tmp + ": " + e, e);
+            }
+        }
     }
 
-    /** Removes {@code entry}; whether it was there. */
+    /** Removes {@code entry}; whether it was there. Removes the directory when it is left empty. */
     public boolean remove(Entry entry) {
-        return store.deleteKey(entry.key());
+        Objects.requireNonNull(entry, "entry");
+        checkOpen();
+        boolean was;
+        try {
+            was = Files.deleteIfExists(directory.resolve(entry.key()));
+        } catch (IOException e) {
+            throw new StoreException(OpContext.of("registry", entry.rank(), "remove"), "cannot remove "
+                    + directory.resolve(entry.key()) + ": " + e, e);
+        }
+        deleteQuietly(directory.resolve(TEMP_PREFIX + entry.key()));
+        removeDirectoryIfEmpty();
+        return was;
     }
 
     /**
      * Every entry, split into those of live processes and those of dead ones; the dead ones are deleted
-     * from the registry. Entries that cannot be decoded (another version) are left alone and skipped.
+     * from the registry, with the temporary files their writers left. Files that are not entries of this
+     * format are left alone and skipped. A directory that does not exist (yet) holds no entries.
      */
     public Scan scan() {
+        checkOpen();
         List<Entry> live = new ArrayList<>();
         List<Entry> dead = new ArrayList<>();
-        for (Map.Entry<String, byte[]> e : store.entries(KEY_PREFIX).entrySet()) {
-            Entry entry = Entry.decode(e.getValue());
-            if (entry == null) {
-                continue;
+        int seen = 0;
+        boolean deleted = false;
+        try (DirectoryStream<Path> files = Files.newDirectoryStream(directory)) {
+            for (Path p : files) {
+                if (++seen > MAX_FILES) {
+                    break;
+                }
+                String name = p.getFileName().toString();
+                if (name.startsWith(TEMP_PREFIX)) {
+                    ProcessIdentity writer = writerOf(name.substring(TEMP_PREFIX.length()));
+                    if (writer != null && !writer.alive()) {
+                        deleted |= deleteQuietly(p);
+                    }
+                    continue;
+                }
+                if (!name.startsWith(KEY_PREFIX)) {
+                    continue;
+                }
+                Entry entry = read(p);
+                if (entry == null || !entry.key().equals(name)) {
+                    continue;
+                }
+                if (entry.identity().alive()) {
+                    live.add(entry);
+                } else {
+                    dead.add(entry);
+                    deleted |= deleteQuietly(p);
+                }
             }
-            if (entry.identity().alive()) {
-                live.add(entry);
-            } else {
-                dead.add(entry);
-                store.deleteKey(e.getKey());
-            }
+        } catch (NoSuchFileException e) {
+            // no process has registered since the last one left
+        } catch (IOException | java.nio.file.DirectoryIteratorException e) {
+            throw new StoreException(OpContext.of("registry", -1, "scan"), "cannot list " + directory + ": " + e, e);
+        }
+        if (deleted) {
+            removeDirectoryIfEmpty();
         }
         Comparator<Entry> order = Comparator.comparing(Entry::job).thenComparingInt(Entry::rank).thenComparingLong(Entry::pid)
                 .thenComparingInt(Entry::serial);
@@ -108,15 +212,96 @@ public final class JobRegistry implements AutoCloseable {
         return new Scan(List.copyOf(live), List.copyOf(dead));
     }
 
-    /** Unmaps the registry (the file stays: it is shared by the host). Idempotent. */
+    /** Marks the registry closed (the directory stays: it is shared by the host). Idempotent. */
     @Override
     public void close() {
-        store.close();
+        closed = true;
     }
 
     @Override
     public String toString() {
-        return "JobRegistry{" + store.file() + "}";
+        return "JobRegistry{" + directory + "}";
+    }
+
+    private void checkOpen() {
+        if (closed) {
+            throw new IllegalStateException("job registry " + directory + " is closed");
+        }
+    }
+
+    private static void ensureDirectory(Path directory, OpContext ctx) {
+        if (Files.isSymbolicLink(directory)) {
+            throw new StoreException(ctx, directory + " is a symbolic link; refusing to use it as the job registry");
+        }
+        Path parent = directory.toAbsolutePath().getParent();
+        if (parent == null || !Files.isDirectory(parent)) {
+            throw new StoreException(ctx, "directory of " + directory + " does not exist");
+        }
+        try {
+            Files.createDirectory(directory, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+        } catch (FileAlreadyExistsException e) {
+            if (!Files.isDirectory(directory, LinkOption.NOFOLLOW_LINKS)) {
+                throw new StoreException(ctx, directory + " exists and is not a directory");
+            }
+        } catch (IOException e) {
+            throw new StoreException(ctx, "cannot make " + directory + ": " + e, e);
+        }
+        // another user's directory (made first, perhaps to read or plant entries) is not this user's registry
+        try {
+            Object owner = Files.getAttribute(directory, "unix:uid", LinkOption.NOFOLLOW_LINKS);
+            Object self = Files.getAttribute(Path.of("/proc/self"), "unix:uid");
+            if (!owner.equals(self)) {
+                throw new StoreException(ctx, directory + " belongs to uid " + owner + ", not to this process's uid " + self);
+            }
+        } catch (IOException | UnsupportedOperationException | IllegalArgumentException e) {
+            // no unix attributes or no /proc: the permissions checks of the file system remain
+        }
+    }
+
+    /** The entry in {@code file}, or null when it is not a regular file of at most the limit holding an entry. */
+    private static Entry read(Path file) {
+        if (!Files.isRegularFile(file, LinkOption.NOFOLLOW_LINKS)) {
+            return null;
+        }
+        try (InputStream in = Files.newInputStream(file, LinkOption.NOFOLLOW_LINKS)) {
+            byte[] bytes = in.readNBytes(MAX_ENTRY_BYTES + 1);
+            return bytes.length > MAX_ENTRY_BYTES ? null : Entry.decode(bytes);
+        } catch (IOException e) {
+            return null; // removed meanwhile, or unreadable
+        }
+    }
+
+    /** The process of a key ({@code proc-<pid>-<start ticks>-<serial>}), or null when it is not one. */
+    static ProcessIdentity writerOf(String key) {
+        java.util.regex.Matcher m = KEY.matcher(key);
+        if (!m.matches()) {
+            return null;
+        }
+        try {
+            long pid = Long.parseLong(m.group(1));
+            return pid > 0 ? new ProcessIdentity(pid, Long.parseLong(m.group(2))) : null;
+        } catch (NumberFormatException e) {
+            return null; // out of range
+        }
+    }
+
+    private void removeDirectoryIfEmpty() {
+        try {
+            Files.deleteIfExists(directory);
+        } catch (DirectoryNotEmptyException e) {
+            // other processes are registered
+        } catch (IOException e) {
+            // not ours to remove, or busy: it stays
+        }
+    }
+
+    /** Deletes {@code p}; whether it was there. */
+    private static boolean deleteQuietly(Path p) {
+        try {
+            return Files.deleteIfExists(p);
+        } catch (IOException e) {
+            return false; // a reader or the next scan retries
+        }
     }
 
     /**

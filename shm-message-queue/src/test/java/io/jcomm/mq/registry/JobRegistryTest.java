@@ -3,11 +3,13 @@ package io.jcomm.mq.registry;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.jcomm.api.internal.shm.ProcessIdentity;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -16,8 +18,12 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 
-/** The host-wide job registry on a private file: register, list, remove, dead pids cleaned, background registration. */
+/**
+ * The host-wide job registry in a private directory: register, list, remove, dead pids cleaned, background
+ * registration, hostile files skipped, the directory removed with its last entry and made again.
+ */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class JobRegistryTest {
 
@@ -31,9 +37,9 @@ class JobRegistryTest {
 
     @Test
     void configuredFile() {
-        assertEquals(Path.of(JobRegistry.DEFAULT_FILE), JobRegistry.configuredFile(Map.of()).orElseThrow());
-        assertEquals(Path.of("/tmp/x.cm"), JobRegistry.configuredFile(Map.of(JobRegistry.ENV, "/tmp/x.cm")).orElseThrow());
-        assertTrue(JobRegistry.configuredFile(Map.of(JobRegistry.ENV, "off")).isEmpty());
+        assertEquals(Path.of(JobRegistry.DEFAULT_DIRECTORY), JobRegistry.configuredDirectory(Map.of()).orElseThrow());
+        assertEquals(Path.of("/tmp/x"), JobRegistry.configuredDirectory(Map.of(JobRegistry.ENV, "/tmp/x")).orElseThrow());
+        assertTrue(JobRegistry.configuredDirectory(Map.of(JobRegistry.ENV, "off")).isEmpty());
         assertNull(JobRegistration.start(Map.of(JobRegistry.ENV, "off"), "j", 0, 1, null, List::of));
         assertEquals("127.0.0.1:29500", JobRegistry.Entry.jobOf("jcomm-job", "jcomm-job", "127.0.0.1", 29500));
         assertEquals("train@h:1", JobRegistry.Entry.jobOf("train", "jcomm-job", "h", 1));
@@ -41,7 +47,7 @@ class JobRegistryTest {
 
     @Test
     void aRegistrationThatCannotOpenTheRegistryIsHarmless() throws Exception {
-        JobRegistration r = JobRegistration.start(Map.of(JobRegistry.ENV, "/nonexistent-dir/registry.cm"), "j", 0, 1, null,
+        JobRegistration r = JobRegistration.start(Map.of(JobRegistry.ENV, "/nonexistent-dir/registry"), "j", 0, 1, null,
                 List::of);
         Thread.sleep(200);
         assertFalse(r.registered());
@@ -50,8 +56,10 @@ class JobRegistryTest {
 
     @Test
     void registerListRemoveAndDeadPidsCleaned() throws Exception {
-        Path file = Path.of("/dev/shm", "jcomm-registry-test-" + ProcessHandle.current().pid() + "-" + System.nanoTime() + ".cm");
+        Path file = Path.of("/dev/shm", "jcomm-registry-test-" + ProcessHandle.current().pid() + "-" + System.nanoTime());
         try (JobRegistry reg = JobRegistry.open(file)) {
+            assertTrue(Files.isDirectory(file));
+            assertEquals("rwx------", PosixFilePermissions.toString(Files.getPosixFilePermissions(file)));
             ProcessIdentity me = ProcessIdentity.self();
             JobRegistry.Entry mine = new JobRegistry.Entry("train@127.0.0.1:29500", 1, 4, me.pid(), me.startTicks(), 7,
                     List.of("world", "tp:0"), "/dev/shm/jcomm-rec-job-1-ab", 1234L);
@@ -78,6 +86,12 @@ class JobRegistryTest {
             assertTrue(reg.remove(mine));
             assertFalse(reg.remove(mine));
             assertTrue(reg.scan().live().isEmpty());
+            assertFalse(Files.exists(file), "the last entry's removal removes the directory");
+            reg.register(mine); // made again
+            assertEquals(List.of(mine), reg.scan().live());
+            assertEquals("rw-------", PosixFilePermissions.toString(Files.getPosixFilePermissions(
+                    file.resolve(JobRegistry.KEY_PREFIX + me.pid() + "-" + me.startTicks() + "-7"))));
+            assertTrue(reg.remove(mine));
 
             // the background registration: registers, follows the group names, removes itself at close
             List<String> groups = new CopyOnWriteArrayList<>(List.of("world"));
@@ -116,7 +130,108 @@ class JobRegistryTest {
             assertFalse(never.registered());
             assertTrue(reg.scan().live().isEmpty());
         } finally {
-            Files.deleteIfExists(file);
+            deleteTree(file);
+        }
+    }
+
+    @Test
+    void filesThatAreNotEntriesAreSkippedAndTheScanGoesOn() throws Exception {
+        Path dir = Path.of("/dev/shm", "jcomm-registry-test-" + ProcessHandle.current().pid() + "-" + System.nanoTime());
+        try (JobRegistry reg = JobRegistry.open(dir)) {
+            ProcessIdentity me = ProcessIdentity.self();
+            JobRegistry.Entry mine = new JobRegistry.Entry("j@h:1", 0, 2, me.pid(), me.startTicks(), 11, List.of("world"),
+                    "", 5L);
+            reg.register(mine);
+            String key = JobRegistry.KEY_PREFIX + me.pid() + "-" + me.startTicks();
+            // garbage, another format, an entry under another entry's name, an oversized file, a directory, a link
+            Files.write(dir.resolve(key + "-1"), new byte[] {(byte) 0xff, 0, 1, 2});
+            Files.writeString(dir.resolve(key + "-2"), "jcomm-registry-v0\njob=x\npid=1\n");
+            JobRegistry.Entry other = new JobRegistry.Entry("j@h:1", 1, 2, me.pid(), me.startTicks(), 99, List.of(), "", 5L);
+            Files.write(dir.resolve(key + "-3"), other.encode());
+            byte[] big = new byte[JobRegistry.MAX_ENTRY_BYTES + 1];
+            byte[] head = mine.encode();
+            System.arraycopy(head, 0, big, 0, head.length);
+            Files.write(dir.resolve(key + "-4"), big);
+            Files.createDirectory(dir.resolve(key + "-5"));
+            Files.createSymbolicLink(dir.resolve(key + "-6"), dir.resolve(key + "-11"));
+            Files.writeString(dir.resolve("unrelated"), "x");
+            JobRegistry.Scan s = reg.scan();
+            assertEquals(List.of(mine), s.live(), s.toString());
+            assertTrue(s.dead().isEmpty(), s.toString());
+            // a temporary file of a dead writer is cleaned; a live writer's stays
+            Process child = new ProcessBuilder("sleep", "30").start();
+            ProcessIdentity childId = ProcessIdentity.of(child.pid());
+            child.destroy();
+            assertTrue(child.waitFor(10, TimeUnit.SECONDS));
+            Path deadTmp = dir.resolve(JobRegistry.TEMP_PREFIX + JobRegistry.KEY_PREFIX + childId.pid() + "-"
+                    + childId.startTicks() + "-1");
+            Path liveTmp = dir.resolve(JobRegistry.TEMP_PREFIX + key + "-12");
+            Files.writeString(deadTmp, "half");
+            Files.writeString(liveTmp, "half");
+            reg.scan();
+            assertFalse(Files.exists(deadTmp));
+            assertTrue(Files.exists(liveTmp));
+            assertEquals(childId, JobRegistry.writerOf(JobRegistry.KEY_PREFIX + childId.pid() + "-" + childId.startTicks() + "-1"));
+            assertNull(JobRegistry.writerOf("proc-1-2"));
+            assertNull(JobRegistry.writerOf("proc-x-2-3"));
+            assertNull(JobRegistry.writerOf("proc-99999999999999999999-2-3"));
+            // a second view of the same directory (another process) sees the same entries
+            try (JobRegistry again = JobRegistry.open(dir)) {
+                assertEquals(List.of(mine), again.scan().live());
+            }
+            // the directory stays while files are in it
+            assertTrue(reg.remove(mine));
+            assertTrue(Files.isDirectory(dir));
+            assertThrows(io.jcomm.api.StoreException.class, () -> reg.register(new JobRegistry.Entry("j", 0, 1, me.pid(),
+                    me.startTicks(), 13, java.util.Collections.nCopies(2000, "a-long-group-name"), "", 1L)),
+                    "an entry larger than a reader accepts is refused");
+        } finally {
+            deleteTree(dir);
+        }
+        assertThrows(IllegalStateException.class, () -> {
+            JobRegistry r = JobRegistry.open(dir);
+            r.close();
+            r.scan();
+        });
+        deleteTree(dir);
+    }
+
+    @Test
+    void aSymbolicLinkOrAFileInThePlaceOfTheDirectoryIsRefused(@TempDir Path tmp) throws Exception {
+        Path target = Files.createDirectory(tmp.resolve("elsewhere"));
+        Path link = Files.createSymbolicLink(tmp.resolve("registry"), target);
+        io.jcomm.api.StoreException e = assertThrows(io.jcomm.api.StoreException.class, () -> JobRegistry.open(link));
+        assertTrue(e.getMessage().contains("symbolic link"), e.getMessage());
+        Path file = Files.writeString(tmp.resolve("file"), "x");
+        e = assertThrows(io.jcomm.api.StoreException.class, () -> JobRegistry.open(file));
+        assertTrue(e.getMessage().contains("not a directory"), e.getMessage());
+        // another user's directory in its place (needs root to make one here; CI runs as root)
+        Path foreign = Files.createDirectory(tmp.resolve("foreign"));
+        try {
+            Files.setAttribute(foreign, "unix:uid", 65534);
+        } catch (java.io.IOException x) {
+            org.junit.jupiter.api.Assumptions.abort("cannot give a directory to another user here (not root): " + x);
+        }
+        e = assertThrows(io.jcomm.api.StoreException.class, () -> JobRegistry.open(foreign));
+        assertTrue(e.getMessage().contains("belongs to uid 65534"), e.getMessage());
+        // a registration pointed at either is harmless
+        JobRegistration r = JobRegistration.start(Map.of(JobRegistry.ENV, link.toString()), "j", 0, 1, null, List::of);
+        Thread.sleep(200);
+        assertFalse(r.registered());
+        r.close();
+        try (var files = Files.list(target)) {
+            assertEquals(0, files.count(), "nothing was written through the link");
+        }
+    }
+
+    private static void deleteTree(Path dir) throws java.io.IOException {
+        if (!Files.exists(dir, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+            return;
+        }
+        try (var files = Files.walk(dir)) {
+            for (Path p : files.sorted(java.util.Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(p);
+            }
         }
     }
 }

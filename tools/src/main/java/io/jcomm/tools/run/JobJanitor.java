@@ -1,6 +1,7 @@
 package io.jcomm.tools.run;
 
 import io.jcomm.api.internal.shm.ShmFiles;
+import io.jcomm.mq.registry.JobRegistry;
 import java.io.IOException;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
@@ -25,7 +26,9 @@ import java.util.stream.Stream;
  * {@link #leftoverProcesses()} are the recorded processes still alive; {@link #leftoverShm()} are the
  * recorded entries still there, plus entries whose name carries a job pid as a {@code -}-separated
  * token (this SDK names its files {@code jcomm-...-<pid>-...}). Only entries whose name starts with
- * {@value #OWN_PREFIX} are ever deleted; others (e.g. a user library's) are reported.
+ * {@value #OWN_PREFIX} are ever deleted; others (e.g. a user library's) are reported. The host's job
+ * registry ({@link JobRegistry}) is shared by every job and is never a leftover: its entries of dead
+ * processes are removed through the registry ({@link #cleanRegistry}).
  */
 final class JobJanitor {
 
@@ -33,11 +36,24 @@ final class JobJanitor {
     static final String OWN_PREFIX = "jcomm";
 
     private final Path shmDir;
+    /** The job registry's directory, or null when it is off. */
+    private final Path registry;
+    /** Its name when it lies in {@link #shmDir}, which is never recorded as the job's; else null. */
+    private final String registryName;
     private final Map<Long, ProcessHandle> processes = new ConcurrentHashMap<>();
     private final Set<String> shmEntries = ConcurrentHashMap.newKeySet();
 
     JobJanitor(Path shmDir) {
+        this(shmDir, null);
+    }
+
+    /** @param registry the host's job registry directory ({@link JobRegistry#configuredDirectory}), or null */
+    JobJanitor(Path shmDir, Path registry) {
         this.shmDir = shmDir;
+        this.registry = registry;
+        Path abs = registry == null ? null : registry.toAbsolutePath().normalize();
+        this.registryName = abs != null && abs.getParent() != null && abs.getFileName() != null
+                && abs.getParent().equals(shmDir.toAbsolutePath().normalize()) ? abs.getFileName().toString() : null;
     }
 
     /** Starts tracking a worker. */
@@ -94,7 +110,7 @@ final class JobJanitor {
     private void addEntry(String relative) {
         int slash = relative.indexOf('/');
         String top = slash < 0 ? relative : relative.substring(0, slash);
-        if (!top.isEmpty()) {
+        if (!top.isEmpty() && !top.equals(registryName)) {
             shmEntries.add(top);
         }
     }
@@ -148,7 +164,7 @@ final class JobJanitor {
         try (DirectoryStream<Path> ds = Files.newDirectoryStream(shmDir, OWN_PREFIX + "*")) {
             for (Path p : ds) {
                 String name = p.getFileName().toString();
-                if (namesPid(name, pidTokens)) {
+                if (namesPid(name, pidTokens) && !name.equals(registryName)) {
                     out.add(name);
                 }
             }
@@ -156,6 +172,22 @@ final class JobJanitor {
             // no shared-memory directory: nothing can be left there
         }
         return out;
+    }
+
+    /**
+     * Removes the registry entries of processes that are gone (a worker killed before it could remove
+     * its own), through the registry's own scan; whatever fails is left to the next scan. The number
+     * removed.
+     */
+    int cleanRegistry() {
+        if (registry == null || !Files.isDirectory(registry, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+            return 0;
+        }
+        try (JobRegistry r = JobRegistry.open(registry)) {
+            return r.scan().dead().size();
+        } catch (RuntimeException e) {
+            return 0;
+        }
     }
 
     static boolean namesPid(String name, Collection<String> pids) {

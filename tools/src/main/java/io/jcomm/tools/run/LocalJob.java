@@ -1,6 +1,7 @@
 package io.jcomm.tools.run;
 
 import io.jcomm.api.JvmFlags;
+import io.jcomm.mq.registry.JobRegistry;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStream;
@@ -51,7 +52,7 @@ final class LocalJob {
     private volatile boolean stopRequested;
 
     private LocalJob(RunPlan plan, PrintStream out, PrintStream err, boolean prefix, Path shmDir, Duration stallReport,
-                     AppCds.Launch cds) {
+                     AppCds.Launch cds, Path registry) {
         this.plan = plan;
         this.cds = cds;
         this.stallReport = stallReport;
@@ -59,7 +60,7 @@ final class LocalJob {
         this.err = err;
         this.prefix = prefix;
         this.processes = new Process[plan.nprocPerNode()];
-        this.janitor = new JobJanitor(shmDir);
+        this.janitor = new JobJanitor(shmDir, registry);
         this.sampler = new Thread(this::sampleLoop, "commrun-janitor");
         this.sampler.setDaemon(true);
     }
@@ -78,7 +79,8 @@ final class LocalJob {
                           boolean prefix, Path shmDir, Duration stallReport) throws IOException {
         String launched = Long.toString(System.currentTimeMillis());
         LocalJob job = new LocalJob(plan, out, err, prefix, shmDir, stallReport,
-                classDataArchive(plan, AppCds.Settings.fromEnvironment(parentEnv)));
+                classDataArchive(plan, AppCds.Settings.fromEnvironment(parentEnv)),
+                JobRegistry.configuredDirectory(parentEnv).orElse(null));
         int dumper = archiveWriter(plan.nprocPerNode());
         try {
             for (int local = 0; local < plan.nprocPerNode(); local++) {
@@ -325,6 +327,7 @@ final class LocalJob {
         }
         List<ProcessHandle> killed = janitor.killLeftovers(Duration.ofSeconds(5));
         List<Set<String>> shm = janitor.cleanShm();
+        janitor.cleanRegistry();
         return new CleanupReport(killed.size(), shm.get(0), shm.get(1));
     }
 

@@ -117,7 +117,7 @@ public final class CommTop implements Callable<Integer> {
             }
             Sample prev = null;
             while (!Thread.currentThread().isInterrupted()) {
-                if (registry == null && !noRegistry && JobRegistry.configuredFile(env).map(Files::exists).orElse(false)) {
+                if (registry == null && !noRegistry && JobRegistry.configuredDirectory(env).map(Files::exists).orElse(false)) {
                     registry = openRegistry(); // a job registered since the start
                 }
                 Sample now = sample(registry);
@@ -136,18 +136,18 @@ public final class CommTop implements Callable<Integer> {
     }
 
     private JobRegistry openRegistry() {
-        Optional<Path> file = JobRegistry.configuredFile(env);
-        if (file.isEmpty()) {
+        Optional<Path> dir = JobRegistry.configuredDirectory(env);
+        if (dir.isEmpty()) {
             return null;
         }
-        if (!Files.exists(file.get())) {
-            err.println("commtop: no job registry at " + file.get() + " (no job registered yet): listing flight recorders");
+        if (!Files.exists(dir.get())) {
+            err.println("commtop: no job registry at " + dir.get() + " (no job registered yet): listing flight recorders");
             return null;
         }
         try {
-            return JobRegistry.open(file.get());
-        } catch (RuntimeException | LinkageError e) {
-            err.println("commtop: cannot open the job registry " + file.get() + " (" + e + "): listing flight recorders");
+            return JobRegistry.open(dir.get());
+        } catch (RuntimeException e) {
+            err.println("commtop: cannot open the job registry " + dir.get() + " (" + e + "): listing flight recorders");
             return null;
         }
     }
@@ -242,7 +242,7 @@ public final class CommTop implements Callable<Integer> {
         StringBuilder sb = new StringBuilder("commtop ").append(LocalTime.now().format(CLOCK)).append(" - ")
                 .append(jobs.size()).append(jobs.size() == 1 ? " job, " : " jobs, ").append(now.procs().size())
                 .append(now.procs().size() == 1 ? " rank" : " ranks").append(" on this host (")
-                .append(registry != null ? "registry " + registry.file() : "no registry: flight recorders of " + recorderDir())
+                .append(registry != null ? "registry " + registry.directory() : "no registry: flight recorders of " + recorderDir())
                 .append(")\n");
         int[] width = new int[rows.get(0).length];
         for (String[] r : rows) {

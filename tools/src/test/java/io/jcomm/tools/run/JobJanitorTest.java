@@ -1,0 +1,65 @@
+package io.jcomm.tools.run;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.jcomm.api.internal.shm.ProcessIdentity;
+import io.jcomm.mq.registry.JobRegistry;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The janitor on a private shared-memory directory and a real job process: the job's own files are
+ * leftovers, the host's job registry never is, and the registry entries of dead workers are removed.
+ */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class JobJanitorTest {
+
+    @Test
+    void theRegistryIsSharedNotAJobsLeftoverAndDeadWorkersEntriesAreRemoved(@TempDir Path shm) throws Exception {
+        Path registryDir = shm.resolve("jcomm-registry");
+        Path own = shm.resolve("jcomm-fast-r0-77");
+        Files.writeString(own, "x");
+        JobRegistry.Entry other;
+        try (JobRegistry registry = JobRegistry.open(registryDir)) {
+            // a worker that holds its own file and a file inside the registry open, as a writer does
+            Path inside = Files.writeString(registryDir.resolve(".tmp-proc-1-1-1"), "half");
+            Process worker = new ProcessBuilder("bash", "-c", "exec 3<" + own + " 4<" + inside + "; sleep 30").start();
+            ProcessIdentity id = ProcessIdentity.of(worker.pid());
+            JobRegistry.Entry mine = new JobRegistry.Entry("j@h:1", 0, 1, id.pid(), id.startTicks(), 1, List.of("world"), "", 1L);
+            registry.register(mine);
+            ProcessIdentity me = ProcessIdentity.self();
+            other = new JobRegistry.Entry("other@h:2", 0, 1, me.pid(), me.startTicks(), 2, List.of(), "", 1L);
+            registry.register(other); // another job's live process
+
+            JobJanitor janitor = new JobJanitor(shm, registryDir);
+            janitor.add(worker.toHandle());
+            long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            Set<String> left;
+            do {
+                janitor.sample();
+                left = janitor.leftoverShm();
+            } while (!left.contains(own.getFileName().toString()) && System.nanoTime() < end);
+            assertTrue(left.contains(own.getFileName().toString()), left.toString());
+            assertFalse(left.contains("jcomm-registry"), "the registry was taken for the job's: " + left);
+
+            worker.destroyForcibly(); // killed: it could not remove its entry
+            assertTrue(worker.waitFor(10, TimeUnit.SECONDS));
+            List<Set<String>> cleaned = janitor.cleanShm();
+            assertEquals(Set.of(own.getFileName().toString()), cleaned.get(0));
+            assertTrue(Files.isDirectory(registryDir), "cleanShm left the registry alone");
+            assertEquals(1, janitor.cleanRegistry(), "the dead worker's entry");
+            assertEquals(List.of(other), registry.scan().live());
+            assertEquals(0, janitor.cleanRegistry());
+        }
+        assertEquals(0, new JobJanitor(shm, null).cleanRegistry(), "no registry");
+        assertEquals(0, new JobJanitor(shm, shm.resolve("absent")).cleanRegistry());
+    }
+}
