@@ -28,9 +28,17 @@ import org.apache.fory.memory.MemoryBuffer;
  * graph memory are bounded, and the decoded value must be an instance of the expected type; every
  * failure is a {@link ProtocolException}. Thread safe.
  *
- * <p>Fory itself is made at the first {@link #encode} or {@link #decode}, not by {@link Builder#build()}:
- * making it loads about a thousand classes (0.6 s of a cold JVM's CPU, compilers included, on the 2-core
- * development machine), which a process creating its groups should not pay before they are ready.
+ * <p>Fory itself is made at the first {@link #encode} or {@link #decode} that needs it, not by
+ * {@link Builder#build()}: making it loads about a thousand classes (0.6 s of a cold JVM's CPU, compilers
+ * included, on the 2-core development machine). The values metadata is made of (null, strings, boxed
+ * primitives, primitive arrays) never need it: they have a compact form of their own.
+ *
+ * <h2>Wire format</h2>
+ * One byte names the form, the payload follows: {@code 0} Fory's bytes; {@code 1} null; {@code 2} a string
+ * in UTF-8; {@code 3..10} a {@code Long}, {@code Integer}, {@code Double}, {@code Float}, {@code Boolean}
+ * (one byte, 0 or 1), {@code Short}, {@code Byte} or {@code Character}; {@code 11..15} a {@code byte[]},
+ * {@code long[]}, {@code int[]}, {@code double[]} or {@code float[]}; numbers little-endian, a payload's
+ * length exactly what its form needs.
  */
 public final class ForyCodec implements ObjectCodec {
 
@@ -83,6 +91,11 @@ public final class ForyCodec implements ObjectCodec {
         return f;
     }
 
+    /** Whether Fory has been made (tests: values with a form of their own never make it). */
+    boolean foryMade() {
+        return fory != null;
+    }
+
     private static String digest(List<Class<?>> classes) {
         try {
             MessageDigest md = MessageDigest.getInstance("SHA-256");
@@ -128,9 +141,17 @@ public final class ForyCodec implements ObjectCodec {
 
     @Override
     public byte[] encode(Object value) {
+        byte[] own = Scalars.encode(value);
+        if (own != null) {
+            return own;
+        }
         ThreadSafeFory f = fory();
         try {
-            return f.serialize(value);
+            byte[] body = f.serialize(value);
+            byte[] out = new byte[1 + body.length];
+            out[0] = Scalars.FORY;
+            System.arraycopy(body, 0, out, 1, body.length);
+            return out;
         } catch (RuntimeException e) {
             throw new ProtocolException("cannot encode " + (value == null ? "null" : value.getClass().getName())
                     + " (is the type registered with the codec?): " + e.getMessage());
@@ -145,12 +166,19 @@ public final class ForyCodec implements ObjectCodec {
         if (length == 0) {
             throw new ProtocolException("cannot decode an empty payload");
         }
-        ThreadSafeFory f = fory();
         Object v;
-        try {
-            v = f.deserialize(MemoryBuffer.fromByteArray(bytes, offset, length));
-        } catch (RuntimeException | StackOverflowError e) {
-            throw new ProtocolException("malformed or unregistered payload of " + length + " bytes: " + e);
+        if (bytes[offset] != Scalars.FORY) {
+            v = Scalars.decode(bytes, offset, length);
+        } else {
+            if (length == 1) {
+                throw new ProtocolException("cannot decode an empty payload");
+            }
+            ThreadSafeFory f = fory();
+            try {
+                v = f.deserialize(MemoryBuffer.fromByteArray(bytes, offset + 1, length - 1));
+            } catch (RuntimeException | StackOverflowError e) {
+                throw new ProtocolException("malformed or unregistered payload of " + length + " bytes: " + e);
+            }
         }
         if (v != null && !expected.isInstance(v)) {
             throw new ProtocolException("expected " + expected.getName() + " but decoded " + v.getClass().getName());

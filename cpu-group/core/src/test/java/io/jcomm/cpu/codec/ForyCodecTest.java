@@ -2,6 +2,7 @@ package io.jcomm.cpu.codec;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -114,6 +115,7 @@ class ForyCodecTest {
                 Object v = c.decode(junk, Object.class);
                 // rare junk happens to be a valid small value; it must be a harmless built-in
                 assertTrue(v == null || v.getClass().getName().startsWith("java.")
+                        || v.getClass().isArray() && v.getClass().getComponentType().isPrimitive()
                         || v instanceof Meta || v instanceof Other, () -> String.valueOf(v.getClass()));
             } catch (ProtocolException expected) {
                 // the normal outcome
@@ -121,5 +123,57 @@ class ForyCodecTest {
         }
         assertThrows(ProtocolException.class, () -> c.decode(new byte[0], Object.class));
         assertThrows(ProtocolException.class, () -> c.decode(new byte[4], 2, 5, Object.class));
+        assertThrows(ProtocolException.class, () -> c.decode(new byte[] {Scalars.FORY}, Object.class));
+    }
+
+    @Test
+    void metadataValuesRoundTripWithoutMakingFory() {
+        ForyCodec c = ForyCodec.defaults();
+        Object[] values = {null, "", "req-7", "naïve \u4e2d\ud83d\ude00", Long.MIN_VALUE, -1L, 42, Integer.MAX_VALUE, -0.0,
+            Double.NaN, Double.longBitsToDouble(0x7ff8_0000_dead_beefL), 1.5f, Float.NEGATIVE_INFINITY, true, false,
+            (short) -3, (byte) -128, 'x', '\uffff', new byte[0], new byte[] {1, -2, 3}, new long[] {Long.MAX_VALUE, -5},
+            new int[] {7, -8, 0}, new double[] {Math.PI, -0.0}, new float[0], new float[] {2.5f}};
+        for (Object v : values) {
+            byte[] b = c.encode(v);
+            Object back = c.decode(b, Object.class);
+            if (v instanceof Double && ((Double) v).isNaN()) {
+                assertEquals(Double.doubleToRawLongBits((Double) v), Double.doubleToRawLongBits((Double) back), "NaN bits");
+            } else if (v != null && v.getClass().isArray()) {
+                assertTrue(java.util.Objects.deepEquals(v, back), () -> v.getClass() + " " + java.util.Arrays.deepToString(
+                        new Object[] {v, back}));
+            } else {
+                assertEquals(v, back);
+            }
+            // at an offset inside a larger buffer too
+            byte[] framed = new byte[b.length + 5];
+            System.arraycopy(b, 0, framed, 3, b.length);
+            assertTrue(java.util.Objects.deepEquals(v instanceof Double && ((Double) v).isNaN() ? null : v,
+                    v instanceof Double && ((Double) v).isNaN() ? null : c.decode(framed, 3, b.length, Object.class)));
+        }
+        assertEquals(12L, c.decode(c.encode(12L), Long.class));
+        assertEquals(12L, c.decode(c.encode(12L), Number.class));
+        ProtocolException e = assertThrows(ProtocolException.class, () -> c.decode(c.encode(12L), String.class));
+        assertTrue(e.getMessage().contains("expected java.lang.String"), e.getMessage());
+        assertFalse(c.foryMade(), "metadata values made Fory");
+        // a string UTF-8 cannot carry unchanged (an unpaired surrogate) and anything else go through Fory
+        String broken = "a\ud800b";
+        assertEquals(broken, c.decode(c.encode(broken), String.class));
+        assertTrue(c.foryMade());
+        assertEquals(java.util.List.of(1L, "x"), c.decode(c.encode(java.util.List.of(1L, "x")), Object.class));
+    }
+
+    @Test
+    void malformedMetadataValuesAreRejected() {
+        ForyCodec c = ForyCodec.defaults();
+        byte[][] bad = {
+            {Scalars.NULL, 0}, {Scalars.LONG, 1, 2, 3}, {Scalars.LONG, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {Scalars.INT},
+            {Scalars.DOUBLE, 0, 0, 0, 0}, {Scalars.FLOAT, 0, 0, 0, 0, 0}, {Scalars.BOOLEAN, 2}, {Scalars.BOOLEAN},
+            {Scalars.SHORT, 1}, {Scalars.BYTE}, {Scalars.CHAR, 1, 2, 3}, {Scalars.LONGS, 1, 2, 3}, {Scalars.INTS, 1, 2, 3},
+            {Scalars.DOUBLES, 1}, {Scalars.FLOATS, 1, 2}, {Scalars.STRING, (byte) 0xc3}, {Scalars.STRING, (byte) 0xff, 'a'},
+            {Scalars.STRING, (byte) 0xed, (byte) 0xa0, (byte) 0x80}, {16}, {(byte) 0x80, 1}, {-1}};
+        for (byte[] b : bad) {
+            assertThrows(ProtocolException.class, () -> c.decode(b, Object.class), () -> java.util.Arrays.toString(b));
+        }
+        assertFalse(c.foryMade(), "rejecting malformed metadata made Fory");
     }
 }
