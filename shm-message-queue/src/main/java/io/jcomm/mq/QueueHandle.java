@@ -1,7 +1,8 @@
 package io.jcomm.mq;
 
 import io.jcomm.api.ProtocolException;
-import io.jcomm.cpu.codec.ForyCodec;
+import io.jcomm.mq.internal.Wire;
+import java.nio.ByteBuffer;
 import java.util.List;
 import java.util.Objects;
 
@@ -38,6 +39,9 @@ public record QueueHandle(long queueId, String groupName, int writerRank, String
     /** Upper bound of {@link #maxMessageBytes()} (1 GiB). */
     public static final int MAX_MESSAGE_LIMIT = 1 << 30;
     private static final int MAX_STRING = 512;
+    /** UTF-8 bytes of the longest string field (3 per char of Java's UTF-16). */
+    private static final int MAX_STRING_BYTES = 3 * MAX_STRING;
+    private static final byte KIND = 'H';
     private static final int MAX_READERS = 1 << 16;
 
     /** Validates every field (a handle may come from another process). */
@@ -86,9 +90,23 @@ public record QueueHandle(long queueId, String groupName, int writerRank, String
         return localReaders.contains(rank) || remoteReaders.contains(rank);
     }
 
-    /** The handle as bytes (Fory, registered record). */
+    /**
+     * The handle as bytes ({@link Wire}): {@code 'H'}, then the fields in declaration order (longs and ints
+     * as such, strings and the key length-prefixed, the reader lists as counts and values).
+     */
     public byte[] encode() {
-        return Codec.CODEC.encode(this);
+        byte[] group = Wire.utf8(groupName);
+        byte[] host = Wire.utf8(writerHostId);
+        byte[] udp = Wire.utf8(udpControlEndpoint);
+        byte[] control = Wire.utf8(writerControlEndpoint);
+        int size = 8 + 4 + 4 + group.length + 4 + host.length + 4 * 4 + 4 + udp.length + 4 + control.length + 4 + 4
+                + 4 + authKey.length + Wire.intsSize(localReaders.size()) + Wire.intsSize(remoteReaders.size());
+        ByteBuffer out = Wire.out(KIND, size).putLong(queueId);
+        Wire.put(out, group).putInt(writerRank);
+        Wire.put(out, host).putInt(dataStreamId).putInt(controlStreamId).putInt(ipcSessionId).putInt(udpSessionId);
+        Wire.put(Wire.put(out, udp), control).putInt(udpTermLength).putInt(maxMessageBytes);
+        Wire.put(Wire.put(Wire.put(out, authKey), localReaders), remoteReaders);
+        return out.array();
     }
 
     /**
@@ -97,11 +115,13 @@ public record QueueHandle(long queueId, String groupName, int writerRank, String
      * @throws ProtocolException if the bytes are not a valid handle
      */
     public static QueueHandle decode(byte[] bytes) {
-        QueueHandle h = Codec.CODEC.decode(bytes, QueueHandle.class);
-        if (h == null) {
-            throw new ProtocolException("queue handle: null");
-        }
-        return h;
+        return Wire.read(bytes, KIND, "queue handle", in -> new QueueHandle(in.getLong(),
+                Wire.string(in, MAX_STRING_BYTES, "group name"), in.getInt(),
+                Wire.string(in, MAX_STRING_BYTES, "writer host id"), in.getInt(), in.getInt(), in.getInt(), in.getInt(),
+                Wire.string(in, MAX_STRING_BYTES, "UDP control endpoint"),
+                Wire.string(in, MAX_STRING_BYTES, "writer control endpoint"), in.getInt(), in.getInt(),
+                Wire.bytes(in, 32, "authentication key"), Wire.ints(in, MAX_READERS, "local readers"),
+                Wire.ints(in, MAX_READERS, "remote readers")));
     }
 
     @Override
@@ -127,13 +147,5 @@ public record QueueHandle(long queueId, String groupName, int writerRank, String
                 + ", udpSession=" + udpSessionId + ", udpControl=" + udpControlEndpoint + ", writerControl="
                 + writerControlEndpoint + ", local=" + localReaders + ", remote=" + remoteReaders + ", max="
                 + maxMessageBytes + ", key=" + (authKey.length == 0 ? "none" : "<hidden>") + "}";
-    }
-
-    /** The codec of the queue's own handshake records (immutable, thread safe). */
-    static final class Codec {
-        static final ForyCodec CODEC = ForyCodec.builder().register(QueueHandle.class).build();
-
-        private Codec() {
-        }
     }
 }
