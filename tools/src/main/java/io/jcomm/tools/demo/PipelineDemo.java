@@ -158,6 +158,17 @@ public final class PipelineDemo implements Callable<Integer> {
         }
     }
 
+    /**
+     * picocli's usage errors, in a class of their own: naming picocli's exception type in this class
+     * would make the JVM load and verify picocli (Java 5 class files, never archived) when it links the
+     * demo in every rank.
+     */
+    private static final class Usage {
+        static RuntimeException error(Object command, String message) {
+            return new CommandLine.ParameterException(new CommandLine(command), message);
+        }
+    }
+
     /** The SDK's defaults, or the CPU device communicator everywhere with {@code --device cpu}. */
     ParallelStateOptions options() {
         ParallelStateOptions.Builder b;
@@ -166,7 +177,7 @@ public final class PipelineDemo implements Callable<Integer> {
         } else if (device.equalsIgnoreCase("auto")) {
             b = ParallelStateOptions.defaults().toBuilder();
         } else {
-            throw new CommandLine.ParameterException(new CommandLine(this), "--device must be auto or cpu, not " + device);
+            throw Usage.error(this, "--device must be auto or cpu, not " + device);
         }
         if (phases) {
             b.listener(new io.jcomm.parallel.GroupListener() {
