@@ -131,8 +131,8 @@ public final class JobRegistry implements AutoCloseable {
                         StandardCopyOption.REPLACE_EXISTING);
                 return;
             } catch (NoSuchFileException e) {
-                // the last process to leave removed the directory meanwhile: make it again, once
-                if (attempt > 0) {
+                // the last process to leave removed the directory meanwhile: make it again (a few times)
+                if (attempt >= 2) {
                     throw new StoreException(ctx, "cannot write " + tmp + ": " + e, e);
                 }
                 ensureDirectory(directory, ctx);
