@@ -224,6 +224,41 @@ class JobRegistryTest {
         }
     }
 
+    @Test
+    void concurrentRegistrationsAndRemovalsRaceTheDirectorysRemovalSafely() throws Exception {
+        Path dir = Path.of("/dev/shm", "jcomm-registry-test-" + ProcessHandle.current().pid() + "-" + System.nanoTime());
+        ProcessIdentity me = ProcessIdentity.self();
+        int threads = 8;
+        int rounds = 300;
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(threads);
+        try {
+            List<java.util.concurrent.Future<?>> done = new java.util.ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                int serial = 100 + t;
+                done.add(pool.submit(() -> {
+                    // each "process" its own view, as separate JVMs would have
+                    try (JobRegistry reg = JobRegistry.open(dir)) {
+                        JobRegistry.Entry e = new JobRegistry.Entry("race@h:1", serial, threads, me.pid(), me.startTicks(),
+                                serial, List.of("world"), "", 1L);
+                        for (int i = 0; i < rounds; i++) {
+                            reg.register(e); // the last to leave may have just removed the directory
+                            assertTrue(reg.scan().live().contains(e));
+                            assertTrue(reg.remove(e));
+                        }
+                    }
+                    return null;
+                }));
+            }
+            for (java.util.concurrent.Future<?> f : done) {
+                f.get(60, TimeUnit.SECONDS);
+            }
+            assertFalse(Files.exists(dir), "the directory goes with the last entry");
+        } finally {
+            pool.shutdownNow();
+            deleteTree(dir);
+        }
+    }
+
     private static void deleteTree(Path dir) throws java.io.IOException {
         if (!Files.exists(dir, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
             return;
