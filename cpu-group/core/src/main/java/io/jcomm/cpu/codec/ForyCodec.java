@@ -44,6 +44,8 @@ public final class ForyCodec implements ObjectCodec {
 
     /** First registration id used for application classes. */
     public static final int FIRST_USER_ID = 256;
+    /** The encoding's version, part of {@link #fingerprint()}. */
+    static final String WIRE_FORMAT = "jcomm-codec-2";
     /** Maximum nesting depth of a decoded object graph. */
     public static final int MAX_DEPTH = 64;
 
@@ -99,6 +101,10 @@ public final class ForyCodec implements ObjectCodec {
     private static String digest(List<Class<?>> classes) {
         try {
             MessageDigest md = MessageDigest.getInstance("SHA-256");
+            // the wire format's version: processes of builds that encode differently (before the form
+            // byte) disagree at group creation, not at their first object
+            md.update(WIRE_FORMAT.getBytes(StandardCharsets.UTF_8));
+            md.update((byte) 0);
             for (Class<?> c : classes) {
                 md.update(c.getName().getBytes(StandardCharsets.UTF_8));
                 md.update((byte) 0);
@@ -133,7 +139,10 @@ public final class ForyCodec implements ObjectCodec {
         return registered;
     }
 
-    /** A short hash of the registered class names; equal on every process with the same registrations. */
+    /**
+     * A short hash of the encoding's version and the registered class names; equal on every process of the
+     * same jcomm encoding with the same registrations.
+     */
     @Override
     public java.util.Optional<String> fingerprint() {
         return java.util.Optional.of(fingerprint);
