@@ -4,11 +4,10 @@ import io.jcomm.api.DType;
 import io.jcomm.api.ObjectCodec;
 import io.jcomm.api.ProtocolException;
 import io.jcomm.api.Tensor;
+import io.jcomm.api.internal.Utf8;
 import java.nio.BufferUnderflowException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import java.nio.charset.CharacterCodingException;
-import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -282,11 +281,10 @@ public final class TensorDictCodec {
     private static String utf8(ByteBuffer in, int len, int index) {
         ByteBuffer slice = in.slice().limit(len);
         in.position(in.position() + len);
-        try {
-            return StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
-                    .onUnmappableCharacter(CodingErrorAction.REPORT).decode(slice).toString();
-        } catch (CharacterCodingException e) {
+        String s = Utf8.decodeStrict(slice);
+        if (s == null) {
             throw new ProtocolException("entry " + index + ": key is not valid UTF-8");
         }
+        return s;
     }
 }

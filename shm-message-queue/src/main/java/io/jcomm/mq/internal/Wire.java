@@ -1,11 +1,10 @@
 package io.jcomm.mq.internal;
 
 import io.jcomm.api.ProtocolException;
+import io.jcomm.api.internal.Utf8;
 import java.nio.BufferUnderflowException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import java.nio.charset.CharacterCodingException;
-import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -90,13 +89,11 @@ public final class Wire {
 
     /** An i32-length-prefixed UTF-8 string of at most {@code maxBytes} bytes. */
     public static String string(ByteBuffer in, int maxBytes, String what) {
-        byte[] b = bytes(in, maxBytes, what);
-        try {
-            return StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
-                    .onUnmappableCharacter(CodingErrorAction.REPORT).decode(ByteBuffer.wrap(b)).toString();
-        } catch (CharacterCodingException e) {
+        String s = Utf8.decodeStrict(ByteBuffer.wrap(bytes(in, maxBytes, what)));
+        if (s == null) {
             throw new ProtocolException("malformed UTF-8 in " + what);
         }
+        return s;
     }
 
     /** An i32 count and at most {@code max} i32 values. */

@@ -1,10 +1,9 @@
 package io.jcomm.cpu.codec;
 
 import io.jcomm.api.ProtocolException;
+import io.jcomm.api.internal.Utf8;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import java.nio.charset.CharacterCodingException;
-import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 
 /**
@@ -124,13 +123,13 @@ final class Scalars {
             case NULL:
                 exactly(form, n, 0);
                 return null;
-            case STRING:
-                try {
-                    return StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
-                            .onUnmappableCharacter(CodingErrorAction.REPORT).decode(in).toString();
-                } catch (CharacterCodingException e) {
+            case STRING: {
+                String s = Utf8.decodeStrict(in);
+                if (s == null) {
                     throw new ProtocolException("malformed UTF-8 in a string of " + n + " bytes");
                 }
+                return s;
+            }
             case LONG:
                 exactly(form, n, 8);
                 return in.getLong();

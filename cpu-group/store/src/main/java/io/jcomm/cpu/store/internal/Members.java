@@ -1,9 +1,8 @@
 package io.jcomm.cpu.store.internal;
 
 import io.jcomm.api.DistributedConfig;
+import io.jcomm.api.internal.Utf8;
 import java.nio.ByteBuffer;
-import java.nio.charset.CharacterCodingException;
-import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Iterator;
@@ -61,14 +60,8 @@ public final class Members {
         if (utf8.length == 0 || utf8.length > DistributedConfig.MAX_JOB_ID_BYTES) {
             return null;
         }
-        String s;
-        try {
-            s = StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
-                    .onUnmappableCharacter(CodingErrorAction.REPORT).decode(ByteBuffer.wrap(utf8)).toString();
-        } catch (CharacterCodingException e) {
-            return null;
-        }
-        return checkJobId(s) == null ? s : null;
+        String s = Utf8.decodeStrict(ByteBuffer.wrap(utf8));
+        return s != null && checkJobId(s) == null ? s : null;
     }
 
     /**
