@@ -94,8 +94,21 @@ public final class JobRegistry implements AutoCloseable {
      */
     public static JobRegistry open(Path directory) {
         Objects.requireNonNull(directory, "directory");
-        ensureDirectory(directory, OpContext.of("registry", -1, "open"));
+        checkDirectory(directory, OpContext.of("registry", -1, "open"), true);
         return new JobRegistry(directory);
+    }
+
+    /**
+     * {@link #open} for readers ({@code commtop}, the launcher's clean-up): the same checks, but a
+     * directory that does not exist is not made (no registered process; a reader that made it would
+     * leave an empty one behind). Empty then.
+     *
+     * @throws StoreException if its path is a symbolic link, a file or another user's directory
+     */
+    public static Optional<JobRegistry> openIfExists(Path directory) {
+        Objects.requireNonNull(directory, "directory");
+        return checkDirectory(directory, OpContext.of("registry", -1, "open"), false)
+                ? Optional.of(new JobRegistry(directory)) : Optional.empty();
     }
 
     /** The registry directory. */
@@ -135,7 +148,7 @@ public final class JobRegistry implements AutoCloseable {
                 if (attempt >= 2) {
                     throw new StoreException(ctx, "cannot write " + tmp + ": " + e, e);
                 }
-                ensureDirectory(directory, ctx);
+                checkDirectory(directory, ctx, true);
             } catch (IOException e) {
                 deleteQuietly(tmp);
                 throw new StoreException(ctx, "cannot write " + tmp + ": " + e, e);
@@ -229,22 +242,31 @@ public final class JobRegistry implements AutoCloseable {
         }
     }
 
-    private static void ensureDirectory(Path directory, OpContext ctx) {
+    /**
+     * Checks the registry directory, making it first when {@code create}; whether it exists (always
+     * true when {@code create}).
+     */
+    private static boolean checkDirectory(Path directory, OpContext ctx, boolean create) {
         if (Files.isSymbolicLink(directory)) {
             throw new StoreException(ctx, directory + " is a symbolic link; refusing to use it as the job registry");
         }
-        Path parent = directory.toAbsolutePath().getParent();
-        if (parent == null || !Files.isDirectory(parent)) {
-            throw new StoreException(ctx, "directory of " + directory + " does not exist");
-        }
-        try {
-            Files.createDirectory(directory, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
-        } catch (FileAlreadyExistsException e) {
-            if (!Files.isDirectory(directory, LinkOption.NOFOLLOW_LINKS)) {
-                throw new StoreException(ctx, directory + " exists and is not a directory");
+        if (create) {
+            Path parent = directory.toAbsolutePath().getParent();
+            if (parent == null || !Files.isDirectory(parent)) {
+                throw new StoreException(ctx, "directory of " + directory + " does not exist");
             }
-        } catch (IOException e) {
-            throw new StoreException(ctx, "cannot make " + directory + ": " + e, e);
+            try {
+                Files.createDirectory(directory, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+            } catch (FileAlreadyExistsException e) {
+                // checked below
+            } catch (IOException e) {
+                throw new StoreException(ctx, "cannot make " + directory + ": " + e, e);
+            }
+        } else if (!Files.exists(directory, LinkOption.NOFOLLOW_LINKS)) {
+            return false;
+        }
+        if (!Files.isDirectory(directory, LinkOption.NOFOLLOW_LINKS)) {
+            throw new StoreException(ctx, directory + " exists and is not a directory");
         }
         // another user's directory (made first, perhaps to read or plant entries) is not this user's registry
         try {
@@ -256,6 +278,7 @@ public final class JobRegistry implements AutoCloseable {
         } catch (IOException | UnsupportedOperationException | IllegalArgumentException e) {
             // no unix attributes or no /proc: the permissions checks of the file system remain
         }
+        return true;
     }
 
     /** The entry in {@code file}, or null when it is not a regular file of at most the limit holding an entry. */

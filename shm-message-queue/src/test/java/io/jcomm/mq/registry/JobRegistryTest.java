@@ -202,6 +202,12 @@ class JobRegistryTest {
         Path link = Files.createSymbolicLink(tmp.resolve("registry"), target);
         io.jcomm.api.StoreException e = assertThrows(io.jcomm.api.StoreException.class, () -> JobRegistry.open(link));
         assertTrue(e.getMessage().contains("symbolic link"), e.getMessage());
+        e = assertThrows(io.jcomm.api.StoreException.class, () -> JobRegistry.openIfExists(link));
+        assertTrue(e.getMessage().contains("symbolic link"), e.getMessage());
+        // a reader never makes the directory
+        assertTrue(JobRegistry.openIfExists(tmp.resolve("absent")).isEmpty());
+        assertFalse(Files.exists(tmp.resolve("absent")));
+        assertTrue(JobRegistry.openIfExists(target).isPresent());
         Path file = Files.writeString(tmp.resolve("file"), "x");
         e = assertThrows(io.jcomm.api.StoreException.class, () -> JobRegistry.open(file));
         assertTrue(e.getMessage().contains("not a directory"), e.getMessage());

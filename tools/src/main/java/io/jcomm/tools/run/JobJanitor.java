@@ -11,6 +11,7 @@ import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
@@ -180,11 +181,17 @@ final class JobJanitor {
      * removed.
      */
     int cleanRegistry() {
-        if (registry == null || !Files.isDirectory(registry, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+        if (registry == null) {
             return 0;
         }
-        try (JobRegistry r = JobRegistry.open(registry)) {
-            return r.scan().dead().size();
+        try {
+            Optional<JobRegistry> opened = JobRegistry.openIfExists(registry);
+            if (opened.isEmpty()) {
+                return 0;
+            }
+            try (JobRegistry r = opened.get()) {
+                return r.scan().dead().size();
+            }
         } catch (RuntimeException e) {
             return 0;
         }

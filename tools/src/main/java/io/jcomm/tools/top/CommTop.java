@@ -140,12 +140,12 @@ public final class CommTop implements Callable<Integer> {
         if (dir.isEmpty()) {
             return null;
         }
-        if (!Files.exists(dir.get())) {
-            err.println("commtop: no job registry at " + dir.get() + " (no job registered yet): listing flight recorders");
-            return null;
-        }
         try {
-            return JobRegistry.open(dir.get());
+            Optional<JobRegistry> r = JobRegistry.openIfExists(dir.get());
+            if (r.isEmpty()) {
+                err.println("commtop: no job registry at " + dir.get() + " (no job registered yet): listing flight recorders");
+            }
+            return r.orElse(null);
         } catch (RuntimeException e) {
             err.println("commtop: cannot open the job registry " + dir.get() + " (" + e + "): listing flight recorders");
             return null;
