@@ -156,11 +156,11 @@ public final class ForyCodec implements ObjectCodec {
         }
         ThreadSafeFory f = fory();
         try {
-            byte[] body = f.serialize(value);
-            byte[] out = new byte[1 + body.length];
-            out[0] = Scalars.FORY;
-            System.arraycopy(body, 0, out, 1, body.length);
-            return out;
+            // the form byte, then Fory's bytes written after it in the same buffer (no second copy)
+            MemoryBuffer out = MemoryBuffer.newHeapBuffer(64);
+            out.writeByte(Scalars.FORY);
+            f.serialize(out, value);
+            return out.getBytes(0, out.writerIndex());
         } catch (RuntimeException e) {
             throw new ProtocolException("cannot encode " + (value == null ? "null" : value.getClass().getName())
                     + " (is the type registered with the codec?): " + e.getMessage());

@@ -50,6 +50,14 @@ class ForyCodecTest {
         list.add(m);
         assertEquals(m.key(), ((Meta) c.decode(c.encode(list), List.class).get(0)).key());
         assertNull(c.decode(c.encode(null), Object.class));
+        // a Fory value far larger than its first buffer, after the form byte
+        List<Long> big = new ArrayList<>();
+        for (long i = 0; i < 10_000; i++) {
+            big.add(i * 1_000_003L);
+        }
+        byte[] bigBytes = c.encode(big);
+        assertEquals(Scalars.FORY, bigBytes[0]);
+        assertEquals(big, c.decode(bigBytes, List.class));
         byte[] framed = new byte[100];
         byte[] enc = c.encode("x");
         System.arraycopy(enc, 0, framed, 10, enc.length);
