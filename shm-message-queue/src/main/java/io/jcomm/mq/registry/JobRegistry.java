@@ -18,6 +18,7 @@ import java.nio.file.OpenOption;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -57,6 +58,9 @@ public final class JobRegistry implements AutoCloseable {
     public static final int MAX_ENTRY_BYTES = 16 * 1024;
     /** The most files one scan looks at. */
     public static final int MAX_FILES = 4096;
+
+    /** Tries of one write against the directory's removal by the last process to leave. */
+    static final int MAX_WRITE_ATTEMPTS = 16;
 
     static final String KEY_PREFIX = "proc-";
     static final String TEMP_PREFIX = ".tmp-";
@@ -144,8 +148,9 @@ public final class JobRegistry implements AutoCloseable {
                         StandardCopyOption.REPLACE_EXISTING);
                 return;
             } catch (NoSuchFileException e) {
-                // the last process to leave removed the directory meanwhile: make it again (a few times)
-                if (attempt >= 2) {
+                // the last process to leave removed the directory meanwhile: make it again (bounded: each
+                // try loses only to a removal that came between the making and the write)
+                if (attempt >= MAX_WRITE_ATTEMPTS - 1) {
                     throw new StoreException(ctx, "cannot write " + tmp + ": " + e, e);
                 }
                 checkDirectory(directory, ctx, true);
@@ -247,9 +252,6 @@ public final class JobRegistry implements AutoCloseable {
      * true when {@code create}).
      */
     private static boolean checkDirectory(Path directory, OpContext ctx, boolean create) {
-        if (Files.isSymbolicLink(directory)) {
-            throw new StoreException(ctx, directory + " is a symbolic link; refusing to use it as the job registry");
-        }
         if (create) {
             Path parent = directory.toAbsolutePath().getParent();
             if (parent == null || !Files.isDirectory(parent)) {
@@ -258,14 +260,24 @@ public final class JobRegistry implements AutoCloseable {
             try {
                 Files.createDirectory(directory, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
             } catch (FileAlreadyExistsException e) {
-                // checked below
+                // a directory, a link or a file: checked below
             } catch (IOException e) {
                 throw new StoreException(ctx, "cannot make " + directory + ": " + e, e);
             }
-        } else if (!Files.exists(directory, LinkOption.NOFOLLOW_LINKS)) {
-            return false;
         }
-        if (!Files.isDirectory(directory, LinkOption.NOFOLLOW_LINKS)) {
+        // one look at what is there now (the last process to leave may remove it at any moment)
+        BasicFileAttributes there;
+        try {
+            there = Files.readAttributes(directory, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+        } catch (NoSuchFileException e) {
+            return create; // absent for a reader; gone again for a writer, whose write makes it again
+        } catch (IOException e) {
+            throw new StoreException(ctx, "cannot look at " + directory + ": " + e, e);
+        }
+        if (there.isSymbolicLink()) {
+            throw new StoreException(ctx, directory + " is a symbolic link; refusing to use it as the job registry");
+        }
+        if (!there.isDirectory()) {
             throw new StoreException(ctx, directory + " exists and is not a directory");
         }
         // another user's directory (made first, perhaps to read or plant entries) is not this user's registry
