@@ -63,6 +63,10 @@ import java.util.TreeSet;
  *       through a small shared region per rank (made when the group is created: two slots of this size), without
  *       a socket (0: off; rounded down to a multiple of 64)</td><td>0 - 16 MiB</td><td>64 KiB</td></tr>
  *   <tr><td>{@value #SHM_DIR}</td><td>directory of the ring files</td><td>a path</td><td>/dev/shm</td></tr>
+ *   <tr><td>{@value #SHM_NATIVE_COPY}</td><td>{@code true}: copies of at least 1 KiB into and out of shared
+ *       memory use the CPU's string copy ({@code libjcommcopy.so}, bundled for linux-x86_64; Java's copy where it
+ *       is not loaded); {@code false}: Java's copy always. Java's stores into cache lines that the peer's core
+ *       read are several times slower (docs/PERFORMANCE.md)</td><td>true, false</td><td>true</td></tr>
  *   <tr><td>{@value #FRESH_NAMESPACE}</td><td>{@code true}: the caller guarantees that the group's store
  *       namespace is used by this incarnation of the group only (as {@code ParallelState} does), so creation
  *       skips the per-rank incarnation counter: one store round trip fewer</td><td>true, false</td>
@@ -91,6 +95,7 @@ public final class TcpOptions implements BackendOptions {
     public static final String SHM_STAGING_BYTES = "tcp.shm.stagingBytes";
     public static final String SHM_COLLECTIVE_MIN_BYTES = "tcp.shm.collectiveMinBytes";
     public static final String SHM_FAST_BYTES = "tcp.shm.fastBytes";
+    public static final String SHM_NATIVE_COPY = "tcp.shm.nativeCopy";
     public static final String HOST_ID = "tcp.hostId";
     public static final String FRESH_NAMESPACE = "tcp.freshNamespace";
 
@@ -98,7 +103,7 @@ public final class TcpOptions implements BackendOptions {
     public static final Set<String> KEYS = Set.of(TRANSPORT, SPIN_MICROS, SEGMENT_BYTES, SMALL_BYTES,
             MAX_UNEXPECTED_BYTES, SEND_BUDGET_BYTES, SEND_BUDGET_MESSAGES, SOCKET_BUFFER_BYTES, SHM,
             SHM_THRESHOLD_BYTES, SHM_RING_BYTES, SHM_DIR, SHM_STAGING_BYTES, SHM_COLLECTIVE_MIN_BYTES, SHM_FAST_BYTES,
-            HOST_ID, FRESH_NAMESPACE);
+            SHM_NATIVE_COPY, HOST_ID, FRESH_NAMESPACE);
 
     private static final String BACKEND = "tcp";
     private static final String PREFIX = BACKEND + ".";
@@ -189,6 +194,7 @@ public final class TcpOptions implements BackendOptions {
     private final Integer shmStagingBytes;
     private final Integer shmCollectiveMinBytes;
     private final Integer shmFastBytes;
+    private final Boolean shmNativeCopy;
     private final String hostId;
     private final Boolean freshNamespace;
     private final Map<String, String> map;
@@ -212,6 +218,7 @@ public final class TcpOptions implements BackendOptions {
         shmStagingBytes = checkRange(SHM_STAGING_BYTES, b.shmStagingBytes);
         shmCollectiveMinBytes = checkRange(SHM_COLLECTIVE_MIN_BYTES, b.shmCollectiveMinBytes);
         shmFastBytes = checkRange(SHM_FAST_BYTES, b.shmFastBytes);
+        shmNativeCopy = b.shmNativeCopy;
         hostId = b.hostId;
         freshNamespace = b.freshNamespace;
 
@@ -231,6 +238,7 @@ public final class TcpOptions implements BackendOptions {
         put(m, SHM_STAGING_BYTES, shmStagingBytes);
         put(m, SHM_COLLECTIVE_MIN_BYTES, shmCollectiveMinBytes);
         put(m, SHM_FAST_BYTES, shmFastBytes);
+        put(m, SHM_NATIVE_COPY, shmNativeCopy);
         put(m, HOST_ID, hostId);
         put(m, FRESH_NAMESPACE, freshNamespace);
         map = Collections.unmodifiableMap(m);
@@ -274,6 +282,7 @@ public final class TcpOptions implements BackendOptions {
                 case SHM_STAGING_BYTES -> b.shmStagingBytes(parseInt(key, v));
                 case SHM_COLLECTIVE_MIN_BYTES -> b.shmCollectiveMinBytes(parseInt(key, v));
                 case SHM_FAST_BYTES -> b.shmFastBytes(parseInt(key, v));
+                case SHM_NATIVE_COPY -> b.shmNativeCopy(parseBoolean(key, v));
                 case HOST_ID -> b.hostId(v);
                 case FRESH_NAMESPACE -> b.freshNamespace(parseBoolean(key, v));
                 default -> throw new IllegalArgumentException("unknown option '" + key + "' of CPU backend " + BACKEND
@@ -313,6 +322,7 @@ public final class TcpOptions implements BackendOptions {
         b.shmStagingBytes = shmStagingBytes;
         b.shmCollectiveMinBytes = shmCollectiveMinBytes;
         b.shmFastBytes = shmFastBytes;
+        b.shmNativeCopy = shmNativeCopy;
         b.hostId = hostId;
         b.freshNamespace = freshNamespace;
         return b;
@@ -391,6 +401,11 @@ public final class TcpOptions implements BackendOptions {
     /** {@value #SHM_FAST_BYTES}. */
     public int shmFastBytes() {
         return shmFastBytes != null ? shmFastBytes : SHM_FAST_BYTES_DEFAULT;
+    }
+
+    /** {@value #SHM_NATIVE_COPY}. */
+    public boolean shmNativeCopy() {
+        return shmNativeCopy == null || shmNativeCopy;
     }
 
     /** {@value #HOST_ID}; empty: the backend uses {@link io.jcomm.api.HostIdentity#local()}. */
@@ -504,6 +519,7 @@ public final class TcpOptions implements BackendOptions {
         private Integer shmStagingBytes;
         private Integer shmCollectiveMinBytes;
         private Integer shmFastBytes;
+        private Boolean shmNativeCopy;
         private String hostId;
         private Boolean freshNamespace;
 
@@ -540,6 +556,8 @@ public final class TcpOptions implements BackendOptions {
         public Builder shmCollectiveMinBytes(int v) { this.shmCollectiveMinBytes = v; return this; }
         /** {@value TcpOptions#SHM_FAST_BYTES}. */
         public Builder shmFastBytes(int v) { this.shmFastBytes = v; return this; }
+        /** {@value TcpOptions#SHM_NATIVE_COPY}. */
+        public Builder shmNativeCopy(boolean v) { this.shmNativeCopy = v; return this; }
         /** {@value TcpOptions#HOST_ID}; {@code null}: unset. */
         public Builder hostId(String v) { this.hostId = v; return this; }
         /** {@value TcpOptions#FRESH_NAMESPACE}. */

@@ -21,7 +21,7 @@ class TcpOptionsTest {
         return TcpOptions.builder().transport(TcpOptions.Transport.NIO).spinMicros(7).segmentBytes(8192)
                 .smallBytes(1000).maxUnexpectedBytes(5L << 30).sendBudgetBytes(123_456).sendBudgetMessages(9)
                 .socketBufferBytes(65536).shm(TcpOptions.Shm.OFF).shmThresholdBytes(4096).shmRingBytes(1 << 20)
-                .shmDir(Path.of("/tmp/rings")).shmStagingBytes(1 << 22).shmCollectiveMinBytes(2048).shmFastBytes(4096).hostId("h-1")
+                .shmDir(Path.of("/tmp/rings")).shmStagingBytes(1 << 22).shmCollectiveMinBytes(2048).shmFastBytes(4096).shmNativeCopy(false).hostId("h-1")
                 .freshNamespace(true).build();
     }
 
@@ -45,6 +45,7 @@ class TcpOptionsTest {
         assertEquals(16 << 20, o.shmStagingBytes());
         assertEquals(256 << 10, o.shmCollectiveMinBytes());
         assertEquals(64 << 10, o.shmFastBytes());
+        assertTrue(o.shmNativeCopy());
         assertEquals(Optional.empty(), o.hostId());
         assertFalse(o.freshNamespace());
         assertEquals(o, TcpOptions.fromMap(Map.of()));
@@ -68,6 +69,7 @@ class TcpOptionsTest {
         assertEquals(1 << 22, o.shmStagingBytes());
         assertEquals(2048, o.shmCollectiveMinBytes());
         assertEquals(4096, o.shmFastBytes());
+        assertFalse(o.shmNativeCopy());
         assertEquals(Optional.of("h-1"), o.hostId());
         assertTrue(o.freshNamespace());
 
@@ -78,6 +80,7 @@ class TcpOptionsTest {
         assertEquals("5368709120", m.get(TcpOptions.MAX_UNEXPECTED_BYTES));
         assertEquals("/tmp/rings", m.get(TcpOptions.SHM_DIR));
         assertEquals("true", m.get(TcpOptions.FRESH_NAMESPACE));
+        assertEquals("false", m.get(TcpOptions.SHM_NATIVE_COPY));
         assertThrows(UnsupportedOperationException.class, () -> m.put(TcpOptions.SHM, "true"));
 
         assertEquals(o, TcpOptions.fromMap(m));
@@ -124,6 +127,7 @@ class TcpOptionsTest {
         rejected(TcpOptions.TRANSPORT, "rdma", null, "must be auto, epoll or nio, got rdma");
         rejected(TcpOptions.SHM, "maybe", null, "must be auto, true or false, got maybe");
         rejected(TcpOptions.FRESH_NAMESPACE, "yes", null, "must be true or false, got yes");
+        rejected(TcpOptions.SHM_NATIVE_COPY, "1", null, "must be true or false, got 1");
         rejected(TcpOptions.SPIN_MICROS, "x", null, "is not an integer: x");
         rejected(TcpOptions.SPIN_MICROS, "-1", b -> b.spinMicros(-1), "= -1 not in [0, 1000000]");
         rejected(TcpOptions.SPIN_MICROS, "1000001", b -> b.spinMicros(1_000_001), "not in [0, 1000000]");

@@ -196,7 +196,7 @@ final class MeshBootstrap {
             }
             boolean sameHost = peers[r][3].equals(hostId);
             if (engine.shm.ringsEnabled() && sameHost && peers[r][4].equals("shm")) {
-                engine.links[r].shm = new ShmLink();
+                engine.links[r].shm = new ShmLink(engine.cfg.shmNativeCopy);
                 engine.links[r].shm.bind(engine.links[r]);
             }
             stagingCandidate &= sameHost && peers[r][5].equals(stagingOffer);

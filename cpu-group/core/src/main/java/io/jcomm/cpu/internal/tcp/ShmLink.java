@@ -1,5 +1,6 @@
 package io.jcomm.cpu.internal.tcp;
 
+import io.jcomm.cpu.internal.NativeCopy;
 import io.jcomm.cpu.spi.Reductions;
 import java.nio.ByteBuffer;
 import java.util.ArrayDeque;
@@ -63,6 +64,7 @@ final class ShmLink {
 
     private ShmRings.Ring in;
     private ShmRings.Ring out;
+    private final boolean nativeCopy;
     private final ArrayDeque<Out> outQueue = new ArrayDeque<>();
     private final ArrayDeque<In> inQueue = new ArrayDeque<>();
     private long head;      // producer position (out ring), mirrors what was published
@@ -75,6 +77,11 @@ final class ShmLink {
     ShmRings.Ring offered;
     /** Whether this rank offered (or failed to create) its outbound ring: it does so once. */
     boolean offerTried;
+
+    /** @param nativeCopy whether payloads move with {@link NativeCopy} ({@code tcp.shm.nativeCopy}) */
+    ShmLink(boolean nativeCopy) {
+        this.nativeCopy = nativeCopy;
+    }
 
     /** Takes the peer's ring for payloads from it (before any header flagged for it can arrive). */
     void attachIn(ShmRings.Ring ring) {
@@ -206,10 +213,10 @@ final class ShmLink {
         int first = Math.min(n, out.capacity - pos);
         ByteBuffer s = src.duplicate();
         s.position(src.position() + from).limit(src.position() + from + first);
-        out.data.duplicate().position(pos).put(s);
+        NativeCopy.put(out.data.duplicate().position(pos), s, nativeCopy);
         if (first < n) {
             s.limit(src.position() + from + n).position(src.position() + from + first);
-            out.data.duplicate().position(0).put(s);
+            NativeCopy.put(out.data.duplicate().position(0), s, nativeCopy);
         }
     }
 
@@ -275,10 +282,10 @@ final class ShmLink {
         int first = Math.min(n, in.capacity - pos);
         ByteBuffer d = dst.duplicate();
         d.position(at).limit(at + first);
-        d.put(in.data.duplicate().position(pos).limit(pos + first));
+        NativeCopy.put(d, in.data.duplicate().position(pos).limit(pos + first), nativeCopy);
         if (first < n) {
             d.limit(at + n);
-            d.put(in.data.duplicate().position(0).limit(n - first));
+            NativeCopy.put(d, in.data.duplicate().position(0).limit(n - first), nativeCopy);
         }
     }
 

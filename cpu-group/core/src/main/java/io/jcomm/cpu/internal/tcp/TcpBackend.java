@@ -6,6 +6,7 @@ import io.jcomm.api.Deadline;
 import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
+import io.jcomm.cpu.internal.NativeCopy;
 import io.jcomm.cpu.internal.OpCodes;
 import io.jcomm.cpu.spi.CpuBackend;
 import io.jcomm.cpu.spi.Reductions;
@@ -136,6 +137,14 @@ final class TcpBackend implements CpuBackend {
             work = ByteBuffer.allocateDirect(cap).order(ByteOrder.LITTLE_ENDIAN);
         }
         return slice(work, 0, n);
+    }
+
+    /**
+     * {@code dst.put(src)} for copies into and out of shared memory: with {@link NativeCopy} where
+     * {@code tcp.shm.nativeCopy} allows it.
+     */
+    private ByteBuffer copy(ByteBuffer dst, ByteBuffer src) {
+        return NativeCopy.put(dst, src, cfg.shmNativeCopy);
     }
 
     private static ByteBuffer slice(ByteBuffer b, long offset, long length) {
@@ -448,10 +457,10 @@ final class TcpBackend implements CpuBackend {
             e.shm.gateStaging(st, op, piece);
             ByteBuffer mine = st.input(rank, piece);
             if (c0 > 0) {
-                slice(mine, 0, (long) c0 * es).put(slice(buf, p0 * es, (long) c0 * es));
+                copy(slice(mine, 0, (long) c0 * es), slice(buf, p0 * es, (long) c0 * es));
             }
             if (c1 < pe) {
-                slice(mine, (long) c1 * es, (long) (pe - c1) * es).put(slice(buf, (p0 + c1) * es, (long) (pe - c1) * es));
+                copy(slice(mine, (long) c1 * es, (long) (pe - c1) * es), slice(buf, (p0 + c1) * es, (long) (pe - c1) * es));
             }
             st.publishInput(piece, op.seq, count, code, p0);
             e.shm.awaitStaging(st, op, ShmStaging.INPUT_SEQ, piece, code, count, p0);
@@ -464,7 +473,7 @@ final class TcpBackend implements CpuBackend {
             if (rop == ReduceOp.AVG) {
                 Reductions.reduceManyInPlace(t, rop, out, ins, rank, c1 - c0, null);
                 Reductions.divide(t, out, c1 - c0, size);
-                result.put(out.duplicate());
+                copy(result, out.duplicate());
             } else {
                 Reductions.reduceManyInPlace(t, rop, out, ins, rank, c1 - c0, result);
             }
@@ -476,8 +485,8 @@ final class TcpBackend implements CpuBackend {
                 }
                 int q0 = (int) ((long) pe * r / size);
                 int q1 = (int) ((long) pe * (r + 1) / size);
-                slice(buf, (p0 + q0) * es, (long) (q1 - q0) * es)
-                        .put(slice(st.result(r, piece), (long) q0 * es, (long) (q1 - q0) * es));
+                copy(slice(buf, (p0 + q0) * es, (long) (q1 - q0) * es),
+                        slice(st.result(r, piece), (long) q0 * es, (long) (q1 - q0) * es));
             }
         }
     }
@@ -495,7 +504,7 @@ final class TcpBackend implements CpuBackend {
         long code = sharedCode(op, t, rop);
         long piece = f.nextPiece();
         e.shm.gateStaging(f, op, piece);
-        f.input(rank, piece).put(buf.duplicate());
+        copy(f.input(rank, piece), buf.duplicate());
         f.publishInput(piece, op.seq, n, code, 0);
         e.shm.awaitStaging(f, op, ShmStaging.INPUT_SEQ, piece, code, n, 0);
         if (n == 0) {
@@ -534,14 +543,14 @@ final class TcpBackend implements CpuBackend {
             e.shm.gateStaging(st, op, piece);
             long mine = Math.max(0, Math.min(pieceElems, counts[rank] - p0));
             if (mine > 0) {
-                slice(st.input(rank, piece), 0, mine * es).put(slice(in, p0 * es, mine * es));
+                copy(slice(st.input(rank, piece), 0, mine * es), slice(in, p0 * es, mine * es));
             }
             st.publishInput(piece, op.seq, countField, code, p0);
             e.shm.awaitStaging(st, op, ShmStaging.INPUT_SEQ, piece, code, countField, p0);
             for (int r = 0; r < size; r++) {
                 long n = Math.max(0, Math.min(pieceElems, counts[r] - p0));
                 if (r != rank && n > 0) {
-                    slice(out, (off[r] + p0) * es, n * es).put(slice(st.input(r, piece), 0, n * es));
+                    copy(slice(out, (off[r] + p0) * es, n * es), slice(st.input(r, piece), 0, n * es));
                 }
             }
         }
@@ -566,12 +575,12 @@ final class TcpBackend implements CpuBackend {
             // previous one (same slot), whose descriptor a slow rank may still be checking
             e.shm.gateStaging(st, op, piece);
             if (rank == src) {
-                slice(st.input(rank, piece), 0, n * es).put(slice(buf, p0 * es, n * es));
+                copy(slice(st.input(rank, piece), 0, n * es), slice(buf, p0 * es, n * es));
                 st.publishInput(piece, op.seq, count, code, p0);
             } else {
                 st.publishInput(piece, op.seq, count, code, p0); // "done with the previous piece"
                 e.shm.awaitStagingFrom(st, op, src, piece, code, count, p0);
-                slice(buf, p0 * es, n * es).put(slice(st.input(src, piece), 0, n * es));
+                copy(slice(buf, p0 * es, n * es), slice(st.input(src, piece), 0, n * es));
             }
         }
     }
@@ -594,7 +603,7 @@ final class TcpBackend implements CpuBackend {
             e.shm.gateStaging(st, op, piece);
             ByteBuffer mine = st.input(rank, piece);
             for (int c = 0; c < size; c++) {
-                slice(mine, (long) c * pe * es, (long) pe * es).put(slice(in, (c * count + p0) * es, (long) pe * es));
+                copy(slice(mine, (long) c * pe * es, (long) pe * es), slice(in, (c * count + p0) * es, (long) pe * es));
             }
             st.publishInput(piece, op.seq, count, code, p0);
             e.shm.awaitStaging(st, op, ShmStaging.INPUT_SEQ, piece, code, count, p0);

@@ -24,6 +24,7 @@ final class TcpConfig {
     final int shmStagingBytes;
     final int shmCollectiveMinBytes;
     final int shmFastBytes;
+    final boolean shmNativeCopy;
     final String hostId;
     final boolean freshNamespace;
 
@@ -47,6 +48,7 @@ final class TcpConfig {
         shmStagingBytes = o.shmStagingBytes() & ~16383;
         shmCollectiveMinBytes = o.shmCollectiveMinBytes();
         shmFastBytes = o.shmFastBytes() & ~63;
+        shmNativeCopy = o.shmNativeCopy();
         hostId = o.hostId().orElse(null);
         freshNamespace = o.freshNamespace();
     }

@@ -1,0 +1,92 @@
+package io.jcomm.cpu.internal;
+
+import io.jcomm.api.Availability;
+import java.io.IOException;
+import java.nio.BufferOverflowException;
+import java.nio.ByteBuffer;
+import java.nio.ReadOnlyBufferException;
+
+/**
+ * Copies between direct buffers with the CPU's string copy ({@code rep movsb}, in {@code libjcommcopy.so})
+ * instead of Java's 8- to 64-byte stores: writing a block into shared memory whose cache lines another
+ * core read last is 5-6x faster that way on the machines measured (docs/PERFORMANCE.md). The tcp
+ * backend's shared-memory paths copy through {@link #put}; the library is optional, and without it
+ * (another platform, no C compiler at build time, {@code tcp.shm.nativeCopy=false}) they copy with Java.
+ *
+ * <p>Native code only ever sees ranges this class checked: both buffers direct, each range within its
+ * buffer's position and limit. A mapped file that another process of the same user truncates under the
+ * copy faults (SIGBUS) in native code as it would in Java; only the same user can do that. Thread safe
+ * (stateless after loading).
+ */
+public final class NativeCopy {
+
+    /**
+     * Below this many bytes {@link #put} copies with Java: a JNI call costs about as much as Java's copy of
+     * a few hundred bytes, and small writes touch few lines.
+     */
+    public static final int MIN_BYTES = 1024;
+
+    /** System property naming a {@code libjcommcopy.so} to load instead of the bundled one. */
+    public static final String LIBRARY_PROP = "jcomm.copy.library";
+
+    private NativeCopy() {
+    }
+
+    private static final class Lib {
+        static final Availability VALUE = load();
+        static final boolean LOADED = VALUE.available();
+    }
+
+    private static Availability load() {
+        try {
+            String where = NativeLibraries.load(NativeCopy.class, "jcommcopy", LIBRARY_PROP);
+            if (probe0() != 1) {
+                return Availability.unavailable("libjcommcopy.so answered its probe wrongly (" + where + ")");
+            }
+            return Availability.available("rep movsb via JNI (" + where + ")");
+        } catch (NativeLibraries.Missing e) {
+            return Availability.unavailable(e.getMessage());
+        } catch (UnsatisfiedLinkError | IOException | RuntimeException e) {
+            return Availability.unavailable("could not load libjcommcopy.so: " + e);
+        }
+    }
+
+    /** Whether the native copy is loaded, and why (not). Loads it on first call; never throws. */
+    public static Availability availability() {
+        return Lib.VALUE;
+    }
+
+    /**
+     * {@code dst.put(src)}: copies {@code src}'s remaining bytes to {@code dst} at its position and
+     * advances both positions, natively when {@code allowNative}, the library is loaded, both buffers
+     * are direct and the copy has at least {@link #MIN_BYTES}; with Java otherwise.
+     *
+     * @return {@code dst}
+     * @throws BufferOverflowException if {@code dst} has less room than {@code src} has bytes
+     * @throws ReadOnlyBufferException if {@code dst} is read-only
+     */
+    public static ByteBuffer put(ByteBuffer dst, ByteBuffer src, boolean allowNative) {
+        int n = src.remaining();
+        if (!allowNative || n < MIN_BYTES || !dst.isDirect() || !src.isDirect() || !Lib.LOADED) {
+            return dst.put(src);
+        }
+        if (dst.isReadOnly()) {
+            throw new ReadOnlyBufferException();
+        }
+        if (n > dst.remaining()) {
+            throw new BufferOverflowException();
+        }
+        int d = dst.position();
+        int s = src.position();
+        if (!copy0(dst, d, src, s, n)) {
+            throw new IllegalStateException("native copy refused a direct buffer");
+        }
+        dst.position(d + n);
+        src.position(s + n);
+        return dst;
+    }
+
+    private static native int probe0();
+
+    private static native boolean copy0(ByteBuffer dst, long dstOff, ByteBuffer src, long srcOff, long n);
+}
