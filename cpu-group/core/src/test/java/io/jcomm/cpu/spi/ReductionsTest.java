@@ -54,6 +54,111 @@ class ReductionsTest {
         assertThrows(IllegalArgumentException.class, () -> reduce(DType.BOOL, ReduceOp.AVG, new double[] {1}, new double[] {1}));
     }
 
+    /**
+     * The 32- and 64-bit kernels run through arrays from 256 elements on: bit for bit what the element loop
+     * gives, at sizes around the switch and the block, for NaN, signed zeros, infinities and overflow, with
+     * direct and heap buffers at odd positions.
+     */
+    @Test
+    void arrayKernelsMatchTheElementLoopBitForBit() {
+        java.util.Random rnd = new java.util.Random(7);
+        float[] specialsF = {Float.NaN, -0.0f, 0.0f, Float.POSITIVE_INFINITY, Float.NEGATIVE_INFINITY, Float.MIN_VALUE,
+                Float.MAX_VALUE, -1.5f};
+        double[] specialsD = {Double.NaN, -0.0, 0.0, Double.POSITIVE_INFINITY, Double.NEGATIVE_INFINITY, Double.MIN_VALUE,
+                Double.MAX_VALUE, -1.5};
+        for (int n : new int[] {255, 256, 257, 2047, 2048, 2049, 5000}) {
+            for (DType t : new DType[] {DType.F32, DType.F64, DType.I32, DType.I64}) {
+                int es = t.byteSize();
+                for (ReduceOp op : new ReduceOp[] {ReduceOp.SUM, ReduceOp.AVG, ReduceOp.PROD, ReduceOp.MIN, ReduceOp.MAX}) {
+                    for (boolean direct : new boolean[] {true, false}) {
+                        int off = 3;
+                        ByteBuffer a = (direct ? ByteBuffer.allocateDirect(off + n * es) : ByteBuffer.allocate(off + n * es))
+                                .order(ByteOrder.LITTLE_ENDIAN);
+                        ByteBuffer b = (direct ? ByteBuffer.allocateDirect(off + n * es) : ByteBuffer.allocate(off + n * es))
+                                .order(ByteOrder.LITTLE_ENDIAN);
+                        for (int i = 0; i < n; i++) {
+                            int at = off + i * es;
+                            boolean special = rnd.nextInt(8) == 0;
+                            switch (t) {
+                                case F32 -> {
+                                    a.putFloat(at, special ? specialsF[rnd.nextInt(specialsF.length)] : rnd.nextFloat() * 1e3f - 500);
+                                    b.putFloat(at, special ? specialsF[rnd.nextInt(specialsF.length)] : rnd.nextFloat() * 1e3f - 500);
+                                }
+                                case F64 -> {
+                                    a.putDouble(at, special ? specialsD[rnd.nextInt(specialsD.length)] : rnd.nextDouble() * 1e3 - 500);
+                                    b.putDouble(at, special ? specialsD[rnd.nextInt(specialsD.length)] : rnd.nextDouble() * 1e3 - 500);
+                                }
+                                case I32 -> {
+                                    a.putInt(at, rnd.nextInt());
+                                    b.putInt(at, rnd.nextInt());
+                                }
+                                default -> {
+                                    a.putLong(at, rnd.nextLong());
+                                    b.putLong(at, rnd.nextLong());
+                                }
+                            }
+                        }
+                        ByteBuffer want = ByteBuffer.allocate(n * es).order(ByteOrder.LITTLE_ENDIAN);
+                        for (int i = 0; i < n; i++) {
+                            int at = off + i * es;
+                            switch (t) {
+                                case F32 -> {
+                                    float x = a.getFloat(at);
+                                    float y = b.getFloat(at);
+                                    want.putFloat(i * es, switch (op) {
+                                        case PROD -> x * y;
+                                        case MIN -> Math.min(x, y);
+                                        case MAX -> Math.max(x, y);
+                                        default -> x + y;
+                                    });
+                                }
+                                case F64 -> {
+                                    double x = a.getDouble(at);
+                                    double y = b.getDouble(at);
+                                    want.putDouble(i * es, switch (op) {
+                                        case PROD -> x * y;
+                                        case MIN -> Math.min(x, y);
+                                        case MAX -> Math.max(x, y);
+                                        default -> x + y;
+                                    });
+                                }
+                                case I32 -> {
+                                    int x = a.getInt(at);
+                                    int y = b.getInt(at);
+                                    want.putInt(i * es, switch (op) {
+                                        case PROD -> x * y;
+                                        case MIN -> Math.min(x, y);
+                                        case MAX -> Math.max(x, y);
+                                        default -> x + y;
+                                    });
+                                }
+                                default -> {
+                                    long x = a.getLong(at);
+                                    long y = b.getLong(at);
+                                    want.putLong(i * es, switch (op) {
+                                        case PROD -> x * y;
+                                        case MIN -> Math.min(x, y);
+                                        case MAX -> Math.max(x, y);
+                                        default -> x + y;
+                                    });
+                                }
+                            }
+                        }
+                        Reductions.reduceInto(t, op, a.duplicate().position(off), b.duplicate().position(off), n);
+                        ByteBuffer got = a.duplicate().position(off);
+                        for (int i = 0; i < n * es; i++) {
+                            if (got.get(off + i) != want.get(i)) {
+                                throw new AssertionError(t + " " + op + " n=" + n + " direct=" + direct + ": byte " + i
+                                        + " (element " + i / es + ") differs from the element loop");
+                            }
+                        }
+                        assertEquals(0, b.position(), "input untouched");
+                    }
+                }
+            }
+        }
+    }
+
     private static void assertArrayEq(double[] expected, double[] got, String msg) {
         assertEquals(java.util.Arrays.toString(expected), java.util.Arrays.toString(got), msg);
     }
