@@ -56,7 +56,7 @@ final class CollectiveBenchCommand implements Callable<Integer> {
     boolean noFloor;
 
     @Option(names = "--idle-cpu", defaultValue = "0", description = "after the timed loops, leave the group without "
-            + "traffic for 2 s, then print each rank's process CPU over this many seconds, in % of one core (the "
+            + "traffic for 2 s, then print each rank's process CPU over this many seconds, in %% of one core (the "
             + "cost of a rank that waits for work; 0: not measured, the default)")
     int idleCpuSeconds;
 
