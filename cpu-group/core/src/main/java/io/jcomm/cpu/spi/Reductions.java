@@ -156,6 +156,9 @@ public final class Reductions {
         if (self < 0 || self >= ins.length) {
             throw new IllegalArgumentException("self " + self + " out of range");
         }
+        if (count >= ARRAYS_MIN_ELEMS && manyInPlaceThroughArrays(dtype, op, inout, ins, self, count, alsoTo)) {
+            return;
+        }
         int es = dtype.byteSize();
         int blockElems = Math.max(1, BLOCK_BYTES / es);
         // direct like every other buffer the kernels see: the loops stay monomorphic (a heap buffer's
@@ -572,6 +575,121 @@ public final class Reductions {
                 i64Arrays(op, x, y, m);
             }
             o.put(from, x, 0, m);
+        }
+    }
+
+    /**
+     * {@link #reduceManyInPlace} of the 32- and 64-bit types through per-thread arrays, like
+     * {@link #manyThroughArrays}. False for the other types.
+     */
+    private static boolean manyInPlaceThroughArrays(DType dtype, ReduceOp op, ByteBuffer inout, ByteBuffer[] ins,
+                                                    int self, int count, ByteBuffer alsoTo) {
+        switch (dtype) {
+            case F32: f32ManyInPlace(op, inout, ins, self, count, alsoTo); return true;
+            case F64: f64ManyInPlace(op, inout, ins, self, count, alsoTo); return true;
+            case I32: i32ManyInPlace(op, inout, ins, self, count, alsoTo); return true;
+            case I64: i64ManyInPlace(op, inout, ins, self, count, alsoTo); return true;
+            default: return false;
+        }
+    }
+
+    private static void f32ManyInPlace(ReduceOp op, ByteBuffer inout, ByteBuffer[] ins, int self, int n,
+                                        ByteBuffer alsoTo) {
+        Scratch sc = SCRATCH.get();
+        float[] x = sc.f32x();
+        float[] y = sc.f32y();
+        FloatBuffer acc = le(inout).asFloatBuffer();
+        FloatBuffer also = alsoTo == null ? null : le(alsoTo).asFloatBuffer();
+        FloatBuffer[] in = new FloatBuffer[ins.length];
+        for (int j = 0; j < ins.length; j++) {
+            in[j] = j == self ? acc : le(ins[j]).asFloatBuffer();
+        }
+        for (int from = 0; from < n; from += BLOCK_ELEMS) {
+            int m = Math.min(BLOCK_ELEMS, n - from);
+            in[0].get(from, x, 0, m);
+            for (int j = 1; j < in.length; j++) {
+                in[j].get(from, y, 0, m); // the accumulator's block is written only below: still its own input
+                f32Arrays(op, x, y, m);
+            }
+            acc.put(from, x, 0, m);
+            if (also != null) {
+                also.put(from, x, 0, m);
+            }
+        }
+    }
+
+    private static void f64ManyInPlace(ReduceOp op, ByteBuffer inout, ByteBuffer[] ins, int self, int n,
+                                        ByteBuffer alsoTo) {
+        Scratch sc = SCRATCH.get();
+        double[] x = sc.f64x();
+        double[] y = sc.f64y();
+        DoubleBuffer acc = le(inout).asDoubleBuffer();
+        DoubleBuffer also = alsoTo == null ? null : le(alsoTo).asDoubleBuffer();
+        DoubleBuffer[] in = new DoubleBuffer[ins.length];
+        for (int j = 0; j < ins.length; j++) {
+            in[j] = j == self ? acc : le(ins[j]).asDoubleBuffer();
+        }
+        for (int from = 0; from < n; from += BLOCK_ELEMS) {
+            int m = Math.min(BLOCK_ELEMS, n - from);
+            in[0].get(from, x, 0, m);
+            for (int j = 1; j < in.length; j++) {
+                in[j].get(from, y, 0, m); // the accumulator's block is written only below: still its own input
+                f64Arrays(op, x, y, m);
+            }
+            acc.put(from, x, 0, m);
+            if (also != null) {
+                also.put(from, x, 0, m);
+            }
+        }
+    }
+
+    private static void i32ManyInPlace(ReduceOp op, ByteBuffer inout, ByteBuffer[] ins, int self, int n,
+                                        ByteBuffer alsoTo) {
+        Scratch sc = SCRATCH.get();
+        int[] x = sc.i32x();
+        int[] y = sc.i32y();
+        IntBuffer acc = le(inout).asIntBuffer();
+        IntBuffer also = alsoTo == null ? null : le(alsoTo).asIntBuffer();
+        IntBuffer[] in = new IntBuffer[ins.length];
+        for (int j = 0; j < ins.length; j++) {
+            in[j] = j == self ? acc : le(ins[j]).asIntBuffer();
+        }
+        for (int from = 0; from < n; from += BLOCK_ELEMS) {
+            int m = Math.min(BLOCK_ELEMS, n - from);
+            in[0].get(from, x, 0, m);
+            for (int j = 1; j < in.length; j++) {
+                in[j].get(from, y, 0, m); // the accumulator's block is written only below: still its own input
+                i32Arrays(op, x, y, m);
+            }
+            acc.put(from, x, 0, m);
+            if (also != null) {
+                also.put(from, x, 0, m);
+            }
+        }
+    }
+
+    private static void i64ManyInPlace(ReduceOp op, ByteBuffer inout, ByteBuffer[] ins, int self, int n,
+                                        ByteBuffer alsoTo) {
+        Scratch sc = SCRATCH.get();
+        long[] x = sc.i64x();
+        long[] y = sc.i64y();
+        LongBuffer acc = le(inout).asLongBuffer();
+        LongBuffer also = alsoTo == null ? null : le(alsoTo).asLongBuffer();
+        LongBuffer[] in = new LongBuffer[ins.length];
+        for (int j = 0; j < ins.length; j++) {
+            in[j] = j == self ? acc : le(ins[j]).asLongBuffer();
+        }
+        for (int from = 0; from < n; from += BLOCK_ELEMS) {
+            int m = Math.min(BLOCK_ELEMS, n - from);
+            in[0].get(from, x, 0, m);
+            for (int j = 1; j < in.length; j++) {
+                in[j].get(from, y, 0, m); // the accumulator's block is written only below: still its own input
+                i64Arrays(op, x, y, m);
+            }
+            acc.put(from, x, 0, m);
+            if (also != null) {
+                also.put(from, x, 0, m);
+            }
         }
     }
 

@@ -159,6 +159,44 @@ class ReductionsTest {
         }
     }
 
+    /** reduceMany and reduceManyInPlace give the bits of folding the inputs with reduceInto, for every 32/64-bit type. */
+    @Test
+    void manyAndInPlaceFoldLikeReduceInto() {
+        java.util.Random rnd = new java.util.Random(11);
+        int n = 5000;
+        for (DType t : new DType[] {DType.F32, DType.F64, DType.I32, DType.I64}) {
+            for (ReduceOp op : new ReduceOp[] {ReduceOp.SUM, ReduceOp.PROD, ReduceOp.MIN, ReduceOp.MAX}) {
+                int b = n * t.byteSize();
+                ByteBuffer[] ins = new ByteBuffer[3];
+                for (int j = 0; j < ins.length; j++) {
+                    ins[j] = ByteBuffer.allocateDirect(b).order(ByteOrder.LITTLE_ENDIAN);
+                    byte[] r = new byte[b];
+                    rnd.nextBytes(r);
+                    ins[j].put(r).clear();
+                }
+                ByteBuffer want = ByteBuffer.allocateDirect(b).order(ByteOrder.LITTLE_ENDIAN);
+                want.put(ins[0].duplicate()).clear();
+                Reductions.reduceInto(t, op, want, ins[1], n);
+                Reductions.reduceInto(t, op, want, ins[2], n);
+
+                ByteBuffer many = ByteBuffer.allocateDirect(b).order(ByteOrder.LITTLE_ENDIAN);
+                Reductions.reduceMany(t, op, many, ins, n);
+                assertEquals(want, many, t + " " + op + " reduceMany");
+
+                for (int self = 0; self < ins.length; self++) {
+                    ByteBuffer inout = ByteBuffer.allocateDirect(b).order(ByteOrder.LITTLE_ENDIAN);
+                    inout.put(ins[self].duplicate()).clear();
+                    ByteBuffer[] others = ins.clone();
+                    others[self] = null;
+                    ByteBuffer also = ByteBuffer.allocateDirect(b).order(ByteOrder.LITTLE_ENDIAN);
+                    Reductions.reduceManyInPlace(t, op, inout, others, self, n, also);
+                    assertEquals(want, inout, t + " " + op + " in place, self " + self);
+                    assertEquals(want, also, t + " " + op + " copy, self " + self);
+                }
+            }
+        }
+    }
+
     private static void assertArrayEq(double[] expected, double[] got, String msg) {
         assertEquals(java.util.Arrays.toString(expected), java.util.Arrays.toString(got), msg);
     }
