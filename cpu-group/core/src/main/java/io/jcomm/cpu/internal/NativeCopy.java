@@ -14,9 +14,10 @@ import java.nio.ReadOnlyBufferException;
  * (another platform, no C compiler at build time, {@code tcp.shm.nativeCopy=false}) they copy with Java.
  *
  * <p>Native code only ever sees ranges this class checked: both buffers direct, each range within its
- * buffer's position and limit. A mapped file that another process of the same user truncates under the
- * copy faults (SIGBUS) in native code as it would in Java; only the same user can do that. Thread safe
- * (stateless after loading).
+ * buffer's position and limit. The shared-memory files are created 0600 with every page allocated up
+ * front and never shrunk; were another process of the same user to truncate one under a copy, the
+ * fault (SIGBUS) in native code would end the JVM, where Java's copy throws an {@code InternalError}.
+ * Thread safe (stateless after loading).
  */
 public final class NativeCopy {
 
