@@ -402,10 +402,13 @@ public final class QueueWriter implements AutoCloseable {
             ipcEnd[(int) (s & (RING - 1))] = ipcPub.position();
         }
         // after the commit, so that it does not delay the message: a reader that closed or died
-        // since the last call poisons the writer now and the next call throws
+        // since the last call poisons the writer now and the next call throws. A reader that said
+        // goodbye after consuming this very message is no failure (yet): it may have read it and
+        // closed before this check, and awaitDelivered(s) must then succeed; the next enqueue,
+        // which it will not read, throws.
         pollControl();
         try {
-            checkReaders("enqueue");
+            checkReaders("enqueue", s);
         } catch (CommException e) {
             // poisoned; reported by the next call (this message was sent to the readers still there)
         }
