@@ -260,7 +260,10 @@ class JobRegistryTest {
             }
             assertFalse(Files.exists(dir), "the directory goes with the last entry");
         } finally {
+            // a failed round leaves the other threads running: let them stop before the clean-up, which
+            // they would otherwise outrun by making the directory again
             pool.shutdownNow();
+            pool.awaitTermination(30, TimeUnit.SECONDS); // bounded: each thread ends within its 300 rounds
             deleteTree(dir);
         }
     }
