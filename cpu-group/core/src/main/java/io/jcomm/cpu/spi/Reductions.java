@@ -116,7 +116,7 @@ public final class Reductions {
         if (ins.length == 0) {
             throw new IllegalArgumentException("no inputs");
         }
-        if (count >= ARRAYS_MIN_ELEMS && manyThroughArrays(dtype, op, out, ins, count)) {
+        if (count >= ARRAYS_MIN_ELEMS && foldThroughArrays(dtype, op, out, ins, -1, count, null)) {
             return;
         }
         int es = dtype.byteSize();
@@ -156,7 +156,7 @@ public final class Reductions {
         if (self < 0 || self >= ins.length) {
             throw new IllegalArgumentException("self " + self + " out of range");
         }
-        if (count >= ARRAYS_MIN_ELEMS && manyInPlaceThroughArrays(dtype, op, inout, ins, self, count, alsoTo)) {
+        if (count >= ARRAYS_MIN_ELEMS && foldThroughArrays(dtype, op, inout, ins, self, count, alsoTo)) {
             return;
         }
         int es = dtype.byteSize();
@@ -484,121 +484,27 @@ public final class Reductions {
     }
 
     /**
-     * {@link #reduceMany} of the 32- and 64-bit types through per-thread arrays: each block of the first
-     * input is loaded once, every other input folded into it, and the block stored once. False for the
-     * other types.
+     * {@link #reduceMany} ({@code self} = -1) and {@link #reduceManyInPlace} of the 32- and 64-bit types
+     * through per-thread arrays: each block of every input is loaded once, the inputs folded in order, and
+     * the block stored once into {@code out} (and {@code alsoTo}). The input at {@code self} is {@code out}'s
+     * own block, read before the block is stored. False for the other types.
      */
-    private static boolean manyThroughArrays(DType dtype, ReduceOp op, ByteBuffer out, ByteBuffer[] ins, int count) {
+    private static boolean foldThroughArrays(DType dtype, ReduceOp op, ByteBuffer out, ByteBuffer[] ins, int self,
+                                             int count, ByteBuffer alsoTo) {
         switch (dtype) {
-            case F32: f32Many(op, out, ins, count); return true;
-            case F64: f64Many(op, out, ins, count); return true;
-            case I32: i32Many(op, out, ins, count); return true;
-            case I64: i64Many(op, out, ins, count); return true;
+            case F32: f32Fold(op, out, ins, self, count, alsoTo); return true;
+            case F64: f64Fold(op, out, ins, self, count, alsoTo); return true;
+            case I32: i32Fold(op, out, ins, self, count, alsoTo); return true;
+            case I64: i64Fold(op, out, ins, self, count, alsoTo); return true;
             default: return false;
         }
     }
 
-    private static void f32Many(ReduceOp op, ByteBuffer out, ByteBuffer[] ins, int n) {
+    private static void f32Fold(ReduceOp op, ByteBuffer out, ByteBuffer[] ins, int self, int n, ByteBuffer alsoTo) {
         Scratch sc = SCRATCH.get();
         float[] x = sc.f32x();
         float[] y = sc.f32y();
-        FloatBuffer o = le(out).asFloatBuffer();
-        FloatBuffer[] in = new FloatBuffer[ins.length];
-        for (int j = 0; j < ins.length; j++) {
-            in[j] = le(ins[j]).asFloatBuffer();
-        }
-        for (int from = 0; from < n; from += BLOCK_ELEMS) {
-            int m = Math.min(BLOCK_ELEMS, n - from);
-            in[0].get(from, x, 0, m);
-            for (int j = 1; j < in.length; j++) {
-                in[j].get(from, y, 0, m);
-                f32Arrays(op, x, y, m);
-            }
-            o.put(from, x, 0, m);
-        }
-    }
-
-    private static void f64Many(ReduceOp op, ByteBuffer out, ByteBuffer[] ins, int n) {
-        Scratch sc = SCRATCH.get();
-        double[] x = sc.f64x();
-        double[] y = sc.f64y();
-        DoubleBuffer o = le(out).asDoubleBuffer();
-        DoubleBuffer[] in = new DoubleBuffer[ins.length];
-        for (int j = 0; j < ins.length; j++) {
-            in[j] = le(ins[j]).asDoubleBuffer();
-        }
-        for (int from = 0; from < n; from += BLOCK_ELEMS) {
-            int m = Math.min(BLOCK_ELEMS, n - from);
-            in[0].get(from, x, 0, m);
-            for (int j = 1; j < in.length; j++) {
-                in[j].get(from, y, 0, m);
-                f64Arrays(op, x, y, m);
-            }
-            o.put(from, x, 0, m);
-        }
-    }
-
-    private static void i32Many(ReduceOp op, ByteBuffer out, ByteBuffer[] ins, int n) {
-        Scratch sc = SCRATCH.get();
-        int[] x = sc.i32x();
-        int[] y = sc.i32y();
-        IntBuffer o = le(out).asIntBuffer();
-        IntBuffer[] in = new IntBuffer[ins.length];
-        for (int j = 0; j < ins.length; j++) {
-            in[j] = le(ins[j]).asIntBuffer();
-        }
-        for (int from = 0; from < n; from += BLOCK_ELEMS) {
-            int m = Math.min(BLOCK_ELEMS, n - from);
-            in[0].get(from, x, 0, m);
-            for (int j = 1; j < in.length; j++) {
-                in[j].get(from, y, 0, m);
-                i32Arrays(op, x, y, m);
-            }
-            o.put(from, x, 0, m);
-        }
-    }
-
-    private static void i64Many(ReduceOp op, ByteBuffer out, ByteBuffer[] ins, int n) {
-        Scratch sc = SCRATCH.get();
-        long[] x = sc.i64x();
-        long[] y = sc.i64y();
-        LongBuffer o = le(out).asLongBuffer();
-        LongBuffer[] in = new LongBuffer[ins.length];
-        for (int j = 0; j < ins.length; j++) {
-            in[j] = le(ins[j]).asLongBuffer();
-        }
-        for (int from = 0; from < n; from += BLOCK_ELEMS) {
-            int m = Math.min(BLOCK_ELEMS, n - from);
-            in[0].get(from, x, 0, m);
-            for (int j = 1; j < in.length; j++) {
-                in[j].get(from, y, 0, m);
-                i64Arrays(op, x, y, m);
-            }
-            o.put(from, x, 0, m);
-        }
-    }
-
-    /**
-     * {@link #reduceManyInPlace} of the 32- and 64-bit types through per-thread arrays, like
-     * {@link #manyThroughArrays}. False for the other types.
-     */
-    private static boolean manyInPlaceThroughArrays(DType dtype, ReduceOp op, ByteBuffer inout, ByteBuffer[] ins,
-                                                    int self, int count, ByteBuffer alsoTo) {
-        switch (dtype) {
-            case F32: f32ManyInPlace(op, inout, ins, self, count, alsoTo); return true;
-            case F64: f64ManyInPlace(op, inout, ins, self, count, alsoTo); return true;
-            case I32: i32ManyInPlace(op, inout, ins, self, count, alsoTo); return true;
-            case I64: i64ManyInPlace(op, inout, ins, self, count, alsoTo); return true;
-            default: return false;
-        }
-    }
-
-    private static void f32ManyInPlace(ReduceOp op, ByteBuffer inout, ByteBuffer[] ins, int self, int n,
-                                        ByteBuffer alsoTo) {
-        Scratch sc = SCRATCH.get();
-        float[] x = sc.f32x();
-        float[] y = sc.f32y();
-        FloatBuffer acc = le(inout).asFloatBuffer();
+        FloatBuffer acc = le(out).asFloatBuffer();
         FloatBuffer also = alsoTo == null ? null : le(alsoTo).asFloatBuffer();
         FloatBuffer[] in = new FloatBuffer[ins.length];
         for (int j = 0; j < ins.length; j++) {
@@ -618,12 +524,11 @@ public final class Reductions {
         }
     }
 
-    private static void f64ManyInPlace(ReduceOp op, ByteBuffer inout, ByteBuffer[] ins, int self, int n,
-                                        ByteBuffer alsoTo) {
+    private static void f64Fold(ReduceOp op, ByteBuffer out, ByteBuffer[] ins, int self, int n, ByteBuffer alsoTo) {
         Scratch sc = SCRATCH.get();
         double[] x = sc.f64x();
         double[] y = sc.f64y();
-        DoubleBuffer acc = le(inout).asDoubleBuffer();
+        DoubleBuffer acc = le(out).asDoubleBuffer();
         DoubleBuffer also = alsoTo == null ? null : le(alsoTo).asDoubleBuffer();
         DoubleBuffer[] in = new DoubleBuffer[ins.length];
         for (int j = 0; j < ins.length; j++) {
@@ -643,12 +548,11 @@ public final class Reductions {
         }
     }
 
-    private static void i32ManyInPlace(ReduceOp op, ByteBuffer inout, ByteBuffer[] ins, int self, int n,
-                                        ByteBuffer alsoTo) {
+    private static void i32Fold(ReduceOp op, ByteBuffer out, ByteBuffer[] ins, int self, int n, ByteBuffer alsoTo) {
         Scratch sc = SCRATCH.get();
         int[] x = sc.i32x();
         int[] y = sc.i32y();
-        IntBuffer acc = le(inout).asIntBuffer();
+        IntBuffer acc = le(out).asIntBuffer();
         IntBuffer also = alsoTo == null ? null : le(alsoTo).asIntBuffer();
         IntBuffer[] in = new IntBuffer[ins.length];
         for (int j = 0; j < ins.length; j++) {
@@ -668,12 +572,11 @@ public final class Reductions {
         }
     }
 
-    private static void i64ManyInPlace(ReduceOp op, ByteBuffer inout, ByteBuffer[] ins, int self, int n,
-                                        ByteBuffer alsoTo) {
+    private static void i64Fold(ReduceOp op, ByteBuffer out, ByteBuffer[] ins, int self, int n, ByteBuffer alsoTo) {
         Scratch sc = SCRATCH.get();
         long[] x = sc.i64x();
         long[] y = sc.i64y();
-        LongBuffer acc = le(inout).asLongBuffer();
+        LongBuffer acc = le(out).asLongBuffer();
         LongBuffer also = alsoTo == null ? null : le(alsoTo).asLongBuffer();
         LongBuffer[] in = new LongBuffer[ins.length];
         for (int j = 0; j < ins.length; j++) {

@@ -47,9 +47,7 @@ public final class GlooLibrary {
             String where = NativeLibraries.load(GlooLibrary.class, "jcommgloo", LIBRARY_PROP);
             String probe = GlooNative.probe();
             return Availability.available(probe + " via JNI (" + where + ")");
-        } catch (NativeLibraries.Missing e) {
-            return Availability.unavailable(NOT_FOUND + ": " + e.getMessage());
-        } catch (UnsatisfiedLinkError e) {
+        } catch (NativeLibraries.Missing | UnsatisfiedLinkError e) {
             return Availability.unavailable(NOT_FOUND + ": " + e.getMessage());
         } catch (IOException | RuntimeException e) {
             return Availability.unavailable(NOT_FOUND + ": could not load the JNI library: " + e);
