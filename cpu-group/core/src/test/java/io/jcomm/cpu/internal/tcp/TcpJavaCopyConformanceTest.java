@@ -1,6 +1,5 @@
 package io.jcomm.cpu.internal.tcp;
 
-import io.jcomm.cpu.testkit.CpuGroupConformanceKit;
 import java.util.Map;
 
 /**
@@ -8,30 +7,10 @@ import java.util.Map;
  * shared memory with Java's own copy, the path of machines without {@code libjcommcopy.so}
  * ({@link TcpConformanceTest} runs the same cases with the native copy).
  */
-class TcpJavaCopyConformanceTest extends CpuGroupConformanceKit {
-
-    @Override
-    protected String backend() {
-        return "tcp";
-    }
+class TcpJavaCopyConformanceTest extends TcpVariantConformanceKit {
 
     @Override
     protected Map<String, String> options() {
         return Map.of("tcp.shm.nativeCopy", "false");
-    }
-
-    @Override
-    protected int[] threadWorldSizes() {
-        return new int[] {2, 3};
-    }
-
-    @Override
-    protected boolean failureTests() {
-        return false;
-    }
-
-    @Override
-    protected int[] jvmWorldSizes() {
-        return new int[] {3};
     }
 }
