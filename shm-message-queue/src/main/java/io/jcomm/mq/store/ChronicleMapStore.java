@@ -40,6 +40,10 @@ import org.agrona.concurrent.IdleStrategy;
  * run time); later opens are fast. The message queue does not use this store on its creation path;
  * open it where that delay does not matter (or once, early, in the background).
  *
+ * <p>{@code shm-message-queue} declares Chronicle Map optional: an application that uses this
+ * class adds {@code net.openhft:chronicle-map} to its own dependencies (2026.1 is the version jcomm is built and
+ * tested with).
+ *
  * <p>Thread safe. {@link #close()} unmaps the file; the creator (or whoever passes
  * {@code deleteOnClose}) deletes it.
  */
