@@ -17,7 +17,10 @@ public final class HostIdentity {
     /** The environment variable that overrides the identity (e.g. distinct ids to simulate hosts). */
     public static final String ENV = "JCOMM_HOST_ID";
 
-    private static final String MACHINE = computeMachine();
+    /** Computed on first use only: with {@value #ENV} set, nothing here is read. */
+    private static final class Machine {
+        static final String ID = computeMachine();
+    }
 
     private HostIdentity() {
     }
@@ -29,7 +32,7 @@ public final class HostIdentity {
      */
     public static String local() {
         String env = System.getenv(ENV);
-        return env != null && !env.isBlank() ? env.trim() : MACHINE;
+        return env != null && !env.isBlank() ? env.trim() : Machine.ID;
     }
 
     /**
@@ -41,8 +44,9 @@ public final class HostIdentity {
         if (env != null && !env.isBlank()) {
             return env.trim();
         }
-        int at = MACHINE.indexOf('@');
-        return at >= 0 ? MACHINE.substring(at + 1) : MACHINE;
+        String machine = Machine.ID;
+        int at = machine.indexOf('@');
+        return at >= 0 ? machine.substring(at + 1) : machine;
     }
 
     private static String computeMachine() {
@@ -52,12 +56,27 @@ public final class HostIdentity {
         } catch (IOException | RuntimeException e) {
             // not Linux, or no procfs: the host name alone
         }
-        String host;
+        return (boot + "@" + hostName()).replace(' ', '_');
+    }
+
+    /**
+     * The kernel's host name ({@code gethostname}, from procfs), as {@code InetAddress.getLocalHost()}
+     * names it too; that call also resolves the name to an address (and, where nothing resolves it,
+     * gives up as "localhost"), which costs a fresh JVM the name service's set-up on the path to ready.
+     */
+    private static String hostName() {
         try {
-            host = InetAddress.getLocalHost().getHostName();
-        } catch (IOException e) {
-            host = "localhost";
+            String name = Files.readString(Path.of("/proc/sys/kernel/hostname"), StandardCharsets.US_ASCII).trim();
+            if (!name.isEmpty()) {
+                return name;
+            }
+        } catch (IOException | RuntimeException e) {
+            // not Linux: the JDK's view below
         }
-        return (boot + "@" + host).replace(' ', '_');
+        try {
+            return InetAddress.getLocalHost().getHostName();
+        } catch (IOException e) {
+            return "localhost";
+        }
     }
 }
