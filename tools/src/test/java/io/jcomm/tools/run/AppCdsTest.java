@@ -165,6 +165,42 @@ class AppCdsTest {
         assertEquals("", mapped(launch(root, file.resolve("cache"))), "an unwritable cache: no archive, no failure");
     }
 
+    @Test
+    void binLaunchRunsOnTheAllJarWithTheExtrasAskedFor() throws Exception {
+        Path repo = Path.of("").toAbsolutePath().getParent();
+        assumeTrue(Files.isRegularFile(repo.resolve("bin/_launch")), "no bin/_launch under " + repo);
+        Path root = dir.resolve("root");
+        Files.createDirectories(root.resolve("bin"));
+        Path lib = Files.createDirectories(root.resolve("tools/target/lib"));
+        Files.createDirectories(lib.resolve("charts"));
+        for (String f : List.of("_launch", "jvm.flags")) {
+            Files.copy(repo.resolve("bin").resolve(f), root.resolve("bin").resolve(f), StandardCopyOption.COPY_ATTRIBUTES);
+        }
+        Path thin = probeJar(root.resolve("tools/target/tools-0.jar"));
+        Path all = Files.copy(thin, root.resolve("tools/target/tools-0-all.jar"));
+        Path dep = Files.copy(thin, lib.resolve("dep.jar"));
+        Path chart = Files.copy(thin, lib.resolve("charts/chart.jar"));
+        Map<String, String> off = Map.of(AppCds.ENABLE_ENV, "off");
+
+        assertEquals(all.toString(), classPath(launch(root, dir.resolve("cache"), off)), "the all jar alone");
+        assertEquals(all + ":" + chart, classPath(launch(root, dir.resolve("cache"),
+                Map.of(AppCds.ENABLE_ENV, "off", "JCOMM_LAUNCH_EXTRA", "charts/*.jar"))), "and the extras asked for");
+        assertEquals(thin + ":" + dep, classPath(launch(root, dir.resolve("cache"),
+                Map.of(AppCds.ENABLE_ENV, "off", "JCOMM_LAUNCH_LIBS", "dep.jar"))), "exactly the jars a launcher names");
+        Files.setLastModifiedTime(all, FileTime.from(Files.getLastModifiedTime(thin).toInstant().minusSeconds(60)));
+        assertEquals(thin + ":" + dep, classPath(launch(root, dir.resolve("cache"), off)),
+                "an all jar older than the tools jar is stale: the tools jar and lib/*.jar");
+    }
+
+    /** The class path the probe run by {@code p} printed, once it exited 0. */
+    private static String classPath(Process p) throws Exception {
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertEquals(0, p.waitFor(), out);
+        Matcher m = Pattern.compile(Pattern.quote(CdsProbe.CLASS_PATH) + "(.*)").matcher(out);
+        assertTrue(m.find(), out);
+        return m.group(1).trim();
+    }
+
     /** What one commrun launch did: its archive mode, and what each rank mapped. */
     private record Job(AppCds.Mode mode, String reason, Path archive, List<String> mapped, String output) {
     }
@@ -190,6 +226,10 @@ class AppCdsTest {
     }
 
     private static Process launch(Path root, Path cache) throws IOException {
+        return launch(root, cache, Map.of());
+    }
+
+    private static Process launch(Path root, Path cache, Map<String, String> extraEnv) throws IOException {
         ProcessBuilder pb = new ProcessBuilder("bash", root.resolve("bin/_launch").toString(), CdsProbe.class.getName())
                 .redirectErrorStream(true);
         Map<String, String> env = pb.environment();
@@ -198,6 +238,9 @@ class AppCdsTest {
         env.put(AppCds.CACHE_DIR_ENV, cache.toString());
         env.remove(AppCds.ENABLE_ENV);
         env.remove("JCOMM_JAVA_OPTS");
+        env.remove("JCOMM_LAUNCH_LIBS");
+        env.remove("JCOMM_LAUNCH_EXTRA");
+        env.putAll(extraEnv);
         return pb.start();
     }
 

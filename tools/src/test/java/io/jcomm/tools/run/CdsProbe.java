@@ -9,12 +9,14 @@ import java.util.TreeSet;
 /**
  * Worker of {@link AppCdsTest}: prints the class-data archives this JVM has mapped (from
  * {@code /proc/self/maps}: the JVM keeps an archive it uses mapped for its whole life), the JDK's own
- * base archive aside.
+ * base archive aside, then its class path.
  */
 public final class CdsProbe {
 
     /** Start of the line the probe prints; the mapped archives follow, as a set. */
     static final String MARK = "CDS-PROBE mapped=";
+    /** Start of the second line: the JVM's class path follows. */
+    static final String CLASS_PATH = "CDS-PROBE classpath=";
 
     private CdsProbe() {
     }
@@ -28,5 +30,6 @@ public final class CdsProbe {
             }
         }
         System.out.println(MARK + mapped);
+        System.out.println(CLASS_PATH + System.getProperty("java.class.path"));
     }
 }
