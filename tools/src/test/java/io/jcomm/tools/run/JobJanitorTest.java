@@ -6,6 +6,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.jcomm.api.internal.shm.ProcessIdentity;
 import io.jcomm.mq.registry.JobRegistry;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -60,6 +63,36 @@ class JobJanitorTest {
             assertEquals(0, janitor.cleanRegistry());
         }
         assertEquals(0, new JobJanitor(shm, null).cleanRegistry(), "no registry");
+    }
+
+    @Test
+    void descendantsAreFoundInsideAndOutsideThisJvmsOwnTree(@TempDir Path shm) throws Exception {
+        // a worker of ours with a child, and a process that left our tree (its parent exited) with a child
+        Process worker = new ProcessBuilder("bash", "-c", "sleep 30 & echo $!; wait").start();
+        Process detach = new ProcessBuilder("bash", "-c", "(bash -c 'sleep 30 & echo $$ $!; wait' &); sleep 0.1").start();
+        Process bystander = new ProcessBuilder("sleep", "30").start(); // a child of this JVM, of no job
+        BufferedReader w = new BufferedReader(new InputStreamReader(worker.getInputStream(), StandardCharsets.UTF_8));
+        BufferedReader o = new BufferedReader(new InputStreamReader(detach.getInputStream(), StandardCharsets.UTF_8));
+        long workerChild = Long.parseLong(w.readLine().trim());
+        String[] outside = o.readLine().trim().split(" ");
+        ProcessHandle orphan = ProcessHandle.of(Long.parseLong(outside[0])).orElseThrow();
+        long orphanChild = Long.parseLong(outside[1]);
+        try {
+            assertTrue(detach.waitFor(10, TimeUnit.SECONDS));
+            assertFalse(ProcessHandle.current().descendants().anyMatch(h -> h.pid() == orphan.pid()),
+                    "the detached process is outside this JVM's tree");
+            JobJanitor janitor = new JobJanitor(shm, null);
+            janitor.add(worker.toHandle());
+            janitor.add(orphan);
+            janitor.sample();
+            assertTrue(janitor.pids().contains(workerChild), "a worker's child: " + janitor.pids());
+            assertTrue(janitor.pids().contains(orphanChild), "a child of a process outside our tree: " + janitor.pids());
+            assertFalse(janitor.pids().contains(bystander.pid()), "a process of ours that is no job's: " + janitor.pids());
+        } finally {
+            for (long pid : List.of(workerChild, orphanChild, orphan.pid(), worker.pid(), bystander.pid())) {
+                ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly);
+            }
+        }
         assertEquals(0, new JobJanitor(shm, shm.resolve("absent")).cleanRegistry());
     }
 }
