@@ -59,6 +59,22 @@ public record ActorId(long high, long low) {
         return toHex().getBytes(StandardCharsets.US_ASCII);
     }
 
+    /*
+     * equals and hashCode by hand, with the record's own meaning: the generated ones link through
+     * java.lang.runtime.ObjectMethods at their first call (tens of milliseconds in a fresh JVM), and
+     * every rank maps actor ids once it is ready.
+     */
+
+    @Override
+    public boolean equals(Object o) {
+        return o == this || o instanceof ActorId a && high == a.high && low == a.low;
+    }
+
+    @Override
+    public int hashCode() {
+        return Long.hashCode(high) * 31 + Long.hashCode(low);
+    }
+
     @Override
     public String toString() {
         return toHex();
