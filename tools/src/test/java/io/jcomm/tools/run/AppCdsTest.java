@@ -40,6 +40,7 @@ import org.junit.jupiter.api.io.TempDir;
 class AppCdsTest {
 
     private static final Pattern MAPPED = Pattern.compile(Pattern.quote(CdsProbe.MARK) + "\\[(.*)]");
+    private static final Pattern CLASS_PATH = Pattern.compile(Pattern.quote(CdsProbe.CLASS_PATH) + "(.*)");
 
     @TempDir
     Path dir;
@@ -131,14 +132,7 @@ class AppCdsTest {
 
     @Test
     void binLaunchWritesItsArchiveOnceReusesItAndRebuildsItForANewJar() throws Exception {
-        Path repo = Path.of("").toAbsolutePath().getParent();
-        assumeTrue(Files.isRegularFile(repo.resolve("bin/_launch")), "no bin/_launch under " + repo);
-        Path root = dir.resolve("root");
-        Files.createDirectories(root.resolve("bin"));
-        Files.createDirectories(root.resolve("tools/target/lib"));
-        for (String f : List.of("_launch", "jvm.flags")) {
-            Files.copy(repo.resolve("bin").resolve(f), root.resolve("bin").resolve(f), StandardCopyOption.COPY_ATTRIBUTES);
-        }
+        Path root = launcherRoot();
         Path jar = probeJar(root.resolve("tools/target/tools-0.jar"));
         Path cache = dir.resolve("cache");
         Path cds = cache.resolve("cds");
@@ -167,15 +161,9 @@ class AppCdsTest {
 
     @Test
     void binLaunchRunsOnTheAllJarWithTheExtrasAskedFor() throws Exception {
-        Path repo = Path.of("").toAbsolutePath().getParent();
-        assumeTrue(Files.isRegularFile(repo.resolve("bin/_launch")), "no bin/_launch under " + repo);
-        Path root = dir.resolve("root");
-        Files.createDirectories(root.resolve("bin"));
-        Path lib = Files.createDirectories(root.resolve("tools/target/lib"));
+        Path root = launcherRoot();
+        Path lib = root.resolve("tools/target/lib");
         Files.createDirectories(lib.resolve("charts"));
-        for (String f : List.of("_launch", "jvm.flags")) {
-            Files.copy(repo.resolve("bin").resolve(f), root.resolve("bin").resolve(f), StandardCopyOption.COPY_ATTRIBUTES);
-        }
         Path thin = probeJar(root.resolve("tools/target/tools-0.jar"));
         Path all = Files.copy(thin, root.resolve("tools/target/tools-0-all.jar"));
         Path dep = Files.copy(thin, lib.resolve("dep.jar"));
@@ -192,13 +180,25 @@ class AppCdsTest {
                 "an all jar older than the tools jar is stale: the tools jar and lib/*.jar");
     }
 
+    /**
+     * A copy of the repository's launcher ({@code bin/_launch} and its flags) under the test's
+     * directory, with an empty {@code tools/target/lib}; skips the test where the repository has none.
+     */
+    private Path launcherRoot() throws IOException {
+        Path repo = Path.of("").toAbsolutePath().getParent();
+        assumeTrue(Files.isRegularFile(repo.resolve("bin/_launch")), "no bin/_launch under " + repo);
+        Path root = dir.resolve("root");
+        Files.createDirectories(root.resolve("bin"));
+        Files.createDirectories(root.resolve("tools/target/lib"));
+        for (String f : List.of("_launch", "jvm.flags")) {
+            Files.copy(repo.resolve("bin").resolve(f), root.resolve("bin").resolve(f), StandardCopyOption.COPY_ATTRIBUTES);
+        }
+        return root;
+    }
+
     /** The class path the probe run by {@code p} printed, once it exited 0. */
     private static String classPath(Process p) throws Exception {
-        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertEquals(0, p.waitFor(), out);
-        Matcher m = Pattern.compile(Pattern.quote(CdsProbe.CLASS_PATH) + "(.*)").matcher(out);
-        assertTrue(m.find(), out);
-        return m.group(1).trim();
+        return probed(p, CLASS_PATH).trim();
     }
 
     /** What one commrun launch did: its archive mode, and what each rank mapped. */
@@ -246,9 +246,14 @@ class AppCdsTest {
 
     /** The archive the probe run by {@code p} mapped ("" for none), once it exited 0. */
     private static String mapped(Process p) throws Exception {
+        return probed(p, MAPPED);
+    }
+
+    /** What the probe run by {@code p} printed in {@code line}'s group 1, once it exited 0. */
+    private static String probed(Process p, Pattern line) throws Exception {
         String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         assertEquals(0, p.waitFor(), out);
-        Matcher m = MAPPED.matcher(out);
+        Matcher m = line.matcher(out);
         assertTrue(m.find(), out);
         return m.group(1);
     }
