@@ -3,9 +3,9 @@ package io.jcomm.parallel;
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.ProtocolException;
+import io.jcomm.api.internal.Entropy;
 import io.jcomm.api.store.Store;
 import java.nio.charset.StandardCharsets;
-import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -32,7 +32,7 @@ final class HostExchange {
     static Result run(DistributedConfig config, Store jobStore, Duration timeout) {
         int n = config.worldSize();
         int rank = config.rank();
-        long mine = rank == 0 ? new SecureRandom().nextLong() : 0L;
+        long mine = rank == 0 ? Entropy.nextLong() : 0L;
         if (n == 1) {
             return new Result(HostTopology.of(List.of(config.hostId())), mine, 0);
         }

@@ -38,6 +38,7 @@ import io.jcomm.api.ObjectCodec;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.PeerFailureException;
 import io.jcomm.api.ProtocolException;
+import io.jcomm.api.internal.Entropy;
 import io.jcomm.api.internal.FailureLatch;
 import io.jcomm.api.internal.shm.ProcessIdentity;
 import io.jcomm.api.internal.shm.ShmFiles;
@@ -50,7 +51,6 @@ import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.channels.DatagramChannel;
-import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -99,7 +99,6 @@ public final class QueueWriter implements AutoCloseable {
     private static final int CONTROL_FRAGMENT_LIMIT = 32;
     private static final int RING = 1024;
     private static final int CONTROL_TERM = 64 * 1024;
-    private static final SecureRandom RANDOM = new SecureRandom();
 
     private final AeronMedia media;
     private final MessageQueueOptions options;
@@ -175,9 +174,9 @@ public final class QueueWriter implements AutoCloseable {
         this.driverOwnerRank = driverOwnerRank;
         long queueId;
         do {
-            queueId = RANDOM.nextLong();
+            queueId = Entropy.nextLong();
         } while (queueId == 0);
-        int dataStream = 0x100000 + RANDOM.nextInt(0x3FF00000);
+        int dataStream = 0x100000 + Entropy.nextInt(0x3FF00000);
         int controlStream = dataStream + 1;
 
         long needed = 0;
@@ -209,7 +208,7 @@ public final class QueueWriter implements AutoCloseable {
             }
             if (!remoteReaders.isEmpty()) {
                 key = new byte[32];
-                RANDOM.nextBytes(key);
+                Entropy.nextBytes(key);
                 String addr = options.udpAddress();
                 long livenessMs = media.options().livenessTimeout().toMillis();
                 udp = media.aeron().addExclusivePublication("aeron:udp?control=" + addr + ":0|control-mode=dynamic"

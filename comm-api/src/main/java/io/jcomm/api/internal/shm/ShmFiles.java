@@ -1,5 +1,6 @@
 package io.jcomm.api.internal.shm;
 
+import io.jcomm.api.internal.Entropy;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.lang.invoke.MethodHandle;
@@ -23,7 +24,6 @@ import java.nio.file.attribute.BasicFileAttributes;
 import java.nio.file.attribute.FileAttribute;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.nio.file.attribute.UserPrincipal;
-import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
@@ -63,7 +63,6 @@ public final class ShmFiles {
     public static final long MARGIN_BYTES = 16L << 20;
 
     private static final Pattern NAME = Pattern.compile("^([a-z-]+?)([A-Za-z0-9_.]{1,40})-(\\d{1,10})-([0-9a-f]{8})$");
-    private static final SecureRandom RANDOM = new SecureRandom();
     private static final int CHUNK = 1 << 20;
     private static final FileAttribute<?> FILE_OWNER_ONLY =
             PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------"));
@@ -93,7 +92,7 @@ public final class ShmFiles {
     /** A fresh owned name {@code <prefix><tag>-<pid>-<8 hex>} for this process ({@code prefix}: {@code [a-z-]+}). */
     public static String ownedName(String prefix, String tag) {
         byte[] r = new byte[4];
-        RANDOM.nextBytes(r);
+        Entropy.nextBytes(r);
         return prefix + sanitizeTag(tag) + "-" + ProcessHandle.current().pid() + "-" + HexFormat.of().formatHex(r);
     }
 

@@ -2,9 +2,8 @@ package io.jcomm.cpu.codec;
 
 import io.jcomm.api.ObjectCodec;
 import io.jcomm.api.ProtocolException;
+import io.jcomm.api.internal.Fnv1a;
 import java.nio.charset.StandardCharsets;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.LinkedHashSet;
@@ -98,26 +97,20 @@ public final class ForyCodec implements ObjectCodec {
         return fory != null;
     }
 
+    /**
+     * The registrations' fingerprint: 64-bit FNV-1a over the wire format's version and the sorted class
+     * names, in 16 hex digits. It only has to tell builds or registrations apart that differ by accident
+     * (a peer could send any fingerprint it liked), so it needs no digest and none of the JDK's security
+     * providers, whose set-up every rank paid before its groups were ready.
+     */
     private static String digest(List<Class<?>> classes) {
-        try {
-            MessageDigest md = MessageDigest.getInstance("SHA-256");
-            // the wire format's version: processes of builds that encode differently (before the form
-            // byte) disagree at group creation, not at their first object
-            md.update(WIRE_FORMAT.getBytes(StandardCharsets.UTF_8));
-            md.update((byte) 0);
-            for (Class<?> c : classes) {
-                md.update(c.getName().getBytes(StandardCharsets.UTF_8));
-                md.update((byte) 0);
-            }
-            byte[] d = md.digest();
-            StringBuilder sb = new StringBuilder();
-            for (int i = 0; i < 8; i++) {
-                sb.append(String.format("%02x", d[i]));
-            }
-            return sb.toString();
-        } catch (NoSuchAlgorithmException e) {
-            throw new IllegalStateException(e);
+        long h = Fnv1a.update(Fnv1a.EMPTY, WIRE_FORMAT.getBytes(StandardCharsets.UTF_8));
+        h = Fnv1a.update(h, (byte) 0);
+        for (Class<?> c : classes) {
+            h = Fnv1a.update(h, c.getName().getBytes(StandardCharsets.UTF_8));
+            h = Fnv1a.update(h, (byte) 0);
         }
+        return Fnv1a.hex(h);
     }
 
     /** A codec with no application types (built-in types only). */

@@ -5,6 +5,7 @@ import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.Deadline;
 import io.jcomm.api.PeerFailureException;
 import io.jcomm.api.ProtocolException;
+import io.jcomm.api.internal.Entropy;
 import io.jcomm.api.store.Store;
 import io.jcomm.cpu.spi.CpuBackendContext;
 import io.netty.bootstrap.Bootstrap;
@@ -20,7 +21,6 @@ import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.channel.socket.nio.NioSocketChannel;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
-import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -41,7 +41,6 @@ final class MeshBootstrap {
 
     private static final Logger LOG = LoggerFactory.getLogger(MeshBootstrap.class);
     /** Source of connection nonces (thread safe; seeding one per group cost more than the rest of its set-up). */
-    private static final SecureRandom NONCES = new SecureRandom();
     /** A peer whose address refuses connections this long has gone (it listens from before it publishes). */
     private static final long REFUSED_GRACE_NANOS = TimeUnit.SECONDS.toNanos(1);
     /** While set-up waits for peers, this often it asks the store whether a member of the job left. */
@@ -111,7 +110,7 @@ final class MeshBootstrap {
 
     void run(CpuBackendContext ctx, Deadline d) {
         Store store = ctx.store();
-        engine.nonce = NONCES.nextLong();
+        engine.nonce = Entropy.nextLong();
         Class<? extends ServerChannel> serverClass = engine.epoll ? EpollServerSocketChannel.class : NioServerSocketChannel.class;
         ChannelFuture bind = new ServerBootstrap().group(engine.loop).channel(serverClass)
                 .option(ChannelOption.SO_BACKLOG, 256)

@@ -1,6 +1,6 @@
 package io.jcomm.cpu.internal.tcp;
 
-import java.security.SecureRandom;
+import io.jcomm.api.internal.Entropy;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
@@ -39,7 +39,7 @@ final class Progress {
     static final long BUSY_MAX_MICROS = 2000;
 
     private static final class Holder {
-        static final Progress SHARED = new Progress(new SecureRandom().nextLong() | 1L);
+        static final Progress SHARED = new Progress(Entropy.nextLong() | 1L);
     }
 
     private final long processId;
