@@ -1,5 +1,6 @@
 package io.jcomm.tools.run;
 
+import io.jcomm.api.internal.Fnv1a;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
@@ -82,18 +83,23 @@ final class AppCds {
          */
         static Settings fromEnvironment(Map<String, String> env) {
             boolean enabled = !"off".equalsIgnoreCase(env.getOrDefault(ENABLE_ENV, "").trim());
+            return new Settings(enabled, cacheRoot(env).resolve("cds"));
+        }
+
+        /**
+         * jcomm's cache directory in an environment:
+         * {@code ${JCOMM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/jcomm}}.
+         */
+        static Path cacheRoot(Map<String, String> env) {
             String base = nonBlank(env.get(CACHE_DIR_ENV));
-            Path dir;
             if (base != null) {
-                dir = Path.of(base);
-            } else {
-                String xdg = nonBlank(env.get("XDG_CACHE_HOME"));
-                String home = nonBlank(env.get("HOME"));
-                Path cache = xdg != null ? Path.of(xdg)
-                        : Path.of(home != null ? home : System.getProperty("user.home"), ".cache");
-                dir = cache.resolve("jcomm");
+                return Path.of(base);
             }
-            return new Settings(enabled, dir.resolve("cds"));
+            String xdg = nonBlank(env.get("XDG_CACHE_HOME"));
+            String home = nonBlank(env.get("HOME"));
+            Path cache = xdg != null ? Path.of(xdg)
+                    : Path.of(home != null ? home : System.getProperty("user.home"), ".cache");
+            return cache.resolve("jcomm");
         }
 
         private static String nonBlank(String s) {
@@ -309,13 +315,7 @@ final class AppCds {
      * loading the security providers, and the JVM checks the class path of an archive itself).
      */
     static String hash(String key) {
-        long h = 0xcbf29ce484222325L;
-        for (byte b : key.getBytes(StandardCharsets.UTF_8)) {
-            h ^= b & 0xff;
-            h *= 0x100000001b3L;
-        }
-        String hex = Long.toHexString(h);
-        return "0".repeat(16 - hex.length()) + hex;
+        return Fnv1a.hex(Fnv1a.update(Fnv1a.EMPTY, key.getBytes(StandardCharsets.UTF_8)));
     }
 
     /** {@code program} as a file-name prefix: letters, digits, '.', '_' and '-' only. */

@@ -78,13 +78,19 @@ final class LocalJob {
     static LocalJob start(RunPlan plan, Map<String, String> parentEnv, PrintStream out, PrintStream err,
                           boolean prefix, Path shmDir, Duration stallReport) throws IOException {
         String launched = Long.toString(System.currentTimeMillis());
+        Path cache = AppCds.Settings.cacheRoot(parentEnv);
+        Path workerJar = WorkerJar.prepare(cache, plan.classPath());
         LocalJob job = new LocalJob(plan, out, err, prefix, shmDir, stallReport,
-                classDataArchive(plan, AppCds.Settings.fromEnvironment(parentEnv)),
+                classDataArchive(plan, AppCds.Settings.fromEnvironment(parentEnv), workerJar != null),
                 JobRegistry.configuredDirectory(parentEnv).orElse(null));
         int dumper = archiveWriter(plan.nprocPerNode());
+        List<String> nativeArgs = NativeLibraries.jvmArgs(cache, plan.classPath(), System.getProperty("os.name"),
+                System.getProperty("os.arch"), System.getProperty("java.library.path"));
         try {
             for (int local = 0; local < plan.nprocPerNode(); local++) {
-                ProcessBuilder pb = new ProcessBuilder(plan.workerCommand(local, job.cds.jvmArgs(local == dumper)));
+                List<String> launchArgs = new ArrayList<>(job.cds.jvmArgs(local == dumper));
+                launchArgs.addAll(nativeArgs);
+                ProcessBuilder pb = new ProcessBuilder(plan.workerCommand(local, launchArgs, workerJar));
                 Map<String, String> env = pb.environment();
                 env.clear();
                 env.putAll(plan.workerEnv(parentEnv, local));
@@ -118,13 +124,14 @@ final class LocalJob {
 
     /**
      * The class-data archive of the plan's workers: keyed by their {@code java}, their JVM flags, their
-     * class path and the program ({@link RunWorker} and the main class).
+     * class path and the program ({@link RunWorker} and the main class, and whether they start from a
+     * {@link WorkerJar}, which changes the class path the archive records).
      */
-    static AppCds.Launch classDataArchive(RunPlan plan, AppCds.Settings settings) {
+    static AppCds.Launch classDataArchive(RunPlan plan, AppCds.Settings settings, boolean workerJar) {
         List<String> args = new ArrayList<>(JvmFlags.REQUIRED);
         args.addAll(plan.jvmArgs());
         return AppCds.prepare(settings, plan.javaBinary(), plan.classPath(), args,
-                RunWorker.class.getName() + " " + plan.mainClass());
+                RunWorker.class.getName() + " " + plan.mainClass() + (workerJar ? " jar" : ""));
     }
 
     /**

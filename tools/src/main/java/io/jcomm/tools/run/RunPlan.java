@@ -197,17 +197,34 @@ public final class RunPlan {
      * user's own flags come last and win.
      */
     public List<String> workerCommand(int localRank, List<String> launchArgs) {
+        return workerCommand(localRank, launchArgs, null);
+    }
+
+    /**
+     * The command line of worker {@code localRank} as {@link #workerCommand(int, List)}; with a
+     * {@code workerJar} ({@link WorkerJar}) the JVM starts from that jar, whose manifest carries the
+     * module flags and the class path, instead of {@code -cp} and {@link RunWorker}.
+     */
+    List<String> workerCommand(int localRank, List<String> launchArgs, Path workerJar) {
         if (localRank < 0 || localRank >= nprocPerNode) {
             throw new IllegalArgumentException("local rank " + localRank + " not in [0, " + nprocPerNode + ")");
         }
         List<String> cmd = new ArrayList<>();
         cmd.add(javaBinary.toString());
-        cmd.addAll(JvmFlags.REQUIRED);
+        cmd.addAll(workerJar == null ? JvmFlags.REQUIRED : WorkerJar.commandLineFlags(JvmFlags.REQUIRED));
         cmd.addAll(launchArgs);
+        if (workerJar != null) {
+            cmd.add("-D" + WorkerJar.CLASS_PATH_PROPERTY + "=" + classPath);
+        }
         cmd.addAll(jvmArgs);
-        cmd.add("-cp");
-        cmd.add(classPath);
-        cmd.add(RunWorker.class.getName());
+        if (workerJar == null) {
+            cmd.add("-cp");
+            cmd.add(classPath);
+            cmd.add(RunWorker.class.getName());
+        } else {
+            cmd.add("-jar");
+            cmd.add(workerJar.toString());
+        }
         cmd.add(mainClass);
         cmd.addAll(programArgs);
         return List.copyOf(cmd);

@@ -8,7 +8,9 @@ import java.lang.reflect.Modifier;
 import java.util.Arrays;
 
 /**
- * Entry point of every worker JVM that {@code commrun} starts: {@code RunWorker <main class> [args]}.
+ * Entry point of every worker JVM that {@code commrun} starts: {@code RunWorker <main class> [args]}, the
+ * {@code Main-Class} of the launcher's {@link WorkerJar} (whose class path it then puts back into
+ * {@code java.class.path}) or named on the command line.
  *
  * <ul>
  *   <li>Watches standard input, which the launcher holds open and never writes: end-of-file means the
@@ -35,6 +37,11 @@ public final class RunWorker {
         if (args.length < 1) {
             System.err.println("usage: RunWorker <main class> [args...]");
             System.exit(NO_MAIN_STATUS);
+        }
+        // started from the launcher's worker jar (java -jar), the JVM's java.class.path is that jar's path
+        String classPath = System.getProperty(WorkerJar.CLASS_PATH_PROPERTY);
+        if (classPath != null) {
+            System.setProperty("java.class.path", classPath);
         }
         Thread watcher = new Thread(RunWorker::watchLauncher, "commrun-launcher-watch");
         watcher.setDaemon(true);

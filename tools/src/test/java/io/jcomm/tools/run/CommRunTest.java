@@ -105,6 +105,49 @@ class CommRunTest {
     }
 
     @Test
+    void workersLoadNettysLibraryFromTheLaunchersCopy(@TempDir Path dir) throws Exception {
+        Path cache = dir.resolve("cache");
+        for (int launch = 0; launch < 2; launch++) {
+            Captured c = new Captured();
+            int code = run(c, env("JCOMM_CACHE_DIR", cache.toString()), "--nproc-per-node", "2",
+                    JobWorker.class.getName(), "native");
+            assertEquals(0, code, c.err());
+            for (int r = 0; r < 2; r++) {
+                // loaded, mapped from the copy (Netty did not extract one of its own), first on the path
+                String line = line(c.out(), "[rank " + r + "] NATIVE ");
+                Path copies = cache.resolve(NativeLibraries.DIRECTORY);
+                assertTrue(line.matches(Pattern.quote("[rank " + r + "] NATIVE true " + copies) + "/[0-9a-f]{16}/"
+                        + "libnetty_transport_native_epoll_[a-z0-9_]+\\.so " + Pattern.quote(copies.toString()) + "/.*"), line);
+            }
+        }
+        try (var libs = Files.walk(cache.resolve(NativeLibraries.DIRECTORY))) {
+            assertEquals(1, libs.filter(p -> p.getFileName().toString().startsWith("libnetty_transport_native_epoll")).count());
+        }
+    }
+
+    @Test
+    void workersStartFromTheWorkerJarWithTheArchivedModuleGraph(@TempDir Path dir) throws Exception {
+        Path cache = dir.resolve("cache");
+        Captured c = new Captured();
+        int code = run(c, env("JCOMM_CACHE_DIR", cache.toString()), "--nproc-per-node", "2", "--jvm-arg=-Xlog:cds=info",
+                JobWorker.class.getName(), "jar");
+        assertEquals(0, code, c.err());
+        String out = c.out();
+        for (int r = 0; r < 2; r++) {
+            String jar = line(out, "[rank " + r + "] JAR ");
+            assertTrue(jar.matches(Pattern.quote("[rank " + r + "] JAR " + cache.resolve(WorkerJar.DIRECTORY).toRealPath())
+                    + "/commrun-worker-[0-9a-f]{16}\\.jar"), jar);
+            // RunWorker put the class path back
+            assertEquals("[rank " + r + "] CLASSPATH " + System.getProperty("java.class.path"), line(out, "[rank " + r + "] CLASSPATH "));
+            assertEquals("[rank " + r + "] UNSAFE true", line(out, "[rank " + r + "] UNSAFE "));
+        }
+        // no --add-exports/--add-opens on the command line: the JVMs kept the archive's module graph
+        long enabled = out.lines().filter(l -> l.contains("optimized module handling: enabled")).count();
+        assertEquals(2, enabled, out);
+        assertFalse(out.contains("optimized module handling: disabled"), out);
+    }
+
+    @Test
     void aStallIsReportedWithTheMissingRankAndWhatEveryRankDoes() {
         Captured c = new Captured();
         long t0 = System.nanoTime();

@@ -26,6 +26,9 @@ import java.util.TreeMap;
  *       exits 3;</li>
  *   <li>{@code top RANK STEP STOPFILE}: all-reduces over a parallel state's world group (registered in
  *       the host's job registry); rank RANK stops before all-reduce #STEP until STOPFILE exists, then exits 3;</li>
+ *   <li>{@code native}: prints whether Netty's epoll transport loaded, the file its library was mapped
+ *       from and the library path;</li>
+ *   <li>{@code jar}: prints the jar it was started from, its class path and whether Agrona's buffers work;</li>
  *   <li>{@code sleep}: prints "READY" and sleeps.</li>
  * </ul>
  */
@@ -137,6 +140,25 @@ public final class JobWorker {
                         ps.world().allReduce(io.jcomm.api.Tensor.ofFloats(1), io.jcomm.api.ReduceOp.SUM);
                     }
                 }
+            }
+            case "native": {
+                // Netty's first attempt, System.loadLibrary, finds the launcher's copy: no temporary file
+                boolean epoll = io.netty.channel.epoll.Epoll.isAvailable();
+                String mapped = Files.readAllLines(Path.of("/proc/self/maps")).stream()
+                        .filter(l -> l.contains("libnetty_transport_native_epoll")).map(l -> l.substring(l.indexOf('/')))
+                        .findFirst().orElse("none");
+                System.out.println("NATIVE " + epoll + " " + mapped + " " + System.getProperty("java.library.path"));
+                return;
+            }
+            case "jar": {
+                String command = System.getProperty("sun.java.command");
+                System.out.println("JAR " + command.substring(0, command.indexOf(' ')));
+                System.out.println("CLASSPATH " + System.getProperty("java.class.path"));
+                // the manifest's Add-Exports: Agrona's way into jdk.internal.misc
+                System.out.println("UNSAFE " + (org.agrona.UnsafeApi.class.getName() != null
+                        && org.agrona.concurrent.UnsafeBuffer.class.getName() != null
+                        && new org.agrona.concurrent.UnsafeBuffer(new byte[8]).getLong(0) == 0));
+                return;
             }
             case "sleep": {
                 System.out.println("READY " + ProcessHandle.current().pid());

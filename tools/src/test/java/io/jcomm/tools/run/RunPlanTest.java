@@ -63,6 +63,19 @@ class RunPlanTest {
     }
 
     @Test
+    void fromAWorkerJarTheManifestCarriesTheModuleFlagsAndTheClassPath() {
+        RunPlan plan = twoNodes().jvmArgs(List.of("-Xmx2g")).build();
+        List<String> cmd = plan.workerCommand(0, List.of("-XX:SharedArchiveFile=/c/a.jsa"), java.nio.file.Path.of("/c/w.jar"));
+        List<String> props = WorkerJar.commandLineFlags(JvmFlags.REQUIRED);
+        assertEquals(props, cmd.subList(1, 1 + props.size()));
+        assertTrue(cmd.stream().noneMatch(a -> a.startsWith("--add-")), cmd.toString());
+        int i = 1 + props.size();
+        // the launch's own arguments, the class path for RunWorker, then the user's flags (last, so they win)
+        assertEquals(List.of("-XX:SharedArchiveFile=/c/a.jsa", "-D" + WorkerJar.CLASS_PATH_PROPERTY + "=/app/x.jar", "-Xmx2g",
+                "-jar", "/c/w.jar", "com.example.Train", "--epochs", "3"), cmd.subList(i, cmd.size()));
+    }
+
+    @Test
     void validatesTheShapeOfTheJob() {
         assertThrows(IllegalArgumentException.class, () -> twoNodes().nodeRank(2).build());
         assertThrows(IllegalArgumentException.class, () -> twoNodes().nprocPerNode(0).build());
