@@ -96,6 +96,38 @@ class ShmFilesTest {
     }
 
     @Test
+    void filesOfAnySizeAreZeroFromConcurrentCreators() throws Exception {
+        // the zeros come from one shared buffer of 64 KiB: sizes below, at and past it, not multiples
+        long[] sizes = {1, 4095, 1 << 16, (1 << 16) + 1, 200_001, 3 << 20};
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(3);
+        try {
+            List<java.util.concurrent.Future<Path>> made = new java.util.ArrayList<>();
+            for (int round = 0; round < 3; round++) {
+                for (long size : sizes) {
+                    made.add(pool.submit(() -> {
+                        Path f = base.resolve(ShmFiles.ownedName("jcomm-test-", "zeros"));
+                        MappedByteBuffer m = ShmFiles.createMapped(f, size, "a test file", "less");
+                        for (int i = 0; i < m.capacity(); i++) {
+                            if (m.get(i) != 0) {
+                                throw new AssertionError(f + " has a non-zero byte at " + i);
+                            }
+                        }
+                        m.put(m.capacity() - 1, (byte) 7); // a writer's bytes do not reach the next file
+                        ShmFiles.unmap(m);
+                        assertEquals(size, Files.size(f));
+                        return f;
+                    }));
+                }
+            }
+            for (java.util.concurrent.Future<Path> f : made) {
+                assertTrue(ShmFiles.unlink(f.get(60, TimeUnit.SECONDS)));
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    @Test
     void createdFilesArePrivateAllocatedAndNeverReplaceAnother() throws Exception {
         Path f = base.resolve(ShmFiles.ownedName("jcomm-test-", "create"));
         MappedByteBuffer m = ShmFiles.createMapped(f, 1 << 16, "a test file", "less");
