@@ -137,6 +137,15 @@ class AppCdsTest {
         Path cache = dir.resolve("cache");
         Path cds = cache.resolve("cds");
 
+        // a help run writes none: its archive would hold only the classes of its text, for every later run
+        assertEquals("", mapped(launch(root, cache, Map.of(), "--help")));
+        assertEquals("", mapped(launch(root, cache, Map.of(), "sub", "-h")));
+        try (var files = Files.list(cds)) {
+            assertEquals(List.of(), files.toList(), "a help run took the lock or wrote an archive");
+        } catch (java.nio.file.NoSuchFileException nothing) {
+            // not even the directory
+        }
+
         // three first launches at once: one writes the archive, the others run without; none fails
         List<Process> first = new ArrayList<>();
         for (int i = 0; i < 3; i++) {
@@ -229,9 +238,10 @@ class AppCdsTest {
         return launch(root, cache, Map.of());
     }
 
-    private static Process launch(Path root, Path cache, Map<String, String> extraEnv) throws IOException {
-        ProcessBuilder pb = new ProcessBuilder("bash", root.resolve("bin/_launch").toString(), CdsProbe.class.getName())
-                .redirectErrorStream(true);
+    private static Process launch(Path root, Path cache, Map<String, String> extraEnv, String... args) throws IOException {
+        List<String> cmd = new ArrayList<>(List.of("bash", root.resolve("bin/_launch").toString(), CdsProbe.class.getName()));
+        cmd.addAll(List.of(args));
+        ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
         Map<String, String> env = pb.environment();
         env.put("JCOMM_NO_BUILD", "1");
         env.put("JAVA_HOME", System.getProperty("java.home"));
