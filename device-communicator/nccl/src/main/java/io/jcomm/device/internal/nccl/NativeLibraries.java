@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.nio.MappedByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
@@ -14,7 +15,6 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import java.util.stream.Stream;
 
 /**
  * Finds shared libraries and reads NCCL's version <em>without loading anything</em>: the probe must
@@ -50,14 +50,20 @@ final class NativeLibraries {
      * directories (the source of {@code ld.so.cache}) and the usual system and NVIDIA locations.
      */
     static List<Path> systemDirs() {
-        Set<Path> dirs = new LinkedHashSet<>();
-        readLdSoConf(Path.of("/etc/ld.so.conf"), dirs, 0);
+        Set<Path> dirs = ldSoConfDirs(Path.of("/etc/ld.so.conf"));
         for (String d : new String[] {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
                 "/lib", "/usr/lib", "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/wsl/lib",
                 "/usr/local/cuda/lib64", "/usr/local/cuda/lib", "/usr/local/cuda/targets/x86_64-linux/lib"}) {
             dirs.add(Path.of(d));
         }
         return new ArrayList<>(dirs);
+    }
+
+    /** The directories {@code conf} names, its includes followed (sorted, as ldconfig does). */
+    static Set<Path> ldSoConfDirs(Path conf) {
+        Set<Path> dirs = new LinkedHashSet<>();
+        readLdSoConf(conf, dirs, 0);
+        return dirs;
     }
 
     private static void readLdSoConf(Path file, Set<Path> out, int depth) {
@@ -94,13 +100,54 @@ final class NativeLibraries {
         if (dir == null || !Files.isDirectory(dir)) {
             return;
         }
-        try (Stream<Path> files = Files.list(dir)) {
-            var matcher = dir.getFileSystem().getPathMatcher("glob:" + glob);
-            files.filter(f -> matcher.matches(f.getFileName())).sorted()
-                    .forEach(f -> readLdSoConf(f, out, depth + 1));
-        } catch (IOException | RuntimeException e) {
-            // unreadable configuration: search the defaults only
+        // ld.so.conf's includes are '*' globs ("*.conf"); those are matched here, any other glob by a
+        // PathMatcher (which compiles a regex: a few ms of every cold JVM's start, every rank's)
+        boolean starsOnly = true;
+        for (int i = 0; i < glob.length(); i++) {
+            char c = glob.charAt(i);
+            starsOnly &= c != '?' && c != '[' && c != '{' && c != '\\';
         }
+        var matcher = starsOnly ? null : dir.getFileSystem().getPathMatcher("glob:" + glob);
+        List<Path> matched = new ArrayList<>();
+        try (DirectoryStream<Path> files = Files.newDirectoryStream(dir)) {
+            for (Path f : files) {
+                if (starsOnly ? starMatch(glob, f.getFileName().toString()) : matcher.matches(f.getFileName())) {
+                    matched.add(f);
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            return; // unreadable configuration: search the defaults only
+        }
+        matched.sort(null);
+        for (Path f : matched) {
+            readLdSoConf(f, out, depth + 1);
+        }
+    }
+
+    /** Whether {@code name} matches {@code glob}, in which only {@code *} (any run of characters) is special. */
+    static boolean starMatch(String glob, String name) {
+        int g = 0;
+        int n = 0;
+        int star = -1;
+        int mark = 0;
+        while (n < name.length()) {
+            if (g < glob.length() && glob.charAt(g) == '*') {
+                star = g++;
+                mark = n;
+            } else if (g < glob.length() && glob.charAt(g) == name.charAt(n)) {
+                g++;
+                n++;
+            } else if (star >= 0) {
+                g = star + 1;
+                n = ++mark;
+            } else {
+                return false;
+            }
+        }
+        while (g < glob.length() && glob.charAt(g) == '*') {
+            g++;
+        }
+        return g == glob.length();
     }
 
     /** Splits a {@code :}-separated path list, skipping empty entries. */
