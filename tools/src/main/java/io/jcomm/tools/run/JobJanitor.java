@@ -18,6 +18,7 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Consumer;
 import java.util.stream.Stream;
 
 /**
@@ -106,23 +107,8 @@ final class JobJanitor {
     private void recordShm(long pid) {
         String prefix = shmDir.toString() + "/";
         Path proc = Path.of("/proc", Long.toString(pid));
-        try {
-            // one read into a reused buffer and a plain scan: a JVM's map is ~100 KB, read every 150 ms
-            // (procfs gives no size, so Files.readAllBytes would grow and copy its array several times)
-            String maps;
-            try (InputStream in = Files.newInputStream(proc.resolve("maps"))) {
-                int n = in.readNBytes(mapsBuffer, 0, mapsBuffer.length);
-                maps = n < mapsBuffer.length ? new String(mapsBuffer, 0, n, StandardCharsets.ISO_8859_1)
-                        : new String(mapsBuffer, StandardCharsets.ISO_8859_1)
-                                + new String(in.readAllBytes(), StandardCharsets.ISO_8859_1);
-            }
-            for (int i = maps.indexOf(prefix); i >= 0; i = maps.indexOf(prefix, i + 1)) {
-                int eol = maps.indexOf('\n', i);
-                String line = maps.substring(i + prefix.length(), eol < 0 ? maps.length() : eol);
-                if (!line.endsWith("(deleted)")) {
-                    addEntry(line);
-                }
-            }
+        try (InputStream in = Files.newInputStream(proc.resolve("maps"))) {
+            scanMaps(in, mapsBuffer, prefix, this::addEntry);
         } catch (IOException | RuntimeException ignored) {
             // the process exited meanwhile, or /proc is not readable: nothing to record
         }
@@ -139,6 +125,63 @@ final class JobJanitor {
             }
         } catch (IOException | RuntimeException ignored) {
             // exited
+        }
+    }
+
+    /**
+     * Calls {@code found} with the part after {@code prefix} of every line of a memory map ({@code
+     * /proc/<pid>/maps}) that maps a file under {@code prefix} and not a deleted one. The map (~100 KB
+     * for a JVM, read every 150 ms) is scanned as bytes in {@code buffer}, reused: only the matching
+     * lines become strings. procfs gives no size, so a larger map is read in pieces; a line cut at a
+     * piece's end is moved to the front and read whole with the next piece; a line longer than the
+     * buffer is skipped (it is no path of ours).
+     */
+    static void scanMaps(InputStream in, byte[] buffer, String prefix, Consumer<String> found) throws IOException {
+        byte[] pre = prefix.getBytes(StandardCharsets.ISO_8859_1);
+        int kept = 0;
+        boolean skipping = false;
+        while (true) {
+            int end = kept + in.readNBytes(buffer, kept, buffer.length - kept);
+            boolean last = end < buffer.length;
+            int lineStart = 0;
+            for (int i = 0; i < end; i++) {
+                if (buffer[i] == '\n') {
+                    if (!skipping) {
+                        matchLine(buffer, lineStart, i, pre, found);
+                    }
+                    skipping = false;
+                    lineStart = i + 1;
+                }
+            }
+            if (last) {
+                if (!skipping) {
+                    matchLine(buffer, lineStart, end, pre, found);
+                }
+                return;
+            }
+            kept = end - lineStart;
+            if (kept == buffer.length) {
+                kept = 0; // a line longer than the buffer: skip it up to its end
+                skipping = true;
+            } else {
+                System.arraycopy(buffer, lineStart, buffer, 0, kept);
+            }
+        }
+    }
+
+    private static void matchLine(byte[] b, int from, int to, byte[] pre, Consumer<String> found) {
+        outer:
+        for (int i = from; i <= to - pre.length; i++) {
+            for (int j = 0; j < pre.length; j++) {
+                if (b[i + j] != pre[j]) {
+                    continue outer;
+                }
+            }
+            String rest = new String(b, i + pre.length, to - i - pre.length, StandardCharsets.ISO_8859_1);
+            if (!rest.endsWith("(deleted)")) {
+                found.accept(rest);
+            }
+            return;
         }
     }
 

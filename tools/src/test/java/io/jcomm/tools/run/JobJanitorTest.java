@@ -11,6 +11,7 @@ import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
@@ -24,6 +25,48 @@ import org.junit.jupiter.api.io.TempDir;
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class JobJanitorTest {
+
+    @Test
+    void mapsAreScannedAcrossPiecesOfAnyBufferSize() throws Exception {
+        StringBuilder maps = new StringBuilder();
+        List<String> expected = new ArrayList<>();
+        for (int i = 0; i < 200; i++) {
+            maps.append("7f00").append(i).append("-7f01 rw-s 00000000 00:1a ").append(i).append("    ");
+            switch (i % 5) {
+                case 0:
+                    maps.append("/dev/shm/jcomm-ring-").append(i);
+                    expected.add("jcomm-ring-" + i);
+                    break;
+                case 1:
+                    maps.append("/dev/shm/jcomm-gone-").append(i).append(" (deleted)");
+                    break;
+                case 2:
+                    maps.append("/usr/lib/jvm/lib/libjvm.so");
+                    break;
+                case 3:
+                    maps.append("/dev/shm/d").append(i).append("/inner-file");
+                    expected.add("d" + i + "/inner-file");
+                    break;
+                default:
+                    maps.append("[heap]");
+            }
+            if (i != 199) {
+                maps.append('\n');
+            }
+        }
+        byte[] bytes = maps.toString().getBytes(StandardCharsets.ISO_8859_1);
+        for (int size : new int[] {96, 97, 128, 1000, 4096, 1 << 18}) {
+            List<String> found = new ArrayList<>();
+            JobJanitor.scanMaps(new java.io.ByteArrayInputStream(bytes), new byte[size], "/dev/shm/", found::add);
+            assertEquals(expected, found, "buffer of " + size);
+        }
+        // a line longer than the buffer is skipped whole, the next one still read
+        String longLine = "7f-7f r--p 0 0:0 0 /opt/" + "x".repeat(300) + "/dev/shm/not-this\n7f-7f rw-s 0 0:0 0 /dev/shm/this";
+        List<String> found = new ArrayList<>();
+        JobJanitor.scanMaps(new java.io.ByteArrayInputStream(longLine.getBytes(StandardCharsets.ISO_8859_1)), new byte[64],
+                "/dev/shm/", found::add);
+        assertEquals(List.of("this"), found);
+    }
 
     @Test
     void theRegistryIsSharedNotAJobsLeftoverAndDeadWorkersEntriesAreRemoved(@TempDir Path shm) throws Exception {
