@@ -41,7 +41,7 @@ import java.util.jar.Manifest;
  * <p>The jar is named after the hash of its manifest ({@code <cache>/jars/commrun-worker-<hash>.jar}):
  * the same class path and flags give the same file, which is written only when missing or different
  * (to a temporary name, then renamed), so that its size and time, which the workers' class-data
- * archive records, stay put. Never required: with a class path the attribute cannot express (a
+ * archive records, stay put; writing one removes the stale others ({@link #prune}). Never required: with a class path the attribute cannot express (a
  * wildcard, an entry that is not a path), module flags the manifest cannot carry, or when the cache
  * cannot be written, {@link #prepare} gives null and the workers start as before ({@code -cp} and the
  * flags on the command line). The workers' {@code java.class.path} is the jar's path until
@@ -84,9 +84,48 @@ final class WorkerJar {
             } finally {
                 Files.deleteIfExists(tmp);
             }
+            prune(dir, jar);
             return sameManifest(jar, m) ? jar : null;
         } catch (IOException | RuntimeException e) {
             return null; // never required
+        }
+    }
+
+    /**
+     * Removes the worker jars of {@code dir} but {@code kept} that are older than {@link AppCds#MAX_AGE}
+     * and name a class path entry that is gone (a removed checkout or build): each class path makes a
+     * jar, and a jar in use is never rewritten (the class-data archive records its time), so age alone
+     * does not tell a stale one.
+     */
+    static void prune(Path dir, Path kept) {
+        java.time.Instant oldest = java.time.Instant.now().minus(AppCds.MAX_AGE);
+        try (java.nio.file.DirectoryStream<Path> ds = Files.newDirectoryStream(dir, "commrun-worker-*.jar")) {
+            for (Path p : ds) {
+                if (!p.equals(kept) && Files.getLastModifiedTime(p, LinkOption.NOFOLLOW_LINKS).toInstant().isBefore(oldest)
+                        && namesAMissingEntry(p)) {
+                    Files.deleteIfExists(p);
+                }
+            }
+        } catch (IOException | RuntimeException ignored) {
+            // best effort
+        }
+    }
+
+    private static boolean namesAMissingEntry(Path jar) {
+        try (InputStream in = Files.newInputStream(jar); JarInputStream j = new JarInputStream(in)) {
+            Manifest m = j.getManifest();
+            String cp = m == null ? null : m.getMainAttributes().getValue(Attributes.Name.CLASS_PATH);
+            if (cp == null) {
+                return true;
+            }
+            for (String e : cp.split(" ")) {
+                if (!e.isEmpty() && !Files.exists(Path.of(jar.getParent().toUri().resolve(e)))) {
+                    return true;
+                }
+            }
+            return false;
+        } catch (IOException | RuntimeException e) {
+            return true; // unreadable: of no use to a launch
         }
     }
 

@@ -87,6 +87,20 @@ class WorkerJarTest {
         try (var files = Files.list(jar.getParent())) {
             assertEquals(2, files.count(), "two jars and no temporary file");
         }
+        // writing a jar removes the old ones that name a class path entry gone; an old one in use stays
+        Path gone = Files.write(tmp.resolve("gone.jar"), new byte[] {1});
+        Path stale = WorkerJar.prepare(cache, gone.toString());
+        Files.delete(gone);
+        Path damaged = jar.getParent().resolve("commrun-worker-0000000000000000.jar");
+        Files.write(damaged, new byte[] {1});
+        java.time.Instant longAgo = java.time.Instant.now().minus(AppCds.MAX_AGE).minusSeconds(60);
+        for (Path p : List.of(stale, damaged, jar)) {
+            Files.setLastModifiedTime(p, FileTime.from(longAgo));
+        }
+        Path c = Files.write(tmp.resolve("c.jar"), new byte[] {1});
+        assertTrue(Files.exists(WorkerJar.prepare(cache, c.toString())));
+        assertTrue(!Files.exists(stale) && !Files.exists(damaged), "the stale jars were removed");
+        assertTrue(Files.exists(jar), "a jar whose class path is there stays");
         // a cache that cannot be written: the classic command line
         Path blocked = Files.write(tmp.resolve("blocked"), new byte[0]);
         assertNull(WorkerJar.prepare(blocked, a.toString()));
