@@ -165,8 +165,11 @@ final class NativeLibraries {
         return matches(lib, entry) ? dir : null;
     }
 
-    /** Creates {@code dir} (owner only) when missing; fails when it is not the user's own or others may write it. */
-    private static void ownDirectory(Path dir, LinkOption... links) throws IOException {
+    /**
+     * Creates {@code dir} (owner only) when missing; fails when it is not the user's own or others may
+     * write it (what the workers load from jcomm's cache must be the user's own: {@link WorkerJar} too).
+     */
+    static void ownDirectory(Path dir, LinkOption... links) throws IOException {
         if (!Files.isDirectory(dir, links)) {
             Files.createDirectories(dir);
             Files.setPosixFilePermissions(dir, OWNER_ONLY_DIR);

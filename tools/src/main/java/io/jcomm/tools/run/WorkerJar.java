@@ -43,7 +43,7 @@ import java.util.jar.Manifest;
  * (to a temporary name, then renamed), so that its size and time, which the workers' class-data
  * archive records, stay put; writing one removes the stale others ({@link #prune}). Never required: with a class path the attribute cannot express (a
  * wildcard, an entry that is not a path), module flags the manifest cannot carry, or when the cache
- * cannot be written, {@link #prepare} gives null and the workers start as before ({@code -cp} and the
+ * cannot be written or its directory is not the user's own or others may write it, {@link #prepare} gives null and the workers start as before ({@code -cp} and the
  * flags on the command line). The workers' {@code java.class.path} is the jar's path until
  * {@link RunWorker} sets it to the class path again ({@value #CLASS_PATH_PROPERTY}).
  */
@@ -64,7 +64,8 @@ final class WorkerJar {
     static Path prepare(Path cacheRoot, String classPath) {
         try {
             Path dir = cacheRoot.resolve(DIRECTORY);
-            Files.createDirectories(dir);
+            NativeLibraries.ownDirectory(cacheRoot);
+            NativeLibraries.ownDirectory(dir, LinkOption.NOFOLLOW_LINKS);
             dir = dir.toRealPath();
             Manifest m = manifest(dir, classPath, JvmFlags.REQUIRED);
             if (m == null) {

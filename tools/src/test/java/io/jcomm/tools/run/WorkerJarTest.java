@@ -101,6 +101,10 @@ class WorkerJarTest {
         assertTrue(Files.exists(WorkerJar.prepare(cache, c.toString())));
         assertTrue(!Files.exists(stale) && !Files.exists(damaged), "the stale jars were removed");
         assertTrue(Files.exists(jar), "a jar whose class path is there stays");
+        // a jar directory others may write to is not used
+        Path shared = Files.createDirectories(tmp.resolve("shared/" + WorkerJar.DIRECTORY));
+        Files.setPosixFilePermissions(shared, java.nio.file.attribute.PosixFilePermissions.fromString("rwxrwxrwx"));
+        assertNull(WorkerJar.prepare(shared.getParent(), a.toString()));
         // a cache that cannot be written: the classic command line
         Path blocked = Files.write(tmp.resolve("blocked"), new byte[0]);
         assertNull(WorkerJar.prepare(blocked, a.toString()));
