@@ -3,6 +3,7 @@ package io.jcomm.tools.run;
 import io.jcomm.api.JvmFlags;
 import io.jcomm.mq.registry.JobRegistry;
 import java.io.BufferedReader;
+import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.InputStreamReader;
@@ -81,7 +82,7 @@ final class LocalJob {
         Path cache = AppCds.Settings.cacheRoot(parentEnv);
         Path workerJar = WorkerJar.prepare(cache, plan.classPath());
         LocalJob job = new LocalJob(plan, out, err, prefix, shmDir, stallReport,
-                classDataArchive(plan, AppCds.Settings.fromEnvironment(parentEnv), workerJar != null),
+                classDataArchive(plan, AppCds.Settings.fromEnvironment(parentEnv), workerJar),
                 JobRegistry.configuredDirectory(parentEnv).orElse(null));
         int dumper = archiveWriter(plan.nprocPerNode());
         List<String> nativeArgs = NativeLibraries.jvmArgs(cache, plan.classPath(), System.getProperty("os.name"),
@@ -124,14 +125,15 @@ final class LocalJob {
 
     /**
      * The class-data archive of the plan's workers: keyed by their {@code java}, their JVM flags, their
-     * class path and the program ({@link RunWorker} and the main class, and whether they start from a
-     * {@link WorkerJar}, which changes the class path the archive records).
+     * class path (with the {@link WorkerJar} they start from, if any: the archive records it, and a
+     * rewritten one is another key) and the program ({@link RunWorker} and the main class).
      */
-    static AppCds.Launch classDataArchive(RunPlan plan, AppCds.Settings settings, boolean workerJar) {
+    static AppCds.Launch classDataArchive(RunPlan plan, AppCds.Settings settings, Path workerJar) {
         List<String> args = new ArrayList<>(JvmFlags.REQUIRED);
         args.addAll(plan.jvmArgs());
-        return AppCds.prepare(settings, plan.javaBinary(), plan.classPath(), args,
-                RunWorker.class.getName() + " " + plan.mainClass() + (workerJar ? " jar" : ""));
+        String classPath = workerJar == null ? plan.classPath() : workerJar + File.pathSeparator + plan.classPath();
+        return AppCds.prepare(settings, plan.javaBinary(), classPath, args,
+                RunWorker.class.getName() + " " + plan.mainClass());
     }
 
     /**

@@ -72,6 +72,17 @@ class AppCdsTest {
         assertEquals(List.of(third.archive), files(cache.resolve("cds")), "the stale archive was removed");
         Job fourth = commrun(jar, env);
         assertEquals(List.of(third.archive.toString(), third.archive.toString()), fourth.mapped);
+
+        // the workers start from a jar in the cache, which the archive records: written again (removed,
+        // say), it is another key too, not an archive the JVMs would refuse
+        List<Path> workerJars = files(cache.resolve(WorkerJar.DIRECTORY));
+        assertEquals(1, workerJars.size(), workerJars.toString());
+        Files.delete(workerJars.get(0));
+        Thread.sleep(1100); // another modification time for the jar written again, on coarse clocks too
+        Job fifth = commrun(jar, env);
+        assertEquals(AppCds.Mode.DUMP, fifth.mode, fifth.output);
+        Job sixth = commrun(jar, env);
+        assertEquals(List.of(fifth.archive.toString(), fifth.archive.toString()), sixth.mapped, sixth.output);
     }
 
     @Test
