@@ -194,6 +194,32 @@ class TcpStoreMemberLivenessTest {
     }
 
     @Test
+    void aCloseFromAnotherThreadIsNoDeathWhereverItMeetsTheWaitingCall() throws Exception {
+        // the close lands anywhere around the waiting call: before its WAIT is sent, while the caller is on
+        // its way into the wait, or while it is blocked. Every one says goodbye first (an abort that let
+        // the caller see it before the goodbye was out had the caller close the channel under it: a death)
+        java.util.Random random = new java.util.Random(42);
+        for (int round = 0; round < 150; round++) {
+            TcpStore b = member(JOB, 1);
+            CompletableFuture<Throwable> waits = failureOf(() -> b.get("never", Duration.ofSeconds(30)));
+            long pendingBefore = server.stats().pendingWaits();
+            long until = System.nanoTime() + random.nextInt(3_000_000);
+            while (System.nanoTime() < until && server.stats().pendingWaits() == pendingBefore) {
+                Thread.onSpinWait();
+            }
+            b.close();
+            Throwable t = waits.get(10, TimeUnit.SECONDS);
+            int r = round;
+            assertTrue(t instanceof CommClosedException, () -> "round " + r + ": " + t);
+        }
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        while (server.stats().pendingWaits() > 0 && System.nanoTime() < end) {
+            Thread.sleep(5);
+        }
+        assertEquals(0, server.stats().memberDeaths(), server.stats().toString());
+    }
+
+    @Test
     void theWireExtensionByteForByteAndTorchClientsNeverSeeIt() throws Exception {
         try (RawConn a = rawMember(JOB, 0); RawConn torch = new RawConn(server.port());
              RawConn undeclared = new RawConn(server.port())) {

@@ -7,6 +7,7 @@ import java.net.InetSocketAddress;
 import java.net.StandardSocketOptions;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.channels.CancelledKeyException;
 import java.nio.channels.ClosedSelectorException;
 import java.nio.channels.SelectionKey;
 import java.nio.channels.Selector;
@@ -241,13 +242,14 @@ public final class ClientChannel implements AutoCloseable {
         if (ms <= 0) {
             throw new TimeoutSignal();
         }
-        if (key.interestOps() != ops) {
-            key.interestOps(ops);
-        }
         try {
+            if (key.interestOps() != ops) {
+                key.interestOps(ops);
+            }
             selector.select(ClientChannel::ignore, ms);
-        } catch (ClosedSelectorException e) {
-            throw new AbortedSignal();
+        } catch (ClosedSelectorException | CancelledKeyException e) {
+            // closed by another thread (abort) between the check above and here
+            throw aborted ? new AbortedSignal() : new java.io.IOException("the connection was closed", e);
         }
         if (aborted) {
             throw new AbortedSignal();
@@ -256,7 +258,11 @@ public final class ClientChannel implements AutoCloseable {
             throw new java.io.InterruptedIOException("interrupted while waiting for the store server");
         }
         if (ops != SelectionKey.OP_READ) {
-            key.interestOps(SelectionKey.OP_READ);
+            try {
+                key.interestOps(SelectionKey.OP_READ);
+            } catch (CancelledKeyException e) {
+                throw aborted ? new AbortedSignal() : new java.io.IOException("the connection was closed", e);
+            }
         }
     }
 
@@ -441,11 +447,13 @@ public final class ClientChannel implements AutoCloseable {
 
     /**
      * Makes a blocked call of the owner thread fail promptly; callable from any thread. Sends the
-     * armed goodbye first.
+     * armed goodbye first, before the owner thread can see the abort: an owner that saw it early (on
+     * its way into a wait, not yet blocked) closed the channel under the goodbye being written, and the
+     * server counted a clean close as a death.
      */
     public void abort() {
-        aborted = true;
         sayGoodbye();
+        aborted = true;
         try {
             ch.close();
         } catch (IOException ignored) {
