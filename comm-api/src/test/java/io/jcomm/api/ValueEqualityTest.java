@@ -6,9 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.jcomm.api.ray.ActorId;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
-import java.util.ArrayList;
+import io.jcomm.testkit.ChildJvm;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
@@ -43,13 +41,7 @@ class ValueEqualityTest {
 
     @Test
     void comparingThemLinksNoRecordMethods() throws Exception {
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(List.of("-Xshare:off", "-Xlog:class+load=info", "-cp", System.getProperty("java.class.path"),
-                Child.class.getName()));
-        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
-        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertTrue(p.waitFor(40, TimeUnit.SECONDS), "child JVM did not end");
+        String out = ChildJvm.classLoads(Child.class, List.of("-Xshare:off"));
         assertTrue(out.contains("child: 3 true true"), out);
         assertFalse(out.contains("java.lang.runtime.ObjectMethods "), "a record's generated method was linked");
     }

@@ -7,9 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.jcomm.api.internal.shm.ShmFiles;
+import io.jcomm.testkit.ChildJvm;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
@@ -79,13 +78,7 @@ class EntropyTest {
 
     @Test
     void noSecurityProviderIsSetUp() throws Exception {
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(List.of("-Xshare:off", "-Xlog:class+load=info", "-cp", System.getProperty("java.class.path"),
-                Child.class.getName()));
-        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
-        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertTrue(p.waitFor(40, TimeUnit.SECONDS), "child JVM did not end");
+        String out = ChildJvm.classLoads(Child.class, List.of("-Xshare:off"));
         assertTrue(out.contains("child: ok"), out);
         assertFalse(out.contains("sun.security.jca.Providers "), "the security providers were set up");
         assertFalse(out.contains("java.security.SecureRandom "), "a SecureRandom was made");

@@ -188,13 +188,7 @@ class ForyCodecTest {
     @Test
     void theFingerprintNeedsNoSecurityProvider() throws Exception {
         // groups compare fingerprints at creation, before anything else needs the JDK's providers
-        java.util.List<String> cmd = new ArrayList<>();
-        cmd.add(java.nio.file.Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(List.of("-Xshare:off", "-Xlog:class+load=info", "-cp", System.getProperty("java.class.path"),
-                FingerprintChild.class.getName()));
-        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
-        String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
-        assertTrue(p.waitFor(40, TimeUnit.SECONDS), "child JVM did not end");
+        String out = io.jcomm.testkit.ChildJvm.classLoads(FingerprintChild.class, List.of("-Xshare:off"));
         assertTrue(out.matches("(?s).*child: [0-9a-f]{16} [0-9a-f]{16} true.*"), out);
         assertFalse(out.contains("sun.security.jca.Providers "), "the security providers were set up");
         assertFalse(out.contains("java.security.MessageDigest "), "a digest was made");

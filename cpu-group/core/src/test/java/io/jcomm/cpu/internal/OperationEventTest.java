@@ -10,7 +10,6 @@ import io.jcomm.api.internal.jfr.OperationEvent;
 import io.jcomm.cpu.CpuGroupOptions;
 import io.jcomm.cpu.testkit.ThreadRanks;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.time.Duration;
@@ -84,17 +83,11 @@ class OperationEventTest {
 
     /** The class-load log and output of a JVM that runs {@link Child} with {@code jvmArgs}. */
     private String childClassLoads(List<String> jvmArgs) throws IOException, InterruptedException {
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(jvmArgs);
+        List<String> args = new ArrayList<>(jvmArgs);
         // the launchers' flags (Netty's own JFR events off), as commrun and bin/_launch start JVMs
-        cmd.addAll(io.jcomm.api.JvmFlags.REQUIRED);
-        cmd.addAll(List.of("-Xlog:class+load=info", "-Xlog:jfr*=off", "-cp", System.getProperty("java.class.path"),
-                Child.class.getName()));
-        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
-        byte[] out = p.getInputStream().readAllBytes();
-        assertTrue(p.waitFor(40, TimeUnit.SECONDS), "child JVM did not end");
-        return new String(out, StandardCharsets.UTF_8);
+        args.addAll(io.jcomm.api.JvmFlags.REQUIRED);
+        args.add("-Xlog:jfr*=off");
+        return io.jcomm.testkit.ChildJvm.classLoads(Child.class, args);
     }
 
     /** Two thread ranks of the tcp group: a barrier, an all-reduce and an asynchronous all-reduce. */
