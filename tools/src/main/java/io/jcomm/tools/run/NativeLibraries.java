@@ -162,7 +162,7 @@ final class NativeLibraries {
         } finally {
             Files.deleteIfExists(tmp);
         }
-        return matches(lib, entry) ? dir : null;
+        return dir; // the copy was checked before its atomic rename into place
     }
 
     /**

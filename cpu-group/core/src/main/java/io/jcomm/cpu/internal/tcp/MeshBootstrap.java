@@ -40,7 +40,6 @@ import org.slf4j.LoggerFactory;
 final class MeshBootstrap {
 
     private static final Logger LOG = LoggerFactory.getLogger(MeshBootstrap.class);
-    /** Source of connection nonces (thread safe; seeding one per group cost more than the rest of its set-up). */
     /** A peer whose address refuses connections this long has gone (it listens from before it publishes). */
     private static final long REFUSED_GRACE_NANOS = TimeUnit.SECONDS.toNanos(1);
     /** While set-up waits for peers, this often it asks the store whether a member of the job left. */
