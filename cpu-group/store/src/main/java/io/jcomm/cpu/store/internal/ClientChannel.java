@@ -249,7 +249,7 @@ public final class ClientChannel implements AutoCloseable {
             selector.select(ClientChannel::ignore, ms);
         } catch (ClosedSelectorException | CancelledKeyException e) {
             // closed by another thread (abort) between the check above and here
-            throw aborted ? new AbortedSignal() : new java.io.IOException("the connection was closed", e);
+            throw closedUnderTheCall(e);
         }
         if (aborted) {
             throw new AbortedSignal();
@@ -261,9 +261,14 @@ public final class ClientChannel implements AutoCloseable {
             try {
                 key.interestOps(SelectionKey.OP_READ);
             } catch (CancelledKeyException e) {
-                throw aborted ? new AbortedSignal() : new java.io.IOException("the connection was closed", e);
+                throw closedUnderTheCall(e);
             }
         }
+    }
+
+    /** The channel or selector was closed under a call: the abort when it was one, else a lost connection. */
+    private IOException closedUnderTheCall(RuntimeException e) {
+        return aborted ? new AbortedSignal() : new IOException("the connection was closed", e);
     }
 
     private static void ignore(SelectionKey k) {
