@@ -8,7 +8,11 @@ import java.util.List;
  * switch that keeps Chronicle from sending usage analytics, and the one that keeps Netty from
  * registering its JFR events at its first buffer allocation (some 80 JFR classes and a quarter of
  * a second of a cold JVM's CPU; {@code -Dio.netty.jfr.enabled=true} after these flags brings them
- * back). Launchers ({@code commrun}, the test harness) put these on every worker's command line;
+ * back), and Netty's pooled buffer allocator as its default ({@code io.netty.allocator.type}). Netty
+ * 4.2's own default, the adaptive allocator, builds its magazines for every size class when the first
+ * channel is made and carves its first chunks at the first writes: some 60 ms of a cold JVM's CPU,
+ * while the SDK's frames are small and short-lived, for which the pooled allocator is as fast (a
+ * later {@code -Dio.netty.allocator.type=adaptive} brings it back). Launchers ({@code commrun}, the test harness) put these on every worker's command line;
  * the Maven build's surefire/failsafe {@code argLine} carries the same list.
  */
 public final class JvmFlags {
@@ -25,7 +29,8 @@ public final class JvmFlags {
             "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
             "-Dchronicle.analytics.disable=true",
             "-Dio.netty.jfr.enabled=false",
-            "-Dio.netty.tryReflectionSetAccessible=true");
+            "-Dio.netty.tryReflectionSetAccessible=true",
+            "-Dio.netty.allocator.type=pooled");
 
     private JvmFlags() {
     }
