@@ -8,12 +8,13 @@ import io.jcomm.api.ProtocolException;
 import io.jcomm.api.internal.Entropy;
 import io.jcomm.api.store.Store;
 import io.jcomm.cpu.spi.CpuBackendContext;
-import io.netty.bootstrap.Bootstrap;
-import io.netty.bootstrap.ServerBootstrap;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelFuture;
-import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandler;
 import io.netty.channel.ChannelOption;
+import io.netty.channel.ChannelPromise;
+import io.netty.channel.DefaultChannelPromise;
 import io.netty.channel.ServerChannel;
 import io.netty.channel.epoll.EpollServerSocketChannel;
 import io.netty.channel.epoll.EpollSocketChannel;
@@ -36,6 +37,13 @@ import org.slf4j.LoggerFactory;
  * incarnation and the receiver's nonce; {@link #onHello} checks it), decides which links may use
  * shared memory, and exchanges READY. A peer that refuses connections for a second, or a member the
  * store reports gone, fails set-up at once instead of at the deadline.
+ *
+ * <p>The channels are made, registered, bound and connected here rather than through Netty's
+ * {@code ServerBootstrap}/{@code Bootstrap}: those put a {@code ChannelInitializer} (an adapter marked
+ * {@code @Sharable}) into each pipeline, and the pipeline reads that annotation, the first annotation
+ * of the JVM in a rank (see {@link Link}). {@link Acceptor} does what Netty's acceptor would: it sets up
+ * and registers each accepted channel, and pauses accepting for a second after an error such as too
+ * many open files.
  */
 final class MeshBootstrap {
 
@@ -85,42 +93,134 @@ final class MeshBootstrap {
         }
     }
 
-    private ChannelInitializer<Channel> initializer(int peer) {
-        return new ChannelInitializer<>() {
-            @Override
-            protected void initChannel(Channel ch) {
-                Link l = new Link(engine);
-                l.peer = peer;
-                l.attach(ch);
-                ch.config().setRecvByteBufAllocator(l);
-                ch.config().setOption(ChannelOption.TCP_NODELAY, true);
-                if (engine.cfg.socketBufferBytes > 0) {
-                    ch.config().setOption(ChannelOption.SO_SNDBUF, engine.cfg.socketBufferBytes);
-                    ch.config().setOption(ChannelOption.SO_RCVBUF, engine.cfg.socketBufferBytes);
-                }
-                ch.pipeline().addLast(l);
-                engine.allLinks.add(l);
-                if (peer >= 0) {
-                    engine.links[peer] = l;
-                }
+    /** Sets up a new connection's channel, accepted ({@code peer} -1) or made to {@code peer}. */
+    private void setUp(Channel ch, int peer) {
+        Link l = new Link(engine);
+        l.peer = peer;
+        l.attach(ch);
+        ch.config().setRecvByteBufAllocator(l);
+        ch.config().setOption(ChannelOption.TCP_NODELAY, true);
+        if (engine.cfg.socketBufferBytes > 0) {
+            ch.config().setOption(ChannelOption.SO_SNDBUF, engine.cfg.socketBufferBytes);
+            ch.config().setOption(ChannelOption.SO_RCVBUF, engine.cfg.socketBufferBytes);
+        }
+        ch.pipeline().addLast(l);
+        engine.allLinks.add(l);
+        if (peer >= 0) {
+            engine.links[peer] = l;
+        }
+    }
+
+    /** Registers a new channel with the engine's event loop (what the loop's deprecated {@code register} does). */
+    private ChannelFuture register(Channel ch) {
+        ChannelPromise promise = new DefaultChannelPromise(ch, engine.loop);
+        ch.unsafe().register(engine.loop, promise);
+        return promise;
+    }
+
+    /** Closes a channel that failed to register, bind or connect (as Netty's bootstraps close theirs). */
+    private static void discard(Channel ch) {
+        if (ch.isRegistered()) {
+            ch.close();
+        } else {
+            ch.unsafe().closeForcibly();
+        }
+    }
+
+    /** The listening channel's handler: sets up and registers each accepted connection. */
+    private final class Acceptor implements ChannelInboundHandler {
+
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            Channel child = (Channel) msg;
+            try {
+                setUp(child, -1);
+                register(child).addListener((ChannelFuture f) -> {
+                    if (!f.isSuccess()) {
+                        child.unsafe().closeForcibly();
+                    }
+                });
+            } catch (RuntimeException e) {
+                LOG.debug("group {} rank {}: cannot set up an accepted connection: {}", engine.group, engine.rank, e.toString());
+                child.unsafe().closeForcibly();
             }
-        };
+        }
+
+        @Override
+        @SuppressWarnings("deprecation") // declared by ChannelInboundHandler, deprecated on ChannelHandler only
+        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+            // an accept failed (too many open files, say): pause accepting for a second instead of spinning
+            LOG.warn("group {} rank {}: accepting a connection failed (pausing for a second): {}", engine.group, engine.rank,
+                    cause.toString());
+            Channel server = ctx.channel();
+            if (server.config().isAutoRead()) {
+                server.config().setAutoRead(false);
+                ctx.executor().schedule(() -> server.config().setAutoRead(true), 1, TimeUnit.SECONDS);
+            }
+        }
+
+        @Override
+        public void handlerAdded(ChannelHandlerContext ctx) {
+        }
+
+        @Override
+        public void handlerRemoved(ChannelHandlerContext ctx) {
+        }
+
+        @Override
+        public void channelRegistered(ChannelHandlerContext ctx) {
+            ctx.fireChannelRegistered();
+        }
+
+        @Override
+        public void channelUnregistered(ChannelHandlerContext ctx) {
+            ctx.fireChannelUnregistered();
+        }
+
+        @Override
+        public void channelActive(ChannelHandlerContext ctx) {
+            ctx.fireChannelActive();
+        }
+
+        @Override
+        public void channelInactive(ChannelHandlerContext ctx) {
+            ctx.fireChannelInactive();
+        }
+
+        @Override
+        public void channelReadComplete(ChannelHandlerContext ctx) {
+            ctx.fireChannelReadComplete();
+        }
+
+        @Override
+        public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
+            ctx.fireUserEventTriggered(evt);
+        }
+
+        @Override
+        public void channelWritabilityChanged(ChannelHandlerContext ctx) {
+            ctx.fireChannelWritabilityChanged();
+        }
     }
 
     void run(CpuBackendContext ctx, Deadline d) {
         Store store = ctx.store();
         engine.nonce = Entropy.nextLong();
-        Class<? extends ServerChannel> serverClass = engine.epoll ? EpollServerSocketChannel.class : NioServerSocketChannel.class;
-        ChannelFuture bind = new ServerBootstrap().group(engine.loop).channel(serverClass)
-                .option(ChannelOption.SO_BACKLOG, 256)
-                .childHandler(initializer(-1))
-                .bind(new InetSocketAddress(ctx.hostname(), 0));
-        driveUntil(bind::isDone, d, () -> "binding a server socket on " + ctx.hostname());
+        ServerChannel listener = engine.epoll ? new EpollServerSocketChannel() : new NioServerSocketChannel();
+        listener.config().setOption(ChannelOption.SO_BACKLOG, 256);
+        listener.pipeline().addLast(new Acceptor());
+        ChannelFuture bind = register(listener);
+        driveUntil(bind::isDone, d, () -> "registering a server socket");
+        if (bind.isSuccess()) {
+            bind = listener.bind(new InetSocketAddress(ctx.hostname(), 0));
+            driveUntil(bind::isDone, d, () -> "binding a server socket on " + ctx.hostname());
+        }
         if (!bind.isSuccess()) {
+            discard(listener);
             throw engine.fail(new io.jcomm.api.BackendException(engine.ctx(), "cannot listen on " + ctx.hostname() + ": " + bind.cause(),
                     bind.cause()));
         }
-        engine.server = bind.channel();
+        engine.server = listener;
         int port = ((InetSocketAddress) engine.server.localAddress()).getPort();
 
         // which incarnation of the group this is (keys of an earlier one in the same namespace are never
@@ -178,9 +278,8 @@ final class MeshBootstrap {
         }
 
         // connect to lower ranks, accept from higher ranks
-        Class<? extends Channel> clientClass = engine.epoll ? EpollSocketChannel.class : NioSocketChannel.class;
         for (int r = 0; r < engine.rank; r++) {
-            connect(r, peers[r], clientClass, d);
+            connect(r, peers[r], d);
         }
         Store probe = store;
         String probeKey = prefix + "liveness-probe";
@@ -216,7 +315,7 @@ final class MeshBootstrap {
                 engine.shm.stagingLater() ? "on first large collective" : "off");
     }
 
-    private void connect(int r, String[] addr, Class<? extends Channel> clientClass, Deadline d) {
+    private void connect(int r, String[] addr, Deadline d) {
         String host = addr[0];
         int port;
         long theirNonce;
@@ -228,11 +327,18 @@ final class MeshBootstrap {
         }
         long refusedSince = 0;
         while (true) {
-            ChannelFuture cf = new Bootstrap().group(engine.loop).channel(clientClass)
-                    .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, (int) Math.max(1, Math.min(10_000, d.remainingMillis())))
-                    .handler(initializer(r))
-                    .connect(new InetSocketAddress(host, port));
-            driveUntil(cf::isDone, d, () -> "connecting to rank " + r + " at " + host + ":" + port);
+            Channel ch = engine.epoll ? new EpollSocketChannel() : new NioSocketChannel();
+            ch.config().setOption(ChannelOption.CONNECT_TIMEOUT_MILLIS, (int) Math.max(1, Math.min(10_000, d.remainingMillis())));
+            setUp(ch, r);
+            ChannelFuture cf = register(ch);
+            driveUntil(cf::isDone, d, () -> "registering a connection to rank " + r);
+            if (cf.isSuccess()) {
+                cf = ch.connect(new InetSocketAddress(host, port));
+                driveUntil(cf::isDone, d, () -> "connecting to rank " + r + " at " + host + ":" + port);
+            }
+            if (!cf.isSuccess()) {
+                discard(ch);
+            }
             if (cf.isSuccess()) {
                 Frame hello = Frame.of(Frame.HELLO, 0, theirNonce);
                 hello.root = engine.rank;
