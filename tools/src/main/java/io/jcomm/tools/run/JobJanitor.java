@@ -79,6 +79,16 @@ final class JobJanitor {
      * that tree (not started here) still gets a walk of its own.
      */
     void sample() {
+        sample(true);
+    }
+
+    /**
+     * As {@link #sample()}; without {@code scanShm} it records the processes only. The shared-memory
+     * scan reads every job process's memory map and open files (~10 ms of CPU for four JVMs), which
+     * the launcher skips while the workers start, when they need the CPUs most; entries made then
+     * that carry a worker's pid in their name, as the SDK's all do, are found without it.
+     */
+    void sample(boolean scanShm) {
         Set<Long> ours = new HashSet<>();
         try (Stream<ProcessHandle> d = ProcessHandle.current().descendants()) {
             // parents come before their children in this stream
@@ -96,6 +106,9 @@ final class JobJanitor {
                     d.forEach(c -> processes.putIfAbsent(c.pid(), c));
                 }
             }
+        }
+        if (!scanShm) {
+            return;
         }
         for (ProcessHandle p : List.copyOf(processes.values())) {
             if (p.isAlive()) {

@@ -36,6 +36,12 @@ final class LocalJob {
     record Result(Outcome outcome, int exitCode, int firstFailedRank, int[] exitCodes) {
     }
 
+    /**
+     * How long after the launch the janitor starts scanning the workers' shared memory (it records
+     * their processes from the first sample): the scans would compete with the workers' start.
+     */
+    static final long SHM_SCAN_DELAY_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(1);
+
     private final RunPlan plan;
     private final PrintStream out;
     private final PrintStream err;
@@ -171,8 +177,9 @@ final class LocalJob {
     }
 
     private void sampleLoop() {
+        long shmScansFrom = System.nanoTime() + SHM_SCAN_DELAY_NANOS;
         while (true) {
-            janitor.sample();
+            janitor.sample(System.nanoTime() - shmScansFrom >= 0);
             StallWatch w = stalls;
             if (w != null) {
                 w.poll();

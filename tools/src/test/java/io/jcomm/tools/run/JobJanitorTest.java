@@ -109,6 +109,26 @@ class JobJanitorTest {
     }
 
     @Test
+    void aSampleWithoutTheShmScanRecordsTheProcessesOnly(@TempDir Path shm) throws Exception {
+        Path held = Files.writeString(shm.resolve("jcomm-held"), "x"); // no pid in its name
+        Process worker = new ProcessBuilder("bash", "-c", "exec 3<" + held + "; sleep 30 & echo $!; wait").start();
+        BufferedReader w = new BufferedReader(new InputStreamReader(worker.getInputStream(), StandardCharsets.UTF_8));
+        long child = Long.parseLong(w.readLine().trim());
+        try {
+            JobJanitor janitor = new JobJanitor(shm, null);
+            janitor.add(worker.toHandle());
+            janitor.sample(false);
+            assertTrue(janitor.pids().contains(child), "the worker's child: " + janitor.pids());
+            assertEquals(Set.of(), janitor.leftoverShm(), "no shared-memory scan");
+            janitor.sample(true);
+            assertEquals(Set.of("jcomm-held"), janitor.leftoverShm(), "the file the worker holds open");
+        } finally {
+            ProcessHandle.of(child).ifPresent(ProcessHandle::destroyForcibly);
+            worker.destroyForcibly();
+        }
+    }
+
+    @Test
     void descendantsAreFoundInsideAndOutsideThisJvmsOwnTree(@TempDir Path shm) throws Exception {
         // a worker of ours with a child, and a process that left our tree (its parent exited) with a child
         Process worker = new ProcessBuilder("bash", "-c", "sleep 30 & echo $!; wait").start();
