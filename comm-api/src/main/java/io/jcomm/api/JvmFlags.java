@@ -10,9 +10,10 @@ import java.util.List;
  * a second of a cold JVM's CPU; {@code -Dio.netty.jfr.enabled=true} after these flags brings them
  * back), and Netty's pooled buffer allocator as its default ({@code io.netty.allocator.type}). Netty
  * 4.2's own default, the adaptive allocator, builds its magazines for every size class when the first
- * channel is made and carves its first chunks at the first writes: some 60 ms of a cold JVM's CPU,
- * while the SDK's frames are small and short-lived, for which the pooled allocator is as fast (a
- * later {@code -Dio.netty.allocator.type=adaptive} brings it back). Launchers ({@code commrun}, the test harness) put these on every worker's command line;
+ * channel is made and carves its first chunks at the first writes: ~30 ms of a lone cold JVM's CPU,
+ * more where JVMs start side by side, while the SDK's frames are small and short-lived, for which the
+ * pooled allocator is as fast (a later {@code -Dio.netty.allocator.type=adaptive} brings it back).
+ * Launchers ({@code commrun}, the test harness) put these on every worker's command line;
  * the Maven build's surefire/failsafe {@code argLine} carries the same list.
  */
 public final class JvmFlags {
