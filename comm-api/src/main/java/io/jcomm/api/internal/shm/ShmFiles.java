@@ -74,7 +74,15 @@ public final class ShmFiles {
             PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------"));
     private static final FileAttribute<?> DIR_OWNER_ONLY =
             PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------"));
-    private static final MethodHandle INVOKE_CLEANER = findCleaner();
+
+    /**
+     * {@code Unsafe.invokeCleaner}, looked up at the first {@link #unmap} (a group's close), not when a
+     * process makes its first shared-memory file: binding it spins a method-handle class at run time,
+     * a cost of every rank's start.
+     */
+    private static final class Cleaner {
+        static final MethodHandle INVOKE = findCleaner();
+    }
 
     private ShmFiles() {
     }
@@ -362,11 +370,11 @@ public final class ShmFiles {
      * caller guarantees that no thread touches the buffer afterwards.
      */
     public static void unmap(MappedByteBuffer m) {
-        if (INVOKE_CLEANER == null || m == null) {
+        if (m == null || Cleaner.INVOKE == null) {
             return;
         }
         try {
-            INVOKE_CLEANER.invokeExact((ByteBuffer) m);
+            Cleaner.INVOKE.invokeExact((ByteBuffer) m);
         } catch (Throwable t) { // best effort: the GC releases the mapping otherwise
             // ignored
         }
