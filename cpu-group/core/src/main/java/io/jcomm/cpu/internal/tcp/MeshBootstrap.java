@@ -336,9 +336,6 @@ final class MeshBootstrap {
                 cf = ch.connect(new InetSocketAddress(host, port));
                 driveUntil(cf::isDone, d, () -> "connecting to rank " + r + " at " + host + ":" + port);
             }
-            if (!cf.isSuccess()) {
-                discard(ch);
-            }
             if (cf.isSuccess()) {
                 Frame hello = Frame.of(Frame.HELLO, 0, theirNonce);
                 hello.root = engine.rank;
@@ -348,7 +345,12 @@ final class MeshBootstrap {
                 engine.links[r].helloSeen = true;
                 return;
             }
+            // this attempt's link goes with its channel: retries until the deadline keep no buffers
+            discard(ch);
+            Link failed = engine.links[r];
             engine.links[r] = null;
+            engine.allLinks.remove(failed);
+            failed.release();
             if (d.isExpired()) {
                 throw engine.fail(new CommTimeoutException(engine.ctx(), "cannot connect to rank " + r + " at " + host + ":" + port
                         + ": " + cf.cause()));

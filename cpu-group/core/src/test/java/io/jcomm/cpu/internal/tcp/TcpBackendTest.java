@@ -2,6 +2,7 @@ package io.jcomm.cpu.internal.tcp;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.jcomm.api.DType;
@@ -322,6 +323,43 @@ class TcpBackendTest {
                 assertEquals(12L, y.getLong(0));
                 assertEquals(12L, other.get(20, TimeUnit.SECONDS));
             }
+        } finally {
+            ex.shutdownNow();
+            store.close();
+        }
+    }
+
+    /**
+     * A rank whose peer's published address refuses connections retries for a second, then fails
+     * naming the peer; each attempt's link (and its 64 KiB receive buffer) goes with its channel, so
+     * the retries hold no more than one at a time.
+     */
+    @Test
+    void connectRetriesKeepNoBuffersOfFailedAttempts() throws Exception {
+        long before = io.netty.util.internal.PlatformDependent.usedDirectMemory();
+        org.junit.jupiter.api.Assumptions.assumeTrue(before >= 0, "Netty does not count its direct memory here");
+        int deadPort;
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            deadPort = s.getLocalPort();
+        }
+        io.jcomm.api.store.InMemoryStore store = new io.jcomm.api.store.InMemoryStore(Duration.ofSeconds(20));
+        // rank 0 "published" an address on another host where nothing listens, and never comes
+        store.set("tcptest/tcp/1/rank/0", ("127.0.0.1 " + deadPort + " 1 elsewhere - - 1 1")
+                .getBytes(java.nio.charset.StandardCharsets.UTF_8));
+        java.util.concurrent.ExecutorService ex = java.util.concurrent.Executors.newSingleThreadExecutor();
+        try {
+            java.util.concurrent.Future<ProcessGroup> g1 = ex.submit(() -> io.jcomm.cpu.CpuGroups.create(
+                    opts(1).store(store).rank(1).size(2).option("tcp.shm", "false").build()));
+            long most = 0;
+            while (!g1.isDone()) {
+                most = Math.max(most, io.netty.util.internal.PlatformDependent.usedDirectMemory() - before);
+                Thread.sleep(2);
+            }
+            java.util.concurrent.ExecutionException e = assertThrows(java.util.concurrent.ExecutionException.class, g1::get);
+            assertTrue(e.getCause() instanceof io.jcomm.api.PeerFailureException, String.valueOf(e.getCause()));
+            assertTrue(e.getCause().getMessage().contains("nothing listens"), e.getCause().getMessage());
+            // ~50 attempts in the second of grace: 3 MiB if each kept its link's buffer
+            assertTrue(most < 512 * 1024, "direct memory grew by " + most + " bytes during the retries");
         } finally {
             ex.shutdownNow();
             store.close();
