@@ -10,7 +10,6 @@ import io.netty.channel.Channel;
 import io.netty.channel.ChannelConfig;
 import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelHandlerContext;
-import io.netty.channel.ChannelInboundHandler;
 import io.netty.channel.RecvByteBufAllocator;
 import io.netty.util.UncheckedBooleanSupplier;
 import java.nio.ByteBuffer;
@@ -55,13 +54,10 @@ import java.util.List;
  * <p>Everything here runs on the thread that drives the event loop (a caller inside the group, or the
  * process's progress thread when no caller is).
  *
- * <p>The link implements {@link ChannelInboundHandler} itself rather than extending Netty's adapter: for
- * an adapter's subclass the pipeline reads the {@code @Sharable} and {@code @Skip} annotations, and the
- * first annotation a JVM reads makes it parse the annotation types and generate their proxy classes,
- * ~20 ms of a cold rank's CPU before its first group is up ({@link MeshBootstrap} avoids Netty's
- * bootstraps for the same reason). Its handler methods carry no run-time annotations.
+ * <p>The link is a {@link PassThroughInbound}, not a subclass of Netty's adapter, so that a rank's start
+ * reads no annotation ({@link MeshBootstrap} avoids Netty's bootstraps for the same reason).
  */
-final class Link implements ChannelInboundHandler, RecvByteBufAllocator, RecvByteBufAllocator.ExtendedHandle {
+final class Link implements PassThroughInbound, RecvByteBufAllocator, RecvByteBufAllocator.ExtendedHandle {
 
     static final int SCRATCH_BYTES = 64 << 10;
     static final int DIRECT_READ_MIN = 16 << 10;
@@ -196,46 +192,6 @@ final class Link implements ChannelInboundHandler, RecvByteBufAllocator, RecvByt
     public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
         engine.onInactive(this, cause);
         ctx.close();
-    }
-
-    // the other events pass on to the pipeline's tail, as Netty's adapter passes them
-
-    @Override
-    public void handlerAdded(ChannelHandlerContext ctx) {
-    }
-
-    @Override
-    public void handlerRemoved(ChannelHandlerContext ctx) {
-    }
-
-    @Override
-    public void channelRegistered(ChannelHandlerContext ctx) {
-        ctx.fireChannelRegistered();
-    }
-
-    @Override
-    public void channelUnregistered(ChannelHandlerContext ctx) {
-        ctx.fireChannelUnregistered();
-    }
-
-    @Override
-    public void channelActive(ChannelHandlerContext ctx) {
-        ctx.fireChannelActive();
-    }
-
-    @Override
-    public void channelReadComplete(ChannelHandlerContext ctx) {
-        ctx.fireChannelReadComplete();
-    }
-
-    @Override
-    public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
-        ctx.fireUserEventTriggered(evt);
-    }
-
-    @Override
-    public void channelWritabilityChanged(ChannelHandlerContext ctx) {
-        ctx.fireChannelWritabilityChanged();
     }
 
     /** Frees the scratch buffer; after the channel closed. */

@@ -11,7 +11,6 @@ import io.jcomm.cpu.spi.CpuBackendContext;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelHandlerContext;
-import io.netty.channel.ChannelInboundHandler;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.ChannelPromise;
 import io.netty.channel.DefaultChannelPromise;
@@ -41,7 +40,7 @@ import org.slf4j.LoggerFactory;
  * <p>The channels are made, registered, bound and connected here rather than through Netty's
  * {@code ServerBootstrap}/{@code Bootstrap}: those put a {@code ChannelInitializer} (an adapter marked
  * {@code @Sharable}) into each pipeline, and the pipeline reads that annotation, the first annotation
- * of the JVM in a rank (see {@link Link}). {@link Acceptor} does what Netty's acceptor would: it sets up
+ * of the JVM in a rank (see {@link PassThroughInbound}). {@link Acceptor} does what Netty's acceptor would: it sets up
  * and registers each accepted channel, and pauses accepting for a second after an error such as too
  * many open files.
  */
@@ -128,7 +127,7 @@ final class MeshBootstrap {
     }
 
     /** The listening channel's handler: sets up and registers each accepted connection. */
-    private final class Acceptor implements ChannelInboundHandler {
+    private final class Acceptor implements PassThroughInbound {
 
         @Override
         public void channelRead(ChannelHandlerContext ctx, Object msg) {
@@ -157,49 +156,6 @@ final class MeshBootstrap {
                 server.config().setAutoRead(false);
                 ctx.executor().schedule(() -> server.config().setAutoRead(true), 1, TimeUnit.SECONDS);
             }
-        }
-
-        @Override
-        public void handlerAdded(ChannelHandlerContext ctx) {
-        }
-
-        @Override
-        public void handlerRemoved(ChannelHandlerContext ctx) {
-        }
-
-        @Override
-        public void channelRegistered(ChannelHandlerContext ctx) {
-            ctx.fireChannelRegistered();
-        }
-
-        @Override
-        public void channelUnregistered(ChannelHandlerContext ctx) {
-            ctx.fireChannelUnregistered();
-        }
-
-        @Override
-        public void channelActive(ChannelHandlerContext ctx) {
-            ctx.fireChannelActive();
-        }
-
-        @Override
-        public void channelInactive(ChannelHandlerContext ctx) {
-            ctx.fireChannelInactive();
-        }
-
-        @Override
-        public void channelReadComplete(ChannelHandlerContext ctx) {
-            ctx.fireChannelReadComplete();
-        }
-
-        @Override
-        public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
-            ctx.fireUserEventTriggered(evt);
-        }
-
-        @Override
-        public void channelWritabilityChanged(ChannelHandlerContext ctx) {
-            ctx.fireChannelWritabilityChanged();
         }
     }
 
