@@ -69,24 +69,19 @@ final class JobJanitor {
     }
 
     /**
-     * Records the live job processes' descendants and their shared-memory entries. Called from one
-     * thread at a time.
+     * Records the live job processes' descendants and, with {@code scanShm}, their shared-memory
+     * entries. Called from one thread at a time.
      *
      * <p>Each {@link ProcessHandle#descendants()} reads the whole process table ({@code /proc/<every
      * pid>/stat}); once per worker per sample, that cost the launcher ~10 ms of CPU every 150 ms on
      * an idle 2-core host (more on a busy node), while the workers started. The workers are this
      * JVM's children, so one walk of this JVM's descendants finds theirs; a tracked process outside
      * that tree (not started here) still gets a walk of its own.
-     */
-    void sample() {
-        sample(true);
-    }
-
-    /**
-     * As {@link #sample()}; without {@code scanShm} it records the processes only. The shared-memory
-     * scan reads every job process's memory map and open files (~10 ms of CPU for four JVMs), which
-     * the launcher skips while the workers start, when they need the CPUs most; entries made then
-     * that carry a worker's pid in their name, as the SDK's all do, are found without it.
+     *
+     * <p>The shared-memory scan reads every job process's memory map and open files (~10 ms of CPU for
+     * four JVMs), which the launcher skips while the workers start, when they need the CPUs most;
+     * entries made then that carry a worker's pid in their name, as the SDK's all do, are found
+     * without it.
      */
     void sample(boolean scanShm) {
         Set<Long> ours = new HashSet<>();

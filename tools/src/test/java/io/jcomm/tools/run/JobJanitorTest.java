@@ -90,7 +90,7 @@ class JobJanitorTest {
             long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
             Set<String> left;
             do {
-                janitor.sample();
+                janitor.sample(true);
                 left = janitor.leftoverShm();
             } while (!left.contains(own.getFileName().toString()) && System.nanoTime() < end);
             assertTrue(left.contains(own.getFileName().toString()), left.toString());
@@ -147,7 +147,7 @@ class JobJanitorTest {
             JobJanitor janitor = new JobJanitor(shm, null);
             janitor.add(worker.toHandle());
             janitor.add(orphan);
-            janitor.sample();
+            janitor.sample(true);
             assertTrue(janitor.pids().contains(workerChild), "a worker's child: " + janitor.pids());
             assertTrue(janitor.pids().contains(orphanChild), "a child of a process outside our tree: " + janitor.pids());
             assertFalse(janitor.pids().contains(bystander.pid()), "a process of ours that is no job's: " + janitor.pids());
