@@ -91,12 +91,13 @@ final class LocalJob {
                 classDataArchive(plan, AppCds.Settings.fromEnvironment(parentEnv), workerJar),
                 JobRegistry.configuredDirectory(parentEnv).orElse(null));
         int dumper = archiveWriter(plan.nprocPerNode());
-        List<String> nativeArgs = NativeLibraries.jvmArgs(cache, plan.classPath(), System.getProperty("os.name"),
-                System.getProperty("os.arch"), System.getProperty("java.library.path"));
+        List<String> nodeArgs = new ArrayList<>(NativeLibraries.jvmArgs(cache, plan.classPath(),
+                System.getProperty("os.name"), System.getProperty("os.arch"), System.getProperty("java.library.path")));
+        nodeArgs.addAll(WorkerJit.jvmArgs(plan.nprocPerNode(), Runtime.getRuntime().availableProcessors()));
         try {
             for (int local = 0; local < plan.nprocPerNode(); local++) {
                 List<String> launchArgs = new ArrayList<>(job.cds.jvmArgs(local == dumper));
-                launchArgs.addAll(nativeArgs);
+                launchArgs.addAll(nodeArgs);
                 ProcessBuilder pb = new ProcessBuilder(plan.workerCommand(local, launchArgs, workerJar));
                 Map<String, String> env = pb.environment();
                 env.clear();

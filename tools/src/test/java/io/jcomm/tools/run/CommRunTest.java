@@ -148,6 +148,26 @@ class CommRunTest {
     }
 
     @Test
+    void oversubscribedWorkersCompileLaterUnlessTheUserSaysOtherwise(@TempDir Path dir) {
+        // 3 workers: oversubscribed on up to 5 CPUs (this machine and CI have 2)
+        int cpus = Runtime.getRuntime().availableProcessors();
+        String expected = 2 * 3 > cpus ? "2.0" : "1.0";
+        Captured c = new Captured();
+        Map<String, String> env = env("JCOMM_CACHE_DIR", dir.toString());
+        assertEquals(0, run(c, env, "--nproc-per-node", "3", JobWorker.class.getName(), "jit"), c.err());
+        for (int r = 0; r < 3; r++) {
+            assertEquals("[rank " + r + "] SCALING " + expected, line(c.out(), "[rank " + r + "] SCALING "), c.out());
+        }
+        // the user's own value comes later on the command line and wins
+        Captured d = new Captured();
+        assertEquals(0, run(d, env, "--nproc-per-node", "3", "--jvm-arg=-XX:CompileThresholdScaling=1",
+                JobWorker.class.getName(), "jit"), d.err());
+        for (int r = 0; r < 3; r++) {
+            assertEquals("[rank " + r + "] SCALING 1.0", line(d.out(), "[rank " + r + "] SCALING "), d.out());
+        }
+    }
+
+    @Test
     void aStallIsReportedWithTheMissingRankAndWhatEveryRankDoes() {
         Captured c = new Captured();
         long t0 = System.nanoTime();

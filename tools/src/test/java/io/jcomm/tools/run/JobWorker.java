@@ -29,6 +29,7 @@ import java.util.TreeMap;
  *   <li>{@code native}: prints whether Netty's epoll transport loaded, the file its library was mapped
  *       from and the library path;</li>
  *   <li>{@code jar}: prints the jar it was started from, its class path and whether Agrona's buffers work;</li>
+ *   <li>{@code jit}: prints the JVM's {@code CompileThresholdScaling};</li>
  *   <li>{@code sleep}: prints "READY" and sleeps.</li>
  * </ul>
  */
@@ -158,6 +159,13 @@ public final class JobWorker {
                 System.out.println("UNSAFE " + (org.agrona.UnsafeApi.class.getName() != null
                         && org.agrona.concurrent.UnsafeBuffer.class.getName() != null
                         && new org.agrona.concurrent.UnsafeBuffer(new byte[8]).getLong(0) == 0));
+                return;
+            }
+            case "jit": {
+                // the value the JVM took (the last of the flag's occurrences on the command line)
+                com.sun.management.HotSpotDiagnosticMXBean hs = java.lang.management.ManagementFactory
+                        .getPlatformMXBean(com.sun.management.HotSpotDiagnosticMXBean.class);
+                System.out.println("SCALING " + hs.getVMOption("CompileThresholdScaling").getValue());
                 return;
             }
             case "sleep": {
