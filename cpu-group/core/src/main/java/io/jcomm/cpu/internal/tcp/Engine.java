@@ -410,10 +410,13 @@ final class Engine {
 
     /**
      * After a link or mailbox wait that started idling at {@code idleStart} (0: it never waited): spin
-     * longer next time while spinning pays off, shorter when the peer was slow.
+     * longer next time when a full spin ({@code tcp.spinMicros}) would have caught the answer, shorter
+     * when the peer took longer than that. Measured against the full spin, not the current one: a spin
+     * that had shrunk to nothing could otherwise never grow again, and every later wait would go
+     * through the yield path (a system call per look) however quickly its peer answered.
      */
     private void adaptSpin(long idleStart) {
-        adaptSpin(idleStart, spinNanos);
+        adaptSpin(idleStart, cfg.spinNanos);
     }
 
     /**
@@ -431,9 +434,16 @@ final class Engine {
         if (since == 0) {
             return;
         }
-        long waited = System.nanoTime() - since;
-        // grow while polling pays off, shrink fast when the peer is slow (or the machine busy)
-        spinNanos = waited <= tolerated ? Math.min(cfg.spinNanos, spinNanos * 2 + 1000) : spinNanos / 2;
+        spinNanos = nextSpin(spinNanos, System.nanoTime() - since, tolerated, cfg.spinNanos);
+    }
+
+    /**
+     * The spin after a wait of {@code waited} nanoseconds with spin {@code spin}: grown (doubled plus a
+     * microsecond, at most {@code max}) when the wait was at most {@code tolerated}, halved otherwise
+     * (the peer was slow, or the machine busy).
+     */
+    static long nextSpin(long spin, long waited, long tolerated, long max) {
+        return waited <= tolerated ? Math.min(max, spin * 2 + 1000) : spin / 2;
     }
 
     /** A shared-memory wait longer than this means a peer was descheduled, not merely behind ({@link #adaptSpinShm}). */
