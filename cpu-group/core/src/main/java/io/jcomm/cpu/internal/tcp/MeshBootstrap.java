@@ -92,8 +92,8 @@ final class MeshBootstrap {
         }
     }
 
-    /** Sets up a new connection's channel, accepted ({@code peer} -1) or made to {@code peer}. */
-    private void setUp(Channel ch, int peer) {
+    /** Sets up a new connection's channel, accepted ({@code peer} -1) or made to {@code peer}; its link. */
+    private Link setUp(Channel ch, int peer) {
         Link l = new Link(engine);
         l.peer = peer;
         l.attach(ch);
@@ -108,6 +108,7 @@ final class MeshBootstrap {
         if (peer >= 0) {
             engine.links[peer] = l;
         }
+        return l;
     }
 
     /** Registers a new channel with the engine's event loop (what the loop's deprecated {@code register} does). */
@@ -126,6 +127,19 @@ final class MeshBootstrap {
         }
     }
 
+    /**
+     * Discards a connection's channel that failed to register or connect, with its link: the link's
+     * buffers go with it, so that failed attempts keep none until the group closes.
+     */
+    private void abandon(Channel ch, Link l) {
+        discard(ch);
+        if (l.peer >= 0 && engine.links[l.peer] == l) {
+            engine.links[l.peer] = null;
+        }
+        engine.allLinks.remove(l);
+        l.release();
+    }
+
     /** The listening channel's handler: sets up and registers each accepted connection. */
     private final class Acceptor implements PassThroughInbound {
 
@@ -133,15 +147,15 @@ final class MeshBootstrap {
         public void channelRead(ChannelHandlerContext ctx, Object msg) {
             Channel child = (Channel) msg;
             try {
-                setUp(child, -1);
+                Link l = setUp(child, -1);
                 register(child).addListener((ChannelFuture f) -> {
                     if (!f.isSuccess()) {
-                        child.unsafe().closeForcibly();
+                        abandon(child, l);
                     }
                 });
             } catch (RuntimeException e) {
                 LOG.debug("group {} rank {}: cannot set up an accepted connection: {}", engine.group, engine.rank, e.toString());
-                child.unsafe().closeForcibly();
+                discard(child);
             }
         }
 
@@ -285,7 +299,7 @@ final class MeshBootstrap {
         while (true) {
             Channel ch = engine.epoll ? new EpollSocketChannel() : new NioSocketChannel();
             ch.config().setOption(ChannelOption.CONNECT_TIMEOUT_MILLIS, (int) Math.max(1, Math.min(10_000, d.remainingMillis())));
-            setUp(ch, r);
+            Link link = setUp(ch, r);
             ChannelFuture cf = register(ch);
             driveUntil(cf::isDone, d, () -> "registering a connection to rank " + r);
             if (cf.isSuccess()) {
@@ -302,11 +316,7 @@ final class MeshBootstrap {
                 return;
             }
             // this attempt's link goes with its channel: retries until the deadline keep no buffers
-            discard(ch);
-            Link failed = engine.links[r];
-            engine.links[r] = null;
-            engine.allLinks.remove(failed);
-            failed.release();
+            abandon(ch, link);
             if (d.isExpired()) {
                 throw engine.fail(new CommTimeoutException(engine.ctx(), "cannot connect to rank " + r + " at " + host + ":" + port
                         + ": " + cf.cause()));
