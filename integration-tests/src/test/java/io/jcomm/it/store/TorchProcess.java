@@ -75,6 +75,16 @@ final class TorchProcess implements AutoCloseable {
         }
     }
 
+    /** Runs another script of Debian's python3 (e.g. one of the checkout's {@code scripts/}). */
+    static TorchProcess startScript(Path script, String label, String... args) throws IOException {
+        if (!Files.isRegularFile(script)) {
+            throw new IllegalStateException("missing " + script);
+        }
+        List<String> cmd = new ArrayList<>(List.of(PYTHON, script.toString()));
+        cmd.addAll(List.of(args));
+        return new TorchProcess(cmd, label);
+    }
+
     static TorchProcess start(String label, String... args) throws IOException {
         List<String> cmd = new ArrayList<>(List.of(PYTHON, script().toString()));
         cmd.addAll(List.of(args));

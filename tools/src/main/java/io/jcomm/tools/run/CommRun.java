@@ -188,7 +188,7 @@ public final class CommRun implements Callable<Integer> {
         TcpStoreServer server = null;
         if (plan.hostsStore()) {
             TcpStoreServerConfig.Builder sb = TcpStoreServerConfig.builder().host(plan.masterAddr())
-                    .port(plan.masterPort()).logConnections(false).name("commrun");
+                    .port(plan.masterPort()).logConnections(false).name("commrun").expectedClients(plan.worldSize());
             if (plan.tokenFile() != null) {
                 try {
                     sb.token(JobToken.read(plan.tokenFile()));

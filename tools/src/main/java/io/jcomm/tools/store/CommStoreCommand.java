@@ -49,14 +49,28 @@ public final class CommStoreCommand implements Callable<Integer> {
     @Option(names = "--max-store-bytes", defaultValue = "1073741824")
     long maxStoreBytes;
 
-    @Option(names = "--max-connections", defaultValue = "4096",
-            description = "established connections (default ${DEFAULT-VALUE})")
+    @Option(names = "--max-connections", defaultValue = "2147483647",
+            description = "an optional cap on established connections (default: none)")
     int maxConnections;
 
+    @Option(names = "--max-open-connections", defaultValue = "0",
+            description = "all connections together; 0 derives the bound from the descriptor limit (default "
+                    + "${DEFAULT-VALUE}); at the bound the oldest connection without a complete request gives way")
+    int maxOpenConnections;
+
     @Option(names = "--max-pending-connections", defaultValue = "256",
-            description = "connections without a complete request yet; the oldest gives way to a newcomer "
+            description = "connections holding part of a first request; the oldest gives way to a newer one "
                     + "(default ${DEFAULT-VALUE})")
     int maxPendingConnections;
+
+    @Option(names = "--backlog", defaultValue = "0",
+            description = "listen backlog; 0 = the kernel's somaxconn (default ${DEFAULT-VALUE})")
+    int backlog;
+
+    @Option(names = "--world-size", defaultValue = "${env:WORLD_SIZE:-0}",
+            description = "clients the job will connect, for the capacity warning at start (default: $WORLD_SIZE, "
+                    + "else unknown)")
+    int worldSize;
 
     @Option(names = "--incomplete-request-timeout-ms", defaultValue = "10000",
             description = "close a connection that holds part of a request this long (default ${DEFAULT-VALUE})")
@@ -95,7 +109,8 @@ public final class CommStoreCommand implements Callable<Integer> {
         TcpStoreServerConfig.Builder b = TcpStoreServerConfig.builder().host(host).port(port).name("commstore")
                 .maxKeyBytes(maxKeyBytes).maxValueBytes(maxValueBytes).maxKeysPerRequest(maxKeysPerRequest)
                 .maxRequestBytes(maxRequestBytes).maxStoreBytes(maxStoreBytes).maxConnections(maxConnections)
-                .maxPendingConnections(maxPendingConnections)
+                .maxPendingConnections(maxPendingConnections).maxOpenConnections(maxOpenConnections).backlog(backlog)
+                .expectedClients(worldSize)
                 .incompleteRequestTimeout(Duration.ofMillis(incompleteRequestTimeoutMs))
                 .handshakeTimeout(Duration.ofMillis(handshakeTimeoutMs)).legacyMode(legacyMode).transport(transport)
                 .logConnections(!quiet);

@@ -54,7 +54,8 @@ public final class TcpRendezvous {
         TcpStoreServer server = null;
         if (host) {
             TcpStoreServerConfig.Builder sb = options.serverConfig.toBuilder()
-                    .host(config.masterAddr()).port(config.masterPort()).token(null);
+                    .host(config.masterAddr()).port(config.masterPort()).token(null)
+                    .expectedClients(config.worldSize());
             config.tokenFile().ifPresent(sb::tokenFile);
             server = TcpStoreServer.start(sb.build());
         }

@@ -2,6 +2,8 @@ package io.jcomm.cpu.store;
 
 import io.jcomm.api.OpContext;
 import io.jcomm.api.StoreException;
+import io.jcomm.cpu.store.internal.DescriptorPressure;
+import io.jcomm.cpu.store.internal.Descriptors;
 import io.jcomm.cpu.store.internal.ServerConnection;
 import io.jcomm.cpu.store.internal.ServerContext;
 import io.jcomm.cpu.store.internal.ServerStats;
@@ -23,6 +25,7 @@ import io.netty.channel.epoll.EpollServerSocketChannel;
 import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.netty.util.NetUtil;
 import io.netty.util.concurrent.DefaultThreadFactory;
 import java.net.InetSocketAddress;
 import java.util.Objects;
@@ -52,10 +55,13 @@ import java.util.concurrent.TimeoutException;
  *
  * <p>Stuck connections: one that holds part of a request for longer than
  * {@link TcpStoreServerConfig#incompleteRequestTimeout()} is closed (a pending WAIT, and commands held
- * behind it, are not incomplete). Connections without a complete request yet (not authenticated yet,
- * with a token) are capped apart ({@link TcpStoreServerConfig#maxPendingConnections()}): a newcomer
- * closes the oldest of them, so they cannot lock legitimate clients out;
- * {@link TcpStoreServerConfig#maxConnections()} bounds the established ones.
+ * behind it, are not incomplete). Connections holding part of a first request (with a token: in the
+ * middle of the handshake) are capped apart ({@link TcpStoreServerConfig#maxPendingConnections()}):
+ * one more closes the oldest of them, so they cannot lock legitimate clients out. Silent connections
+ * (a torch 1.13/2.0 client keeps one for its life) are closed only under descriptor pressure:
+ * {@link TcpStoreServerConfig#maxOpenConnections()} bounds every connection together, by default from
+ * the process's descriptor limit ({@link #capacity()}, logged at start), and a connection arriving at
+ * that bound closes the oldest one without a complete request.
  *
  * <h2>Member liveness (beyond PyTorch)</h2>
  * A jcomm client with a member identity ({@link TcpStoreConfig#member()}) declares itself rank R of
@@ -96,10 +102,12 @@ public final class TcpStoreServer implements AutoCloseable {
     private final InetSocketAddress address;
     private final String transport;
     private final ChannelGroup connections;
+    private final Capacity capacity;
     private volatile boolean closed;
 
     private TcpStoreServer(TcpStoreServerConfig config, EventLoopGroup group, ChannelGroup connections,
-                           Channel serverChannel, ServerContext context, String transport) {
+                           Channel serverChannel, ServerContext context, String transport, Capacity capacity) {
+        this.capacity = capacity;
         this.config = config;
         this.group = group;
         this.connections = connections;
@@ -130,9 +138,11 @@ public final class TcpStoreServer implements AutoCloseable {
         Class<? extends ServerChannel> channelClass = epoll ? EpollServerSocketChannel.class : NioServerSocketChannel.class;
         EventLoopGroup group = new MultiThreadIoEventLoopGroup(1,
                 new DefaultThreadFactory("jcomm-" + config.name(), true), factory);
+        Capacity capacity = Capacity.of(config);
         ServerContext ctx = new ServerContext(config.name(), config.token().orElse(null), config.maxKeyBytes(),
                 config.maxValueBytes(), config.maxKeysPerRequest(), config.maxRequestBytes(), config.maxStoreBytes(),
-                config.maxConnections(), config.maxPendingConnections(), config.handshakeTimeout().toNanos(),
+                config.maxConnections(), config.maxPendingConnections(), capacity.maxOpenConnections(),
+                config.handshakeTimeout().toNanos(),
                 config.incompleteRequestTimeout().toNanos(), ServerContext.LegacyPolicy.valueOf(config.legacyMode().name()),
                 config.logConnections());
         ChannelGroup connections = new DefaultChannelGroup("jcomm-" + config.name(), group.next());
@@ -140,11 +150,12 @@ public final class TcpStoreServer implements AutoCloseable {
             ServerBootstrap b = new ServerBootstrap()
                     .group(group)
                     .channel(channelClass)
-                    .option(ChannelOption.SO_BACKLOG, 1024)
+                    .option(ChannelOption.SO_BACKLOG, capacity.backlog())
                     .option(ChannelOption.SO_REUSEADDR, true)
                     .childOption(ChannelOption.TCP_NODELAY, true)
                     .childOption(ChannelOption.SO_KEEPALIVE, true)
                     .childOption(ChannelOption.WRITE_BUFFER_WATER_MARK, new WriteBufferWaterMark(256 * 1024, 1024 * 1024))
+                    .handler(new DescriptorPressure(ctx))
                     .childHandler(new ChannelInitializer<SocketChannel>() {
                         @Override
                         protected void initChannel(SocketChannel ch) {
@@ -158,7 +169,8 @@ public final class TcpStoreServer implements AutoCloseable {
                         "cannot bind the store server to " + config.host() + ":" + config.port() + ": " + f.cause(),
                         f.cause());
             }
-            TcpStoreServer server = new TcpStoreServer(config, group, connections, f.channel(), ctx, epoll ? "epoll" : "nio");
+            TcpStoreServer server = new TcpStoreServer(config, group, connections, f.channel(), ctx, epoll ? "epoll" : "nio",
+                    capacity);
             ServerContextLog.started(server);
             return server;
         } catch (RuntimeException e) {
@@ -183,6 +195,44 @@ public final class TcpStoreServer implements AutoCloseable {
 
     public TcpStoreServerConfig config() {
         return config;
+    }
+
+    /** How many connections this server can hold, as decided at start. */
+    public Capacity capacity() {
+        return capacity;
+    }
+
+    /**
+     * The connection bounds of a started server.
+     *
+     * @param descriptorLimit    the process's descriptor limit at start (-1 when unknown)
+     * @param descriptorsAtStart descriptors open at start (-1 when unknown)
+     * @param maxOpenConnections the bound on all connections together (configured, or derived from the
+     *                           two above)
+     * @param backlog            the listen backlog asked for (the kernel caps it at {@code somaxconn})
+     * @param somaxconn          the kernel's cap on the backlog
+     * @param expectedClients    clients the job will connect (0 = unknown)
+     */
+    public record Capacity(long descriptorLimit, long descriptorsAtStart, int maxOpenConnections, int backlog,
+                           int somaxconn, int expectedClients) {
+
+        /** Connections a torch 1.13/2.0 client opens (the second one silent for the client's life). */
+        public static final int CONNECTIONS_PER_CLIENT = 2;
+
+        static Capacity of(TcpStoreServerConfig config) {
+            long limit = Descriptors.limit();
+            long open = Descriptors.open();
+            int maxOpen = config.maxOpenConnections() > 0 ? config.maxOpenConnections()
+                    : Descriptors.connectionBudget(limit, open);
+            int somaxconn = NetUtil.SOMAXCONN;
+            int backlog = config.backlog() > 0 ? config.backlog() : somaxconn;
+            return new Capacity(limit, open, maxOpen, backlog, somaxconn, config.expectedClients());
+        }
+
+        /** Whether the expected clients, at two connections each, fit (true when unknown). */
+        public boolean fitsExpectedClients() {
+            return (long) expectedClients * CONNECTIONS_PER_CLIENT <= maxOpenConnections;
+        }
     }
 
     public boolean isClosed() {
@@ -260,8 +310,22 @@ public final class TcpStoreServer implements AutoCloseable {
         private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(TcpStoreServer.class);
 
         static void started(TcpStoreServer s) {
-            LOG.info("{}: listening on {}:{} ({}, token {})", s.config.name(), s.address.getAddress().getHostAddress(),
-                    s.address.getPort(), s.transport, s.config.hasToken() ? "required" : "off");
+            Capacity c = s.capacity;
+            LOG.info("{}: listening on {}:{} ({}, token {}); holds {} connections (descriptor limit {}, {} open at "
+                            + "start), backlog {}", s.config.name(), s.address.getAddress().getHostAddress(),
+                    s.address.getPort(), s.transport, s.config.hasToken() ? "required" : "off", c.maxOpenConnections(),
+                    c.descriptorLimit(), c.descriptorsAtStart(), Math.min(c.backlog(), c.somaxconn()));
+            if (!c.fitsExpectedClients()) {
+                LOG.warn("{}: {} clients may open {} connections ({} each for torch 1.13/2.0), more than the {} this "
+                                + "server can hold: raise the descriptor limit (ulimit -n; hard limit {}) or the "
+                                + "bound (maxOpenConnections)", s.config.name(), c.expectedClients(),
+                        (long) c.expectedClients() * Capacity.CONNECTIONS_PER_CLIENT, Capacity.CONNECTIONS_PER_CLIENT,
+                        c.maxOpenConnections(), c.descriptorLimit());
+            }
+            if (c.backlog() > c.somaxconn()) {
+                LOG.warn("{}: the listen backlog {} is capped at net.core.somaxconn {}", s.config.name(), c.backlog(),
+                        c.somaxconn());
+            }
         }
 
         static void stopped(TcpStoreServer s) {

@@ -22,16 +22,26 @@ import java.util.Optional;
  *   <tr><td>{@code maxKeysPerRequest}</td><td>131072</td><td>keys in one CHECK/WAIT/MULTI_GET/MULTI_SET</td></tr>
  *   <tr><td>{@code maxRequestBytes}</td><td>64 MiB</td><td>largest single request (all its fields)</td></tr>
  *   <tr><td>{@code maxStoreBytes}</td><td>1 GiB</td><td>all keys and values together</td></tr>
- *   <tr><td>{@code maxConnections}</td><td>4096</td><td>established connections (those that completed a
- *       first request); one more is closed when it completes its first request</td></tr>
- *   <tr><td>{@code maxPendingConnections}</td><td>256</td><td>connections that have not completed a first
- *       request yet (with a token: not authenticated yet, or authenticated without a request yet),
- *       counted apart from {@code maxConnections}; when a connection arrives while this many are
- *       pending, the oldest pending one that sent part of a request is closed, else the oldest silent
- *       one (logged), so idle or half-open connections can never lock legitimate clients out. Each torch
- *       1.13/2.0 client keeps one silent connection open (its callback connection) and spins a CPU core
- *       if the server closes it: with more than a few hundred torch &le; 2.0 clients, raise this above
- *       their number</td></tr>
+ *   <tr><td>{@code maxOpenConnections}</td><td>0 (from the descriptor limit)</td><td>connections of every
+ *       kind together, each a file descriptor; 0 derives it at start from the process's descriptor limit
+ *       (the JVM raises the soft limit to the hard one): the limit, less the descriptors open at start,
+ *       less a reserve of 1/16 of the limit (at least 64) for the rest of the process. A connection
+ *       that arrives at this bound closes the oldest connection without a complete request (one holding
+ *       part of a request first, else a silent one), logged; when every connection is established, the
+ *       newcomer is closed instead. Silent connections (a torch 1.13/2.0 client keeps one open for its
+ *       whole life) are closed only here, under descriptor pressure</td></tr>
+ *   <tr><td>{@code maxConnections}</td><td>none</td><td>an optional cap on established connections
+ *       (those that completed a first request); one more is closed when it completes its first
+ *       request</td></tr>
+ *   <tr><td>{@code maxPendingConnections}</td><td>256</td><td>connections that sent part of a first request
+ *       but not all of it (with a token: connections in the middle of the handshake); when one more
+ *       starts a request, the oldest of them is closed (logged), so half-sent requests can never lock
+ *       legitimate clients out. Silent connections are not counted here</td></tr>
+ *   <tr><td>{@code backlog}</td><td>0 (the kernel's {@code somaxconn})</td><td>the listen backlog;
+ *       the kernel caps it at {@code net.core.somaxconn}</td></tr>
+ *   <tr><td>{@code expectedClients}</td><td>0 (unknown)</td><td>clients the job will connect (its
+ *       {@code WORLD_SIZE}); when two connections per client (what a torch 1.13/2.0 client opens) exceed
+ *       {@code maxOpenConnections}, the server warns at start</td></tr>
  *   <tr><td>{@code handshakeTimeout}</td><td>10 s</td><td>time a connection has to authenticate (token only)</td></tr>
  *   <tr><td>{@code incompleteRequestTimeout}</td><td>10 s</td><td>longest time a connection may hold part of a
  *       request (some bytes of a frame, not the whole frame) before it is closed (logged); counted from
@@ -75,7 +85,10 @@ public final class TcpStoreServerConfig {
     public static final int MAX_KEYS_PER_REQUEST_DEFAULT = 128 * 1024;
     public static final long MAX_REQUEST_BYTES_DEFAULT = 64L * 1024 * 1024;
     public static final long MAX_STORE_BYTES_DEFAULT = 1L << 30;
-    public static final int MAX_CONNECTIONS_DEFAULT = 4096;
+    /** No cap on established connections beyond {@code maxOpenConnections}. */
+    public static final int MAX_CONNECTIONS_DEFAULT = Integer.MAX_VALUE;
+    /** 0: derive the bound from the descriptor limit at start. */
+    public static final int MAX_OPEN_CONNECTIONS_DEFAULT = 0;
     public static final int MAX_PENDING_CONNECTIONS_DEFAULT = 256;
     public static final Duration HANDSHAKE_TIMEOUT_DEFAULT = Duration.ofSeconds(10);
     public static final Duration INCOMPLETE_REQUEST_TIMEOUT_DEFAULT = Duration.ofSeconds(10);
@@ -90,6 +103,9 @@ public final class TcpStoreServerConfig {
     private final long maxStoreBytes;
     private final int maxConnections;
     private final int maxPendingConnections;
+    private final int maxOpenConnections;
+    private final int backlog;
+    private final int expectedClients;
     private final Duration handshakeTimeout;
     private final Duration incompleteRequestTimeout;
     private final LegacyMode legacyMode;
@@ -108,6 +124,9 @@ public final class TcpStoreServerConfig {
         this.maxStoreBytes = b.maxStoreBytes;
         this.maxConnections = b.maxConnections;
         this.maxPendingConnections = b.maxPendingConnections;
+        this.maxOpenConnections = b.maxOpenConnections;
+        this.backlog = b.backlog;
+        this.expectedClients = b.expectedClients;
         this.handshakeTimeout = Objects.requireNonNull(b.handshakeTimeout, "handshakeTimeout");
         this.incompleteRequestTimeout = Objects.requireNonNull(b.incompleteRequestTimeout, "incompleteRequestTimeout");
         this.legacyMode = Objects.requireNonNull(b.legacyMode, "legacyMode");
@@ -118,7 +137,7 @@ public final class TcpStoreServerConfig {
             throw new IllegalArgumentException("port out of range: " + port);
         }
         if (maxKeyBytes < 1 || maxValueBytes < 0 || maxKeysPerRequest < 1 || maxConnections < 1
-                || maxPendingConnections < 1) {
+                || maxPendingConnections < 1 || maxOpenConnections < 0 || backlog < 0 || expectedClients < 0) {
             throw new IllegalArgumentException("limits must be positive: " + this);
         }
         if (maxRequestBytes < 1 + 8L + maxKeyBytes + 8L + maxValueBytes) {
@@ -191,9 +210,24 @@ public final class TcpStoreServerConfig {
         return maxConnections;
     }
 
-    /** Most connections without a complete request yet; the oldest gives way to a newcomer. */
+    /** Most connections holding part of a first request; the oldest gives way to a newer one. */
     public int maxPendingConnections() {
         return maxPendingConnections;
+    }
+
+    /** Most connections of every kind together; 0 = derived from the descriptor limit at start. */
+    public int maxOpenConnections() {
+        return maxOpenConnections;
+    }
+
+    /** The listen backlog; 0 = the kernel's {@code somaxconn}. */
+    public int backlog() {
+        return backlog;
+    }
+
+    /** Clients the job will connect; 0 = unknown. */
+    public int expectedClients() {
+        return expectedClients;
     }
 
     public Duration handshakeTimeout() {
@@ -234,6 +268,9 @@ public final class TcpStoreServerConfig {
         b.maxStoreBytes = maxStoreBytes;
         b.maxConnections = maxConnections;
         b.maxPendingConnections = maxPendingConnections;
+        b.maxOpenConnections = maxOpenConnections;
+        b.backlog = backlog;
+        b.expectedClients = expectedClients;
         b.handshakeTimeout = handshakeTimeout;
         b.incompleteRequestTimeout = incompleteRequestTimeout;
         b.legacyMode = legacyMode;
@@ -248,7 +285,8 @@ public final class TcpStoreServerConfig {
         return "TcpStoreServerConfig{" + host + ":" + port + (token != null ? ", token" : "") + ", maxKey="
                 + maxKeyBytes + ", maxValue=" + maxValueBytes + ", maxKeys=" + maxKeysPerRequest + ", maxRequest="
                 + maxRequestBytes + ", maxStore=" + maxStoreBytes + ", maxConnections=" + maxConnections
-                + ", maxPending=" + maxPendingConnections + ", incompleteRequestTimeout=" + incompleteRequestTimeout
+                + ", maxPending=" + maxPendingConnections + ", maxOpen=" + maxOpenConnections + ", backlog=" + backlog
+                + ", expectedClients=" + expectedClients + ", incompleteRequestTimeout=" + incompleteRequestTimeout
                 + ", legacy=" + legacyMode + ", transport=" + transport + "}";
     }
 
@@ -264,6 +302,9 @@ public final class TcpStoreServerConfig {
         private long maxStoreBytes = MAX_STORE_BYTES_DEFAULT;
         private int maxConnections = MAX_CONNECTIONS_DEFAULT;
         private int maxPendingConnections = MAX_PENDING_CONNECTIONS_DEFAULT;
+        private int maxOpenConnections = MAX_OPEN_CONNECTIONS_DEFAULT;
+        private int backlog;
+        private int expectedClients;
         private Duration handshakeTimeout = HANDSHAKE_TIMEOUT_DEFAULT;
         private Duration incompleteRequestTimeout = INCOMPLETE_REQUEST_TIMEOUT_DEFAULT;
         private LegacyMode legacyMode = LegacyMode.AUTO;
@@ -287,8 +328,14 @@ public final class TcpStoreServerConfig {
         public Builder maxRequestBytes(long v) { this.maxRequestBytes = v; return this; }
         public Builder maxStoreBytes(long v) { this.maxStoreBytes = v; return this; }
         public Builder maxConnections(int v) { this.maxConnections = v; return this; }
-        /** Cap on connections without a complete request yet (see the class documentation). */
+        /** Cap on connections holding part of a first request (see the class documentation). */
         public Builder maxPendingConnections(int v) { this.maxPendingConnections = v; return this; }
+        /** Bound on all connections together; 0 derives it from the descriptor limit. */
+        public Builder maxOpenConnections(int v) { this.maxOpenConnections = v; return this; }
+        /** Listen backlog; 0 = the kernel's {@code somaxconn}. */
+        public Builder backlog(int v) { this.backlog = v; return this; }
+        /** Clients the job will connect (its {@code WORLD_SIZE}), for the warning at start; 0 = unknown. */
+        public Builder expectedClients(int v) { this.expectedClients = v; return this; }
         public Builder handshakeTimeout(Duration v) { this.handshakeTimeout = v; return this; }
         /** Longest time a connection may hold an incomplete request before it is closed. */
         public Builder incompleteRequestTimeout(Duration v) { this.incompleteRequestTimeout = v; return this; }

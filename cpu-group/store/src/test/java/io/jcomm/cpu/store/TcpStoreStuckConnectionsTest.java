@@ -181,18 +181,21 @@ class TcpStoreStuckConnectionsTest {
     }
 
     @Test
-    void morePendingConnectionsThanTheCapDoNotLockOutANewClient() throws Exception {
+    void halfSentRequestsBeyondTheirCapGiveWayWhileSilentConnectionsStay() throws Exception {
         // a short cap and the default (long) incomplete-request limit: only the cap can help here
         TcpStoreServerConfig cfg = TcpStoreServerConfig.builder().name("pending").maxPendingConnections(32).build();
         try (LogCapture log = new LogCapture(); TcpStoreServer server = TcpStoreServer.start(cfg)) {
-            List<Socket> hostile = new ArrayList<>();
+            List<Socket> half = new ArrayList<>();
+            List<Socket> silent = new ArrayList<>();
             try {
                 for (int i = 0; i < 600; i++) {
                     Socket s = open(server.port());
                     if (i % 2 == 0) {
                         s.getOutputStream().write(f().u8(0).u64(4000).bytes()); // half a SET
-                    } // else: connected and silent (like an idle callback connection)
-                    hostile.add(s);
+                        half.add(s);
+                    } else {
+                        silent.add(s); // connected and silent (like a torch 1.13 client's callback connection)
+                    }
                 }
                 long start = System.nanoTime();
                 try (TcpStore late = TcpStore.connect(TcpStoreConfig.builder().port(server.port())
@@ -202,17 +205,24 @@ class TcpStoreStuckConnectionsTest {
                     long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
                     assertTrue(ms < 2000, "the new client took " + ms + " ms");
                 }
-                // the oldest pending connections were closed, the newest are still open
-                awaitClosedByServer(hostile.get(0), Duration.ofSeconds(5));
-                assertTrue(openAfter(hostile.get(hostile.size() - 1), 100), "the newest pending connection was closed");
+                // the oldest half-sent requests were closed, the newest are still open
+                awaitClosedByServer(half.get(0), Duration.ofSeconds(5));
+                assertTrue(openAfter(half.get(half.size() - 1), 100), "the newest half-sent request was closed");
+                // far below the descriptor bound, no silent connection was closed
+                for (Socket s : silent) {
+                    assertTrue(openAfter(s, 1), "a silent connection was closed without descriptor pressure");
+                }
                 TcpStoreServer.Stats st = server.stats();
-                assertTrue(st.pendingConnections() <= 32, st.toString());
-                assertTrue(st.pendingEvicted() >= 600 - 32, st.toString());
-                String line = log.await(l -> l.contains("maxPendingConnections") && l.contains("close #"),
+                assertTrue(st.pendingEvicted() >= 300 - 32 && st.pendingEvicted() <= 300, st.toString());
+                assertTrue(st.pendingConnections() <= 300 + 32, st.toString());
+                String line = log.await(l -> l.contains("maxPendingConnections 32") && l.contains("close #"),
                         Duration.ofSeconds(5));
                 assertNotNull(line, "no log line for an evicted connection");
             } finally {
-                for (Socket s : hostile) {
+                for (Socket s : half) {
+                    s.close();
+                }
+                for (Socket s : silent) {
                     s.close();
                 }
             }
@@ -220,10 +230,81 @@ class TcpStoreStuckConnectionsTest {
     }
 
     @Test
+    void atTheOpenConnectionBoundTheOldestSilentConnectionsGiveWay() throws Exception {
+        TcpStoreServerConfig cfg = TcpStoreServerConfig.builder().name("bound").maxOpenConnections(64).build();
+        try (LogCapture log = new LogCapture(); TcpStoreServer server = TcpStoreServer.start(cfg)) {
+            assertEquals(64, server.capacity().maxOpenConnections());
+            List<Socket> silent = new ArrayList<>();
+            try {
+                for (int i = 0; i < 500; i++) {
+                    silent.add(open(server.port()));
+                }
+                long start = System.nanoTime();
+                try (TcpStore late = TcpStore.connect(TcpStoreConfig.builder().port(server.port())
+                        .timeout(Duration.ofSeconds(10)).build())) {
+                    assertEquals(1, late.add("n", 1));
+                    long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+                    assertTrue(ms < 2000, "the new client took " + ms + " ms");
+                    TcpStoreServer.Stats st = server.stats();
+                    assertTrue(st.connectionsOpen() <= 64, st.toString());
+                    assertTrue(st.pendingEvicted() >= 500 + 1 - 64, st.toString());
+                }
+                awaitClosedByServer(silent.get(0), Duration.ofSeconds(5));
+                assertTrue(openAfter(silent.get(silent.size() - 1), 100), "the newest silent connection was closed");
+                String line = log.await(l -> l.contains("maxOpenConnections 64") && l.contains("oldest silent"),
+                        Duration.ofSeconds(5));
+                assertNotNull(line, "no log line for an evicted connection");
+            } finally {
+                for (Socket s : silent) {
+                    s.close();
+                }
+            }
+        }
+    }
+
+    @Test
+    void theServerSaysWhatItCanHoldAndWarnsWhenTheJobNeedsMore() throws Exception {
+        try (LogCapture log = new LogCapture();
+             TcpStoreServer derived = TcpStoreServer.start(TcpStoreServerConfig.builder().name("derived").build());
+             TcpStoreServer small = TcpStoreServer.start(TcpStoreServerConfig.builder().name("small")
+                     .maxOpenConnections(100).expectedClients(60).build())) {
+            TcpStoreServer.Capacity c = derived.capacity();
+            assertTrue(c.descriptorLimit() > 0 && c.descriptorsAtStart() > 0, c.toString());
+            // the limit, less what was open, less the reserve (1/16 of the limit, at least 64)
+            assertEquals(c.descriptorLimit() - c.descriptorsAtStart() - Math.max(64, c.descriptorLimit() / 16),
+                    c.maxOpenConnections(), c.toString());
+            assertTrue(c.backlog() > 0 && c.somaxconn() > 0, c.toString());
+            assertNotNull(log.await(l -> l.contains("derived: listening on") && l.contains("holds "
+                    + c.maxOpenConnections() + " connections"), Duration.ofSeconds(5)));
+            assertTrue(!small.capacity().fitsExpectedClients());
+            String warn = log.await(l -> l.contains("small: 60 clients may open 120 connections"), Duration.ofSeconds(5));
+            assertNotNull(warn, "no capacity warning");
+            assertTrue(warn.contains("more than the 100"), warn);
+        }
+    }
+
+    @Test
+    void whenEveryOpenConnectionIsEstablishedTheNewcomerIsRefused() throws Exception {
+        TcpStoreServerConfig cfg = TcpStoreServerConfig.builder().name("full").maxOpenConnections(2).build();
+        try (TcpStoreServer server = TcpStoreServer.start(cfg);
+             RawConn a = new RawConn(server.port());
+             RawConn b = new RawConn(server.port())) {
+            a.send(hex("06")).expect(f().u64(0));
+            b.send(hex("06")).expect(f().u64(0));
+            try (Socket c = open(server.port())) {
+                awaitClosedByServer(c, Duration.ofSeconds(5));
+            }
+            // the established ones are still served
+            a.send(hex("06")).expect(f().u64(0));
+            b.send(hex("06")).expect(f().u64(0));
+        }
+    }
+
+    @Test
     void pendingConnectionsThatSentPartOfARequestGiveWayBeforeSilentOnes() throws Exception {
         // a torch 1.13/2.0 client keeps a silent callback connection (and spins a core if it is closed):
         // connections holding part of a request are closed first, even when they are younger
-        TcpStoreServerConfig cfg = TcpStoreServerConfig.builder().name("silent-last").maxPendingConnections(8).build();
+        TcpStoreServerConfig cfg = TcpStoreServerConfig.builder().name("silent-last").maxOpenConnections(8).build();
         try (TcpStoreServer server = TcpStoreServer.start(cfg)) {
             List<Socket> silent = new ArrayList<>();
             List<Socket> partial = new ArrayList<>();
@@ -264,7 +345,7 @@ class TcpStoreStuckConnectionsTest {
     void withATokenUnauthenticatedConnectionsArePendingAndTheHandshakeTimeoutStillApplies() throws Exception {
         byte[] token = "pending-test-token-0123456789".getBytes(StandardCharsets.US_ASCII);
         TcpStoreServerConfig cfg = TcpStoreServerConfig.builder().name("pending-token").token(token)
-                .maxPendingConnections(8).handshakeTimeout(Duration.ofMillis(800)).build();
+                .maxOpenConnections(8).handshakeTimeout(Duration.ofMillis(800)).build();
         try (TcpStoreServer server = TcpStoreServer.start(cfg)) {
             List<Socket> strangers = new ArrayList<>();
             try {
@@ -276,7 +357,7 @@ class TcpStoreStuckConnectionsTest {
                     assertEquals(1, member.add("n", 1));
                     TcpStoreServer.Stats st = server.stats();
                     assertTrue(st.pendingEvicted() >= 40 - 8, st.toString());
-                    assertTrue(st.pendingConnections() <= 8, st.toString());
+                    assertTrue(st.connectionsOpen() <= 8, st.toString());
                     // the unauthenticated survivors are closed by the handshake timeout
                     long start = System.nanoTime();
                     awaitClosedByServer(strangers.get(strangers.size() - 1), Duration.ofSeconds(5));

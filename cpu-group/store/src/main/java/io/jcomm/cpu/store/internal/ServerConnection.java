@@ -40,10 +40,11 @@ import java.util.concurrent.ScheduledFuture;
  *
  * <h2>Stuck and pending connections</h2>
  * A connection is <em>pending</em> from its accept until its first complete request (with a job
- * token, that comes after authentication); pending connections are bounded by
- * {@code maxPendingConnections} (to admit a newcomer, the oldest one that sent part of a request is
- * closed, else the oldest silent one; see {@link ServerContext#admitPending}), established ones by
- * {@code maxConnections}. A connection that leaves an incomplete request in its buffer (not bytes
+ * token, that comes after authentication). Pending connections that sent part of a request are
+ * bounded by {@code maxPendingConnections} (the oldest gives way); silent ones only by
+ * {@code maxOpenConnections}, the bound on every connection (descriptor pressure: the oldest partial
+ * one gives way, else the oldest silent one; see {@link ServerContext#admit}); established ones
+ * optionally by {@code maxConnections}. A connection that leaves an incomplete request in its buffer (not bytes
  * held behind a pending WAIT) for longer than {@code incompleteRequestTimeout} is closed: the time is
  * taken once when a read ends inside a frame, and one timer per connection checks it, re-armed only
  * when it fires, so reading costs nothing extra per byte or per request.
@@ -100,6 +101,7 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
     ServerConnection pendingPrev;
     ServerConnection pendingNext;
     ServerContext.PendingList pendingList;
+    private boolean admitted;
     private boolean established;
     private long openedNanos;
 
@@ -147,7 +149,13 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
         st.connectionsOpen++;
         openedNanos = System.nanoTime();
         sc.info(sc.name + ": open #" + id + " " + remote);
-        sc.admitPending(this); // may close the oldest pending connection first
+        if (!sc.admit(this)) { // may close the oldest pending connection first
+            phase = Phase.DETECT;
+            fail("refused: maxOpenConnections " + sc.maxOpenConnections + " connections are open and all of them "
+                    + "are established");
+            return;
+        }
+        admitted = true;
         if (sc.token != null) {
             phase = Phase.AUTH_HELLO;
             handshakeTimer = ctx.executor().schedule(() -> {
@@ -163,7 +171,7 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
     @Override
     public void channelInactive(ChannelHandlerContext ctx) {
         phase = Phase.CLOSED;
-        sc.unlinkPending(this);
+        releaseSlot();
         if (established) {
             established = false;
             sc.established--;
@@ -280,15 +288,24 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
         ctx.close();
     }
 
-    /** Closed by {@link ServerContext#admitPending} to make room: this was the oldest pending connection. */
-    void evict(int maxPending, boolean silent) {
+    /** Closed by {@link ServerContext} to make room: this was the oldest pending connection of its kind. */
+    void evict(String why, boolean silent) {
         if (phase == Phase.CLOSED) {
             return;
         }
+        releaseSlot(); // now: the channel becomes inactive only later, in another task of the event loop
         sc.stats.pendingEvicted++;
-        fail("closed to admit a newer connection: " + maxPending + " connections had no complete request "
-                + "(maxPendingConnections) and this was the oldest " + (silent ? "silent one" : "one holding part of a "
-                + "request") + ", open for " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - openedNanos) + " ms");
+        fail("closed to make room (" + why + ") as the oldest " + (silent ? "silent connection" : "connection holding "
+                + "part of a request") + ", open for " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - openedNanos)
+                + " ms");
+    }
+
+    /** Gives this connection's place among the open ones back ({@link ServerContext#closed}); idempotent. */
+    private void releaseSlot() {
+        if (admitted) {
+            admitted = false;
+            sc.closed(this);
+        }
     }
 
     /** The first complete request: the connection leaves the pending list and counts as established. */

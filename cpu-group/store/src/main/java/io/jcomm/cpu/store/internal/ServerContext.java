@@ -23,6 +23,7 @@ public final class ServerContext {
     final long maxRequestBytes;
     final int maxConnections;
     final int maxPendingConnections;
+    final int maxOpenConnections;
     final long handshakeTimeoutNanos;
     final long incompleteRequestTimeoutNanos;
     final LegacyPolicy legacyPolicy;
@@ -36,10 +37,14 @@ public final class ServerContext {
     volatile boolean shuttingDown;
     /** Connections that completed a first request (bounded by {@link #maxConnections}). */
     int established;
+    /** Connections open now, of every kind (bounded by {@link #maxOpenConnections}). */
+    int open;
     /**
      * Pending connections (no complete request yet), oldest first, in two intrusive lists: those that
-     * sent part of a request, and silent ones (a torch 1.13/2.0 client's idle callback connection looks
-     * like that, and such a client spins a core once that connection is closed: silent ones go last).
+     * sent part of a request (bounded by {@link #maxPendingConnections}), and silent ones (a torch
+     * 1.13/2.0 client's idle callback connection looks like that for the client's whole life, and such
+     * a client spins a core once that connection is closed: silent ones are closed only under
+     * descriptor pressure, and last).
      */
     private final PendingList partial = new PendingList();
     private final PendingList silent = new PendingList();
@@ -92,7 +97,7 @@ public final class ServerContext {
 
     public ServerContext(String name, byte[] token, int maxKeyBytes, int maxValueBytes, int maxKeysPerRequest,
                          long maxRequestBytes, long maxStoreBytes, int maxConnections, int maxPendingConnections,
-                         long handshakeTimeoutNanos, long incompleteRequestTimeoutNanos, LegacyPolicy legacyPolicy,
+                         int maxOpenConnections, long handshakeTimeoutNanos, long incompleteRequestTimeoutNanos, LegacyPolicy legacyPolicy,
                          boolean logConnections) {
         this.name = name;
         this.token = token == null ? null : token.clone();
@@ -102,6 +107,7 @@ public final class ServerContext {
         this.maxRequestBytes = maxRequestBytes;
         this.maxConnections = maxConnections;
         this.maxPendingConnections = maxPendingConnections;
+        this.maxOpenConnections = maxOpenConnections;
         this.handshakeTimeoutNanos = handshakeTimeoutNanos;
         this.incompleteRequestTimeoutNanos = incompleteRequestTimeoutNanos;
         this.legacyPolicy = legacyPolicy;
@@ -139,26 +145,63 @@ public final class ServerContext {
     }
 
     /**
-     * Adds a new (silent) connection to the pending connections; when {@link #maxPendingConnections}
-     * are pending already, first closes the oldest one that sent part of a request, else the oldest
-     * silent one (through {@link ServerConnection#evict}), so that a newcomer is always served.
+     * Admits a new connection as a silent pending one. At {@link #maxOpenConnections} (descriptor
+     * pressure) it first closes the oldest pending connection that sent part of a request, else the
+     * oldest silent one (through {@link ServerConnection#evict}); when every open connection is
+     * established, nothing can give way and {@code false} tells the caller to close the newcomer.
      */
-    void admitPending(ServerConnection c) {
-        while (partial.count + silent.count >= maxPendingConnections) {
+    boolean admit(ServerConnection c) {
+        while (open >= maxOpenConnections) {
             boolean fromSilent = partial.head == null;
             ServerConnection oldest = fromSilent ? silent.head : partial.head;
+            if (oldest == null) {
+                return false;
+            }
             unlinkPending(oldest);
-            oldest.evict(maxPendingConnections, fromSilent);
+            oldest.evict("maxOpenConnections " + maxOpenConnections + " connections were open", fromSilent);
         }
+        open++;
         silent.add(c);
+        return true;
     }
 
-    /** A pending connection sent its first bytes: it moves from the silent list to the partial one. */
+    /** A connection admitted by {@link #admit} closed. */
+    void closed(ServerConnection c) {
+        unlinkPending(c);
+        open--;
+    }
+
+    /**
+     * A silent pending connection sent its first bytes: it moves to the partial list, first closing the
+     * oldest partial one when {@link #maxPendingConnections} hold part of a request already.
+     */
     void pendingSpoke(ServerConnection c) {
         if (c.pendingList == silent) {
             silent.remove(c);
+            while (partial.count >= maxPendingConnections) {
+                ServerConnection oldest = partial.head;
+                unlinkPending(oldest);
+                oldest.evict("maxPendingConnections " + maxPendingConnections + " connections held part of a request",
+                        false);
+            }
             partial.add(c);
         }
+    }
+
+    /**
+     * The process ran out of descriptors although {@link #maxOpenConnections} was not reached (the rest
+     * of the process took more than its reserve): closes the oldest pending connection, partial first,
+     * so that the listener can accept again. Returns whether one was closed.
+     */
+    boolean relieveDescriptorPressure() {
+        boolean fromSilent = partial.head == null;
+        ServerConnection oldest = fromSilent ? silent.head : partial.head;
+        if (oldest == null) {
+            return false;
+        }
+        unlinkPending(oldest);
+        oldest.evict("the process ran out of file descriptors", fromSilent);
+        return true;
     }
 
     /** Removes {@code c} from the pending connections; idempotent. */
