@@ -128,6 +128,8 @@ public final class GroupCoordinator implements AutoCloseable {
     private MessageQueue switched;
     private volatile boolean destroyed;
     private boolean released; // guarded by this
+    /** {@link #gatherScratch}'s buffer (the application thread's). */
+    private Tensor scratch;
 
     GroupCoordinator(String name, List<Integer> ranks, int rank, ProcessGroup cpu, DeviceCommunicator hostComm,
                      DeviceCommunicator deviceComm, Device device, MessageQueue mq, AeronMedia ownedMedia,
@@ -1016,7 +1018,7 @@ public final class GroupCoordinator implements AutoCloseable {
      * read the tensors before it completes.
      */
     public Work<Map<String, Object>> irecvTensorDict(int src, GroupCoordinator allGatherGroup) {
-        return recvTensorDict(src, allGatherGroup, true);
+        return recvTensorDict(src, allGatherGroup, null, true);
     }
 
     /** Receives a dict from the previous member (see {@link #recvTensorDict(int, GroupCoordinator)}). */
@@ -1031,7 +1033,19 @@ public final class GroupCoordinator implements AutoCloseable {
      * with the same metadata, as in a pipeline where each TP rank receives from its peer stage).
      */
     public Map<String, Object> recvTensorDict(int src, GroupCoordinator allGatherGroup) {
-        return recvTensorDict(src, allGatherGroup, false).await();
+        return recvTensorDict(src, allGatherGroup, null, false).await();
+    }
+
+    /**
+     * Like {@link #recvTensorDict(int, GroupCoordinator)}, but receives into the tensors of {@code reuse}
+     * where they fit: a tensor of {@code reuse} under the same key with the same device type, dtype and
+     * shape is the destination (and is what the returned dict holds), any other tensor is allocated.
+     * Pass the dict a previous receive returned once its tensors are no longer needed: a stream of
+     * same-shaped hand-offs then allocates no tensor memory at all (no direct-memory growth until a GC,
+     * no zeroing). {@code reuse} itself is not modified; {@code null} allocates everything.
+     */
+    public Map<String, Object> recvTensorDict(int src, GroupCoordinator allGatherGroup, Map<String, ?> reuse) {
+        return recvTensorDict(src, allGatherGroup, reuse, false).await();
     }
 
     /**
@@ -1039,7 +1053,8 @@ public final class GroupCoordinator implements AutoCloseable {
      * {@code async} the host receives are posted and the returned work finishes the dict (waits for them,
      * synchronizes the device stream, gathers) on its first await.
      */
-    private Work<Map<String, Object>> recvTensorDict(int src, GroupCoordinator allGatherGroup, boolean async) {
+    private Work<Map<String, Object>> recvTensorDict(int src, GroupCoordinator allGatherGroup, Map<String, ?> reuse,
+                                                     boolean async) {
         String op = "recvTensorDict";
         checkOpen(op);
         requirePeer(op, "src", src);
@@ -1055,14 +1070,18 @@ public final class GroupCoordinator implements AutoCloseable {
                 continue;
             }
             TensorDictCodec.TensorEntry te = (TensorDictCodec.TensorEntry) e;
-            Tensor full = allocate(op, te.deviceType(), te.dtype(), te.shape());
+            Object old = reuse == null ? null : reuse.get(e.key());
+            Tensor full = old instanceof Tensor && fits((Tensor) old, te) ? (Tensor) old
+                    : allocate(op, te.deviceType(), te.dtype(), te.shape());
             out.put(e.key(), full);
             if (full.numel() == 0) {
                 continue;
             }
             boolean gathered = agSize > 1 && full.numel() % agSize == 0;
             long part = full.numel() / agSize;
-            Tensor target = gathered ? allocate(op, te.deviceType(), te.dtype(), new long[] {1, part}) : full;
+            // a synchronous receive gathers at once: its slice lands in this coordinator's scratch
+            Tensor target = !gathered ? full : !async && full.isHost() ? gatherScratch(te.dtype(), part)
+                    : allocate(op, te.deviceType(), te.dtype(), new long[] {1, part});
             if (target.isHost()) {
                 if (async) {
                     parts.add(cpu.recvAsync(target, src, TENSOR_DICT_TAG, timeout));
@@ -1098,6 +1117,25 @@ public final class GroupCoordinator implements AutoCloseable {
             gathers.forEach(Runnable::run);
             return out;
         });
+    }
+
+    /**
+     * A host tensor of {@code elements} for a synchronous tensor-dict receive to put its slice in before
+     * it gathers it: one buffer per coordinator, grown when too small (a coordinator is driven by one
+     * thread at a time), so that a stream of hand-offs allocates nothing for it.
+     */
+    private Tensor gatherScratch(DType dtype, long elements) {
+        long bytes = Math.multiplyExact(elements, (long) dtype.byteSize());
+        if (scratch == null || scratch.byteSize() < bytes) {
+            scratch = Tensor.allocate(DType.U8, Math.max(bytes, scratch == null ? 0 : 2 * scratch.byteSize()));
+        }
+        return Tensor.wrap(scratch.buffer(), dtype, 1, elements);
+    }
+
+    /** Whether {@code t} can take the tensor {@code te} describes. */
+    private static boolean fits(Tensor t, TensorDictCodec.TensorEntry te) {
+        return t.dtype() == te.dtype() && Arrays.equals(t.shape(), te.shape())
+                && t.device().type().equals(te.deviceType());
     }
 
     // ------------------------------------------------------------------ lifecycle

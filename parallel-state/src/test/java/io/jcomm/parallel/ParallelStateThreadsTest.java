@@ -3,6 +3,7 @@ package io.jcomm.parallel;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotSame;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -155,6 +156,30 @@ class ParallelStateThreadsTest {
                         assertArrayEquals(new long[] {0, 4}, ((Tensor) got.get("empty")).shape());
                         assertEquals(5, got.get("step"));
                         assertNull(got.get("none"));
+                    }
+                }
+                // a stream of hand-offs received into the previous step's tensors: the same tensors come back,
+                // filled with each step's values; a tensor that does not fit (another shape) is allocated
+                Map<String, Object> previous = null;
+                for (int step = 0; step < 4; step++) {
+                    Map<String, Object> d = new LinkedHashMap<>();
+                    d.put("hidden", Tensor.ofFloats(step, step + 1, step + 2, step + 3, step + 4, step + 5).reshape(2, 3));
+                    d.put("odd", step == 3 ? Tensor.ofInts(1, 2) : Tensor.ofInts(step, step, step));
+                    if (pp.isFirstRank()) {
+                        pp.sendTensorDict(d, pp.nextInGroup(), ps.tp());
+                    } else {
+                        Map<String, Object> got = pp.recvTensorDict(pp.prevInGroup(), ps.tp(), previous);
+                        assertTrue(((Tensor) d.get("hidden")).contentEquals((Tensor) got.get("hidden")), "step " + step);
+                        assertTrue(((Tensor) d.get("odd")).contentEquals((Tensor) got.get("odd")), "step " + step);
+                        if (previous != null) {
+                            assertSame(previous.get("hidden"), got.get("hidden"), "received into the previous tensor");
+                            if (step == 3) {
+                                assertNotSame(previous.get("odd"), got.get("odd"), "another shape: a new tensor");
+                            } else {
+                                assertSame(previous.get("odd"), got.get("odd"));
+                            }
+                        }
+                        previous = got;
                     }
                 }
                 // async send: buffers kept, waiting idempotent

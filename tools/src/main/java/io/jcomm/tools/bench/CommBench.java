@@ -3,6 +3,7 @@ package io.jcomm.tools.bench;
 import io.jcomm.tools.bench.compare.CompareCommand;
 import io.jcomm.tools.bench.init.InitBenchCommand;
 import io.jcomm.tools.bench.mq.MqBenchCommand;
+import io.jcomm.tools.bench.pipeline.PipelineBenchCommand;
 import io.jcomm.tools.bench.plot.PlotCommand;
 import io.jcomm.tools.store.StoreBenchCommand;
 import java.util.concurrent.Callable;
@@ -34,6 +35,7 @@ public final class CommBench implements Callable<Integer> {
         cl.addSubcommand("store", new StoreBenchCommand());
         cl.addSubcommand("mq", new MqBenchCommand());
         cl.addSubcommand("init", new InitBenchCommand());
+        cl.addSubcommand("pipeline", new PipelineBenchCommand());
         cl.addSubcommand("plot", new PlotCommand());
         cl.addSubcommand("compare", new CompareCommand());
         return cl;

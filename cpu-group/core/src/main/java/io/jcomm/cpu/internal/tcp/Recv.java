@@ -1,5 +1,6 @@
 package io.jcomm.cpu.internal.tcp;
 
+import io.jcomm.cpu.internal.NativeCopy;
 import io.jcomm.api.DType;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.cpu.spi.Reductions;
@@ -77,10 +78,15 @@ final class Recv {
 
     /** Applies a complete payload held in {@code src} (position 0, {@code len} bytes), then finishes. */
     void deliver(ByteBuffer src, int len) {
+        deliver(src, len, false);
+    }
+
+    /** {@link #deliver(ByteBuffer, int)}, copying into the destination natively when {@code nativeCopy} allows. */
+    void deliver(ByteBuffer src, int len, boolean nativeCopy) {
         switch (mode) {
             case INTO:
                 if (len > 0) {
-                    dest.duplicate().put(src.duplicate().position(0).limit(len));
+                    NativeCopy.put(dest.duplicate(), src.duplicate().position(0).limit(len), nativeCopy);
                 }
                 break;
             case REDUCE:

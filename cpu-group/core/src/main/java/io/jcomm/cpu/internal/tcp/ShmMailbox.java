@@ -1,5 +1,6 @@
 package io.jcomm.cpu.internal.tcp;
 
+import io.jcomm.cpu.internal.NativeCopy;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.nio.ByteBuffer;
@@ -11,9 +12,10 @@ import java.util.Iterator;
  * Point-to-point messages with one peer of a fast-path group ({@link ShmStaging#createFast}): a
  * single-producer/single-consumer ring of records in each direction, inside the two ranks' fast-path
  * regions (the data and head in the producer's region, the consumer's tail in its own). Every
- * point-to-point message to the peer takes one record, in send order: a small message (at most
- * {@link #INLINE_MAX} bytes) carries its payload; a larger one is a marker, and its payload goes by the
- * link (socket or ring) as before. A receive takes the first record with its tag; a marker hands the
+ * point-to-point message to the peer takes one record, in send order: a message of at most a quarter
+ * of the ring ({@link #inlineMax()}: 256 KiB in groups of up to 9 ranks, whose rings are 1 MiB,
+ * {@link ShmStaging#mailboxBytes}) carries its payload, copied in and out with the native copy; a larger
+ * one is a marker, and its payload goes by the link (socket header, ring payload) as before. A receive takes the first record with its tag; a marker hands the
  * receive over to the link, whose messages of that tag are in the same order as their markers. So
  * tag matching and order are those of the links, and a small message costs no system call.
  *
@@ -39,8 +41,9 @@ final class ShmMailbox {
     private static final VarHandle STAMPS = MethodHandles.byteBufferViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
     /** Ring bytes kept free after the last record for the next record's zeroed stamp (records are 16-aligned). */
     private static final int NEXT_STAMP = 16;
-    /** Largest payload carried in a record. */
-    static final int INLINE_MAX = 16 << 10;
+    /** Smallest ring-size quotient: a record may carry up to a quarter of the ring (at least 16 KiB). */
+    private static final int INLINE_SHARE = 4;
+    private static final int INLINE_MIN = 16 << 10;
     private static final int DATA = 1;
     private static final int MARKER = 2;
     private static final int PAD = 3;
@@ -78,6 +81,8 @@ final class ShmMailbox {
     private final ByteBuffer out;
     private final ByteBuffer in;
     private final int capacity;
+    private final int inlineMax;
+    private final boolean nativeCopy;
     /** What the receiver copies out ahead of its receives: the links' credit ({@code tcp.sendBudget*}). */
     private final long keepBudget;
     private final int keepMessages;
@@ -99,6 +104,8 @@ final class ShmMailbox {
         this.out = region.mailboxData(engine.rank, peer);
         this.in = region.mailboxData(peer, engine.rank);
         this.capacity = out.capacity();
+        this.inlineMax = inlineMax(capacity);
+        this.nativeCopy = engine.cfg.shmNativeCopy;
         this.keepBudget = engine.cfg.sendBudgetBytes;
         this.keepMessages = engine.cfg.sendBudgetMessages;
         this.head = 0;
@@ -106,11 +113,21 @@ final class ShmMailbox {
         this.tail = region.mailboxTail(engine.rank, peer);
     }
 
+    /** Largest payload a record of a ring of {@code capacity} bytes carries. */
+    static int inlineMax(int capacity) {
+        return Math.max(INLINE_MIN, capacity / INLINE_SHARE);
+    }
+
+    /** Largest payload a record carries; larger messages are markers with their payload on the link. */
+    int inlineMax() {
+        return inlineMax;
+    }
+
     /** Sends one point-to-point message: its record now (or once there is room), its payload by the link if large. */
     void send(Op op, Frame header, ByteBuffer payload) {
         int n = payload == null ? 0 : payload.remaining();
         header.payload = n;
-        boolean inline = n <= INLINE_MAX;
+        boolean inline = n <= inlineMax;
         op.pendingShmSends++;
         queued.addLast(new Out(op, header, inline ? payload : null));
         flush();
@@ -214,7 +231,8 @@ final class ShmMailbox {
             out.putInt(at + 24, f.root);
             out.putInt(at + 28, f.payload);
             if (m.payload != null && f.payload > 0) {
-                out.put(at + HEADER, m.payload, m.payload.position(), f.payload);
+                NativeCopy.put(out.duplicate().position(at + HEADER),
+                        m.payload.duplicate().limit(m.payload.position() + f.payload), nativeCopy);
             }
             out.putLong((int) ((head + len) & (capacity - 1)), 0L); // where the next record starts
             STAMPS.setRelease(out, at, head + 1);
@@ -296,7 +314,7 @@ final class ShmMailbox {
 
     private void deliver(Recv r, Frame got, ByteBuffer data) {
         link.checkP2p(r, got);
-        r.deliver(data.order(ByteOrder.LITTLE_ENDIAN), got.payload);
+        r.deliver(data.order(ByteOrder.LITTLE_ENDIAN), got.payload, nativeCopy);
     }
 
     /** Drops what is queued (the group is closing). */

@@ -92,7 +92,7 @@ final class ShmStaging {
 
     /** Creates this rank's fast-path region (pieces of {@code tcp.shm.fastBytes}), or null. */
     static ShmStaging createFast(TcpConfig cfg, String group, int rank, int size, long generation) {
-        return create(cfg, FAST_PREFIX, cfg.shmFastBytes, MAILBOX_BYTES, TcpOptions.SHM_FAST_BYTES, group, rank, size,
+        return create(cfg, FAST_PREFIX, cfg.shmFastBytes, mailboxBytes(size), TcpOptions.SHM_FAST_BYTES, group, rank, size,
                 generation);
     }
 
@@ -130,8 +130,21 @@ final class ShmStaging {
         return pieceBytes;
     }
 
-    /** Ring bytes of each mailbox of a fast-path region. */
-    static final int MAILBOX_BYTES = 64 << 10;
+    /** Bounds of a mailbox ring, and what all of one rank's rings of a group may take together. */
+    private static final int MAILBOX_MIN = 64 << 10;
+    private static final int MAILBOX_MAX = 1 << 20;
+    private static final int MAILBOXES_PER_RANK = 8 << 20;
+
+    /**
+     * Ring bytes of each mailbox of a fast-path region of a group of {@code size} ranks: 1 MiB in groups
+     * of up to 9 ranks, then smaller so that a rank's rings stay near 8 MiB (a power of two, at least
+     * 64 KiB). A function of the size alone, so that every rank lays the regions out alike; pages are
+     * touched only as the rings are used.
+     */
+    static int mailboxBytes(int size) {
+        int share = MAILBOXES_PER_RANK / Math.max(1, size - 1);
+        return Math.max(MAILBOX_MIN, Math.min(MAILBOX_MAX, Integer.highestOneBit(share)));
+    }
     /** Per peer: a spare line, a line for this rank's tail of the ring from that peer, then this rank's ring to it. */
     private static final int MAILBOX_CONTROL = 128;
 

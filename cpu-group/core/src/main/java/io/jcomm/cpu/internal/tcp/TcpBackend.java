@@ -738,6 +738,10 @@ final class TcpBackend implements CpuBackend {
      */
     private void exchangeAll(String name, int code, Tensor output, Tensor input, long[] outCounts, long[] inCounts,
                              Deadline deadline) {
+        ShmStaging fast = e.shm.fast();
+        if (fast != null && exchangeFast(name, code, fast, output, input, outCounts, inCounts, deadline)) {
+            return;
+        }
         e.enter(name);
         try {
             DType t = output.dtype();
@@ -767,6 +771,79 @@ final class TcpBackend implements CpuBackend {
                         Math.min(cfg.shmThresholdBytes, A2A_SHM_BYTES));
             }
             e.await(op);
+        } finally {
+            e.exit();
+        }
+    }
+
+    /**
+     * The exchange through the fast path: every rank copies its whole input into its region (for
+     * all-to-all-v after the counts it sends each rank) and publishes the length; once all did, each copies
+     * its part out of every peer's region. All-to-all's equal parts are checked by the descriptors' count
+     * (the input's length, equal on every rank); all-to-all-v's by the count each peer sends this rank
+     * against the count it expects (a mismatch names the peer and aborts the group, as over the links).
+     * False when some rank's input (and counts) do not fit its region: every rank sees every length, so
+     * all then exchange over the links.
+     */
+    private boolean exchangeFast(String name, int code, ShmStaging f, Tensor output, Tensor input, long[] outCounts,
+                                 long[] inCounts, Deadline deadline) {
+        e.enter(name);
+        try {
+            DType t = output.dtype();
+            int es = t.byteSize();
+            Op op = e.begin(Frame.DATA, code, deadline);
+            if (outCounts[rank] != inCounts[rank]) {
+                throw e.fail(new io.jcomm.api.CollectiveMismatchException(e.ctx(), "this rank sends " + inCounts[rank]
+                        + " elements to itself but expects " + outCounts[rank] + " (" + name + " #" + op.seq + ")"));
+            }
+            boolean v = code == OpCodes.ALLTOALLV;
+            long[] inOff = offsets(inCounts);
+            long dataBytes = inOff[size] * es;
+            long header = v ? 8L * size : 0;
+            long need = header + dataBytes;
+            long countField = v ? 0 : input.numel();
+            long fcode = sharedCode(op, t, null);
+            long piece = f.nextPiece();
+            e.shm.gateStaging(f, op, piece);
+            if (need <= f.pieceBytes()) {
+                ByteBuffer slot = f.input(rank, piece);
+                for (int q = 0; v && q < size; q++) {
+                    slot.putLong(8 * q, inCounts[q]);
+                }
+                copy(slice(slot, header, dataBytes), slice(input.buffer(), 0, dataBytes));
+            }
+            f.publishInput(piece, op.seq, countField, fcode, 0, need);
+            e.shm.awaitStaging(f, op, ShmStaging.INPUT_SEQ, piece, fcode, countField, 0);
+            for (int q = 0; q < size; q++) {
+                if ((q == rank ? need : f.length(q, piece)) > f.pieceBytes()) {
+                    return false;
+                }
+            }
+            ByteBuffer out = output.buffer();
+            long[] outOff = offsets(outCounts);
+            copy(slice(out, outOff[rank] * es, outCounts[rank] * es), slice(input.buffer(), inOff[rank] * es,
+                    inCounts[rank] * es));
+            for (int i = 1; i < size; i++) {
+                int q = mod(rank + i);
+                ByteBuffer slot = f.input(q, piece);
+                long from = v ? 0 : inOff[rank];
+                for (int j = 0; v && j < rank; j++) {
+                    from += slot.getLong(8 * j);
+                }
+                long n = v ? slot.getLong(8 * rank) : inCounts[rank];
+                if (n != outCounts[q]) {
+                    throw e.fail(new io.jcomm.api.CollectiveMismatchException(e.ctx(), "rank " + q + " sends "
+                            + n + " elements to this rank, which expects " + outCounts[q] + " (" + name + " #" + op.seq
+                            + ")"));
+                }
+                long at = header + from * es;
+                if (from < 0 || n < 0 || at + n * es > Math.min(f.length(q, piece), f.pieceBytes())) {
+                    throw e.fail(new io.jcomm.api.ProtocolException(e.ctx(), "rank " + q + "'s counts in shared memory "
+                            + "do not fit its region (" + name + " #" + op.seq + ")"));
+                }
+                copy(slice(out, outOff[q] * es, n * es), slice(slot, at, n * es));
+            }
+            return true;
         } finally {
             e.exit();
         }
@@ -1203,7 +1280,7 @@ final class TcpBackend implements CpuBackend {
             Op op = e.begin(Frame.P2P, OpCodes.SEND_BYTES, deadline);
             op.template.root(OBJECT_TAG);
             ByteBuffer p = ByteBuffer.wrap(payload);
-            boolean whole = e.links[dst].mailbox != null && payload.length <= ShmMailbox.INLINE_MAX;
+            boolean whole = e.links[dst].mailbox != null && payload.length <= e.links[dst].mailbox.inlineMax();
             p2pSend(op, dst, op.frame(0), whole ? p : bytePayload(p)); // a record copies from the heap itself
             e.await(op);
         } finally {

@@ -225,7 +225,7 @@ class FastPathTest {
      */
     @Test
     void stalePayloadThatLooksLikeAStampIsNotARecord() {
-        int ring = ShmStaging.MAILBOX_BYTES;
+        int ring = ShmStaging.mailboxBytes(2);
         int bigWords = (1024 - ShmMailbox.HEADER) / 8; // a 1 KiB record
         try (ThreadRanks t = ThreadRanks.start(2, FastPathTest::opts, T)) {
             t.run(g -> {
@@ -278,7 +278,7 @@ class FastPathTest {
                     }
                     return -1;
                 }
-                Tensor x = filled(256, 1); // 1 KiB: records of 1,056 bytes, ~62 fit the 64 KiB ring
+                Tensor x = filled(256, 1); // 1 KiB: records of 1,056 bytes, ring / 1,056 of them fit the ring
                 int sent = 0;
                 try {
                     while (sent < 10_000) {
@@ -292,7 +292,9 @@ class FastPathTest {
                 return sent;
             }, T);
             int sent = (Integer) outcomes.get(0);
-            assertTrue(sent >= 16 && sent <= 16 + 64, "sent " + sent + " before the bound held");
+            int ringRecords = ShmStaging.mailboxBytes(2) / 1056;
+            assertTrue(sent >= 16 && sent <= 16 + ringRecords + 1, "sent " + sent + " before the bound held (credit 16, "
+                    + ringRecords + " records in the ring)");
         }
     }
 
@@ -341,6 +343,79 @@ class FastPathTest {
             assertInstanceOf(CommException.class, outcomes.get(0), outcomes.toString());
             assertInstanceOf(CommException.class, outcomes.get(1), outcomes.toString());
             assertTrue(outcomes.stream().anyMatch(o -> o instanceof CollectiveMismatchException), outcomes.toString());
+            assertTrue(ms < 10_000, "failed after " + ms + " ms (group timeout 20 s)");
+        }
+    }
+    /**
+     * All-to-all and all-to-all-v through the fast path, exactly: three ranks, parts of every size up to
+     * what fits a region (64 KiB in all), variable counts (rank r sends rank q {@code (r + 2q) % 5 * k}
+     * elements, zero included), and an all-to-all-v whose inputs fit on two ranks but not on the third:
+     * every rank sees it and all exchange over the links, with the same results.
+     */
+    @Test
+    void allToAllAndAllToAllVAreExactOnTheFastPathAndFallBackTogether() {
+        int n = 3;
+        try (ThreadRanks t = ThreadRanks.start(n, FastPathTest::opts, T)) {
+            t.run(g -> {
+                int me = g.rank();
+                for (int part : new int[] {1, 64, 1024, 5461}) { // 5461 x 3 f32 = 64 KiB less 4 bytes
+                    Tensor in = Tensor.allocate(DType.F32, (long) n * part);
+                    Tensor out = Tensor.allocate(DType.F32, (long) n * part);
+                    for (int i = 0; i < in.numel(); i++) {
+                        in.setDouble(i, 1000 * me + i);
+                    }
+                    g.allToAll(out, in);
+                    for (int p = 0; p < n; p++) {
+                        for (int i = 0; i < part; i += Math.max(1, part / 7)) {
+                            assertEquals(1000 * p + (long) me * part + i, (long) out.getDouble((long) p * part + i),
+                                    "part " + part + " from " + p + " at " + i);
+                        }
+                    }
+                }
+                for (int k : new int[] {1, 100, 1000, 4000}) { // k = 4000: rank 2 sends 24,000 f32, no fit
+                    long[] inCounts = new long[n];
+                    long[] outCounts = new long[n];
+                    for (int q = 0; q < n; q++) {
+                        inCounts[q] = (long) ((me + 2 * q) % 5) * k * (k == 4000 && me != 2 ? 0 : 1);
+                        outCounts[q] = (long) ((q + 2 * me) % 5) * k * (k == 4000 && q != 2 ? 0 : 1);
+                    }
+                    Tensor in = Tensor.allocate(DType.F32, java.util.Arrays.stream(inCounts).sum());
+                    Tensor out = Tensor.allocate(DType.F32, java.util.Arrays.stream(outCounts).sum());
+                    long at = 0;
+                    for (int q = 0; q < n; q++) {
+                        for (long i = 0; i < inCounts[q]; i++) {
+                            in.setDouble(at++, 100_000 * me + 1000 * q + i % 1000);
+                        }
+                    }
+                    g.allToAllV(out, in, outCounts, inCounts);
+                    at = 0;
+                    for (int p = 0; p < n; p++) {
+                        for (long i = 0; i < outCounts[p]; i++) {
+                            assertEquals(100_000 * p + 1000 * me + i % 1000, (long) out.getDouble(at++),
+                                    "k " + k + " from " + p + " at " + i);
+                        }
+                    }
+                }
+            }, T);
+        }
+    }
+
+    /** An all-to-all-v whose counts disagree on the fast path fails as a mismatch naming the sender, quickly. */
+    @Test
+    void allToAllVCountsThatDisagreeFailAsAMismatchOnTheFastPath() {
+        try (ThreadRanks t = ThreadRanks.start(2, FastPathTest::opts, T)) {
+            long start = System.nanoTime();
+            List<Object> outcomes = t.outcomes(g -> {
+                long[] counts = {4, 4};
+                long[] expect = g.rank() == 1 ? new long[] {5, 4} : counts; // rank 1 expects 5 from rank 0
+                g.allToAllV(Tensor.allocate(DType.F32, expect[0] + expect[1]), Tensor.allocate(DType.F32, 8), expect,
+                        counts);
+                return "completed";
+            }, T);
+            long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+            assertInstanceOf(CollectiveMismatchException.class, outcomes.get(1), outcomes.toString());
+            assertTrue(((Exception) outcomes.get(1)).getMessage().contains("rank 0 sends 4 elements to this rank, which "
+                    + "expects 5"), outcomes.toString());
             assertTrue(ms < 10_000, "failed after " + ms + " ms (group timeout 20 s)");
         }
     }

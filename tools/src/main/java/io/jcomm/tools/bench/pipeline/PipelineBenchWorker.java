@@ -1,0 +1,239 @@
+package io.jcomm.tools.bench.pipeline;
+
+import io.jcomm.api.DType;
+import io.jcomm.api.DistributedConfig;
+import io.jcomm.api.Tensor;
+import io.jcomm.parallel.GroupCoordinator;
+import io.jcomm.parallel.ParallelSizes;
+import io.jcomm.parallel.ParallelState;
+import io.jcomm.parallel.ParallelStateOptions;
+import io.jcomm.tools.bench.ParentWatch;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.HdrHistogram.Histogram;
+
+/**
+ * One rank of {@link PipelineBenchCommand}: a TP x PP {@link ParallelState} with the SDK's defaults
+ * (CPU device communicator), then for each activation size the streaming pipeline step of a
+ * pipeline-parallel job ({@link Step}), warm-up steps first, then the timed ones. Rank 0 prints
+ * {@code @@row <hidden> <steps> <elapsedNanos> <maxRssGrowthBytes> <checked>} and one
+ * {@code @@op <hidden> <name> <p50Nanos> <p99Nanos> <count>} per operation (over all ranks).
+ *
+ * <p>Arguments: {@code <tp> <pp> <warmup> <steps (0: by size)> <recv: alloc|reuse> <hidden,...>
+ * [cpu option key=value...]}; the rank comes from the torchrun-style environment.
+ */
+public final class PipelineBenchWorker {
+
+    private PipelineBenchWorker() {
+    }
+
+    /** Operations, in the order of the report. */
+    static final List<String> OPS = List.of("tp broadcast metadata", "tp all-reduce", "pp send tensor dict",
+            "pp recv tensor dict", "whole step");
+
+    /** Timed steps for an activation of {@code hidden} f32 when none are given: 300 to 3,000, ~2 GiB. */
+    static int autoSteps(int hidden) {
+        return (int) Math.max(300, Math.min(3000, (2L << 30) / (4L * hidden)));
+    }
+
+    public static void main(String[] args) throws Exception {
+        ParentWatch.start(3);
+        int tp = Integer.parseInt(args[0]);
+        int pp = Integer.parseInt(args[1]);
+        int warmup = Integer.parseInt(args[2]);
+        int stepsArg = Integer.parseInt(args[3]);
+        boolean reuse = args[4].equals("reuse");
+        List<Integer> sizes = new ArrayList<>();
+        for (String s : args[5].split(",")) {
+            sizes.add(Integer.parseInt(s));
+        }
+        ParallelStateOptions.Builder ob = ParallelStateOptions.builder();
+        for (int i = 6; i < args.length; i++) {
+            int eq = args[i].indexOf('=');
+            ob.cpuOption(args[i].substring(0, eq), args[i].substring(eq + 1));
+        }
+        DistributedConfig cfg = DistributedConfig.fromEnvironment();
+        try (ParallelState ps = ParallelState.initialize(cfg, ob.build(), ParallelSizes.of(tp, pp, 1))) {
+            ps.tp().awaitMessageQueue(ps.tp().cpuGroup().defaultTimeout());
+            for (int hidden : sizes) {
+                int steps = stepsArg > 0 ? stepsArg : autoSteps(hidden);
+                Step step = new Step(ps, hidden, reuse);
+                for (int s = 0; s < warmup; s++) {
+                    step.run(s, false);
+                }
+                ps.world().barrier();
+                long rss0 = rssBytes();
+                long t0 = System.nanoTime();
+                for (int s = warmup; s < warmup + steps; s++) {
+                    step.run(s, true);
+                }
+                long elapsed = System.nanoTime() - t0;
+                long growth = rssBytes() - rss0;
+                ps.world().barrier();
+                report(ps, step, hidden, steps, elapsed, growth);
+            }
+        }
+    }
+
+    /** What a rank does each step: the pattern of a pipeline-parallel job, two values checked. */
+    static final class Step {
+        final GroupCoordinator tp;
+        final GroupCoordinator pp;
+        final int stage;
+        final int stages;
+        final int tpRank;
+        final int tpSize;
+        final int hidden;
+        final boolean reuse;
+        final Tensor activation;
+        final Tensor positions = Tensor.allocate(DType.I32, 4);
+        final Map<String, Histogram> histograms = new LinkedHashMap<>();
+        final Map<String, Object> outgoing = new LinkedHashMap<>();
+        final Map<String, Object> metadata = new LinkedHashMap<>();
+        Map<String, Object> received;
+        long checked;
+
+        Step(ParallelState ps, int hidden, boolean reuse) {
+            this.tp = ps.tp();
+            this.pp = ps.pp();
+            this.stage = pp.rankInGroup();
+            this.stages = pp.worldSize();
+            this.tpRank = tp.rankInGroup();
+            this.tpSize = tp.worldSize();
+            this.hidden = hidden;
+            this.reuse = reuse;
+            this.activation = Tensor.allocate(DType.F32, hidden);
+            OPS.forEach(op -> histograms.put(op, new Histogram(3)));
+        }
+
+        void run(int s, boolean measure) {
+            long stepStart = System.nanoTime();
+            long t;
+            if (stage == 0) {
+                t = System.nanoTime();
+                Map<String, Object> meta = null;
+                if (tpRank == 0) {
+                    positions.setLong(0, s);
+                    metadata.put("step", (long) s);
+                    metadata.put("positions", positions);
+                    meta = metadata;
+                }
+                Map<String, Object> got = tp.broadcastTensorDict(meta, 0);
+                record(measure, "tp broadcast metadata", t);
+                check(s, "metadata step", ((Number) got.get("step")).longValue(), s);
+                check(s, "metadata positions[0]", ((Tensor) got.get("positions")).getLong(0), s);
+            } else {
+                t = System.nanoTime();
+                received = reuse ? pp.recvTensorDict(stage - 1, tp, received) : pp.recvTensorDict(stage - 1, tp);
+                record(measure, "pp recv tensor dict", t);
+                Tensor h = (Tensor) received.get("hidden");
+                check(s, "received step", ((Number) received.get("step")).longValue(), s);
+                check(s, "received hidden[0]", (long) h.getDouble(0), (long) tpSize * (s % 1000));
+                check(s, "received hidden[last]", (long) h.getDouble(hidden - 1), (long) tpSize * stage);
+            }
+            activation.setDouble(0, s % 1000);
+            activation.setDouble(hidden - 1, stage + 1);
+            t = System.nanoTime();
+            if (tpSize > 1) {
+                tp.allReduce(activation);
+            } else {
+                activation.setDouble(0, activation.getDouble(0) * tpSize);
+                activation.setDouble(hidden - 1, activation.getDouble(hidden - 1) * tpSize);
+            }
+            record(measure, "tp all-reduce", t);
+            if (stage < stages - 1) {
+                outgoing.put("step", (long) s);
+                outgoing.put("hidden", activation);
+                t = System.nanoTime();
+                pp.sendTensorDict(outgoing, stage + 1, tp);
+                record(measure, "pp send tensor dict", t);
+            }
+            record(measure, "whole step", stepStart);
+        }
+
+        private void record(boolean measure, String op, long startNanos) {
+            if (measure) {
+                histograms.get(op).recordValue(Math.max(1, System.nanoTime() - startNanos));
+            }
+        }
+
+        private void check(int step, String what, long got, long expected) {
+            checked++;
+            if (got != expected) {
+                throw new IllegalStateException("pipeline bench: stage " + stage + " tp rank " + tpRank + " step " + step
+                        + ": " + what + " = " + got + ", expected " + expected);
+            }
+        }
+    }
+
+    /** Resident memory of this process (VmRSS), or 0 where /proc does not say. */
+    static long rssBytes() {
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc/self/status"), StandardCharsets.US_ASCII)) {
+                if (line.startsWith("VmRSS:")) {
+                    return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
+                }
+            }
+        } catch (IOException | NumberFormatException ignored) {
+            // not Linux
+        }
+        return 0;
+    }
+
+    private static void report(ParallelState ps, Step step, int hidden, int steps, long elapsed, long growth) {
+        List<byte[]> parts = new ArrayList<>();
+        for (Histogram h : step.histograms.values()) {
+            ByteBuffer b = ByteBuffer.allocate(h.getNeededByteBufferCapacity());
+            int n = h.encodeIntoCompressedByteBuffer(b);
+            parts.add(java.util.Arrays.copyOf(b.array(), n));
+        }
+        int size = 8 * 3 + 4;
+        for (byte[] p : parts) {
+            size += 4 + p.length;
+        }
+        ByteBuffer mine = ByteBuffer.allocate(size);
+        mine.putLong(elapsed).putLong(growth).putLong(step.checked).putInt(parts.size());
+        parts.forEach(p -> mine.putInt(p.length).put(p));
+        List<byte[]> all = ps.world().allGatherObject(mine.array(), byte[].class);
+        if (ps.rank() != 0) {
+            return;
+        }
+        long maxElapsed = 0;
+        long maxGrowth = Long.MIN_VALUE;
+        long checked = 0;
+        List<Histogram> merged = new ArrayList<>();
+        OPS.forEach(op -> merged.add(new Histogram(3)));
+        try {
+            for (byte[] b : all) {
+                ByteBuffer in = ByteBuffer.wrap(b);
+                maxElapsed = Math.max(maxElapsed, in.getLong());
+                maxGrowth = Math.max(maxGrowth, in.getLong());
+                checked += in.getLong();
+                int n = in.getInt();
+                for (int k = 0; k < n; k++) {
+                    byte[] part = new byte[in.getInt()];
+                    in.get(part);
+                    merged.get(k).add(Histogram.decodeFromCompressedByteBuffer(ByteBuffer.wrap(part), 0));
+                }
+            }
+        } catch (java.util.zip.DataFormatException e) {
+            throw new IllegalStateException("pipeline bench: a rank's histograms did not decode", e);
+        }
+        System.out.println("@@row " + hidden + " " + steps + " " + maxElapsed + " " + maxGrowth + " " + checked);
+        for (int k = 0; k < OPS.size(); k++) {
+            Histogram h = merged.get(k);
+            if (h.getTotalCount() > 0) {
+                System.out.println("@@op " + hidden + " " + OPS.get(k).replace(' ', '_') + " "
+                        + h.getValueAtPercentile(50) + " " + h.getValueAtPercentile(99) + " " + h.getTotalCount());
+            }
+        }
+        System.out.flush();
+    }
+}
