@@ -47,9 +47,13 @@ import picocli.CommandLine.Option;
  *       the next stage all-gathers it in its TP group, as vLLM does).</li>
  * </ol>
  * Activations are host tensors (on a GPU host the groups still get NCCL communicators, but the
- * demo's data moves through the CPU side). Every received value is checked exactly (they are small integers in floats); a wrong value fails
- * the rank (exit 1), which makes commrun stop the job. Rank 0 prints the report: per-operation
- * p50/p99 over all ranks (HdrHistogram) and steps per second.
+ * demo's data moves through the CPU side). The receiving stage receives into the tensors of its previous
+ * step ({@link GroupCoordinator#recvTensorDict(int, GroupCoordinator, Map)}). Every received and reduced
+ * value is checked exactly (they are small integers in floats; nothing is allocated per value); a wrong
+ * value fails the rank (exit 1), which makes commrun stop the job. Then the same number of steps runs
+ * again checking two values per tensor, so that the report shows the rate of the communication beside
+ * the rate with the checks. Rank 0 prints the report: per-operation p50/p99 over all ranks
+ * (HdrHistogram, the checked steps) and steps per second.
  */
 @Command(name = "demo", mixinStandardHelpOptions = true,
         description = "TP x PP pipeline over real processes, with every value verified; prints latencies and steps/s.")
@@ -145,7 +149,15 @@ public final class PipelineDemo implements Callable<Integer> {
             }
             long elapsed = System.nanoTime() - t0;
             ps.world().barrier();
-            report(ps, stage, elapsed, launch, new long[] {readyMillis, readyCpuMillis, broadcasterMillis}, actors);
+            // the same steps again checking two values of each tensor: the rate of the communication itself
+            long t1 = System.nanoTime();
+            for (int s = warmup + steps; s < warmup + 2 * steps; s++) {
+                stage.step(s, false, false);
+            }
+            long unchecked = System.nanoTime() - t1;
+            ps.world().barrier();
+            report(ps, stage, elapsed, unchecked, launch, new long[] {readyMillis, readyCpuMillis, broadcasterMillis},
+                    actors);
         }
         phase("done");
         return 0;
@@ -285,6 +297,9 @@ public final class PipelineDemo implements Callable<Integer> {
         final long triangle; // 1 + 2 + ... + tpSize: the all-reduce of (tpRank + 1) * v
         final Tensor shard;
         final Map<String, Histogram> histograms = new LinkedHashMap<>();
+        /** What this stage sends each step (reused), and the dict it received last (received into next). */
+        final Map<String, Object> outgoing = new LinkedHashMap<>();
+        Map<String, Object> received;
         long checkedValues;
 
         Stage(ParallelState ps, int hidden) {
@@ -365,7 +380,7 @@ public final class PipelineDemo implements Callable<Integer> {
                     long x = moeInput(s, r, t, h);
                     double expected = 0.5 * x * (ids[t * 2] + 1) + 0.5 * x * (ids[t * 2 + 1] + 1);
                     double got = out.getDouble((long) t * MOE_HIDDEN + h);
-                    check(s, "moe token " + t + "[" + h + "] x2", (long) (2 * got), (long) (2 * expected));
+                    check(s, "moe token x2 (token * width + h)", t * MOE_HIDDEN + h, (long) (2 * got), (long) (2 * expected));
                 }
             }
         }
@@ -376,51 +391,57 @@ public final class PipelineDemo implements Callable<Integer> {
         }
 
         void step(int s, boolean measure) {
+            step(s, measure, true);
+        }
+
+        /**
+         * One step; with {@code verify} every received and reduced value is checked, else only two values of
+         * each (the step rate of the communication itself, which the report prints beside the checked one).
+         */
+        void step(int s, boolean measure, boolean verify) {
             long stepStart = System.nanoTime();
             long t;
-            long[] expectIn = null;
             if (stage == 0) {
                 t = System.nanoTime();
                 Map<String, Object> meta = tp.broadcastTensorDict(tpRank == 0 ? Map.of("step", (long) s,
                         "request", "req-" + s, "positions", Tensor.ofInts(s, s + 1, s + 2, s + 3)) : null, 0);
                 record(measure, OP_META, t);
-                check(s, "metadata step", ((Number) meta.get("step")).longValue(), s);
-                check(s, "metadata request", meta.get("request").equals("req-" + s) ? 1 : 0, 1);
-                long[] pos = ((Tensor) meta.get("positions")).toLongArray();
+                check(s, "metadata step", -1, ((Number) meta.get("step")).longValue(), s);
+                check(s, "metadata request", -1, meta.get("request").equals("req-" + s) ? 1 : 0, 1);
+                Tensor pos = (Tensor) meta.get("positions");
                 for (int j = 0; j < 4; j++) {
-                    check(s, "metadata positions[" + j + "]", pos[j], s + j);
+                    check(s, "metadata positions", j, pos.getLong(j), s + j);
                 }
             } else {
                 t = System.nanoTime();
-                Map<String, Object> in = pp.recvTensorDict(stage - 1, tp);
+                // received into the previous step's tensors: a stream of hand-offs allocates nothing
+                received = pp.recvTensorDict(stage - 1, tp, received);
                 record(measure, OP_RECV, t);
-                check(s, "received step", ((Number) in.get("step")).longValue(), s);
-                Tensor h = (Tensor) in.get("hidden");
-                check(s, "received numel", h.numel(), hidden);
-                expectIn = new long[hidden];
-                for (int i = 0; i < hidden; i++) {
-                    expectIn[i] = triangle * (base(s, i) + stage - 1);
-                    check(s, "received hidden[" + i + "]", (long) h.getDouble(i), expectIn[i]);
-                    check(s, "received hidden[" + i + "] is integral", h.getDouble(i) == Math.rint(h.getDouble(i)) ? 1 : 0, 1);
+                check(s, "received step", -1, ((Number) received.get("step")).longValue(), s);
+                Tensor h = (Tensor) received.get("hidden");
+                check(s, "received numel", -1, h.numel(), hidden);
+                for (int i = 0; i < hidden; i = next(i, verify)) {
+                    double v = h.getDouble(i);
+                    long expected = triangle * (base(s, i) + stage - 1);
+                    check(s, "received hidden", i, (long) v, expected);
+                    check(s, "received hidden (integral)", i, v == Math.rint(v) ? 1 : 0, 1);
                 }
             }
-            // this stage's shard: (tpRank + 1) * (value of this stage), derived from the input on later stages
+            // this stage's shard: (tpRank + 1) * (value of this stage), the input's value + 1 on later stages
             for (int i = 0; i < hidden; i++) {
-                long v = stage == 0 ? base(s, i) : expectIn[i] / triangle + 1;
-                shard.setDouble(i, (double) (tpRank + 1) * v);
+                shard.setDouble(i, (double) (tpRank + 1) * (base(s, i) + stage));
             }
             t = System.nanoTime();
             Tensor reduced = tp.allReduce(shard);
             record(measure, OP_ALLREDUCE, t);
-            for (int i = 0; i < hidden; i++) {
-                check(s, "all-reduced[" + i + "]", (long) reduced.getDouble(i), triangle * (base(s, i) + stage));
+            for (int i = 0; i < hidden; i = next(i, verify)) {
+                check(s, "all-reduced", i, (long) reduced.getDouble(i), triangle * (base(s, i) + stage));
             }
             if (stage < stages - 1) {
-                Map<String, Object> dict = new LinkedHashMap<>();
-                dict.put("step", (long) s);
-                dict.put("hidden", reduced);
+                outgoing.put("step", (long) s);
+                outgoing.put("hidden", reduced);
                 t = System.nanoTime();
-                pp.sendTensorDict(dict, stage + 1, tp);
+                pp.sendTensorDict(outgoing, stage + 1, tp);
                 record(measure, OP_SEND, t);
             }
             if (ep != null) {
@@ -429,35 +450,42 @@ public final class PipelineDemo implements Callable<Integer> {
             record(measure, OP_STEP, stepStart);
         }
 
+        /** The next index to check: every one when verifying, else the first and the last only. */
+        private int next(int i, boolean verify) {
+            return verify || i == hidden - 1 ? i + 1 : hidden - 1;
+        }
+
         private void record(boolean measure, String op, long startNanos) {
             if (measure) {
                 histograms.get(op).recordValue(Math.max(1, System.nanoTime() - startNanos));
             }
         }
 
-        private void check(int step, String what, long got, long expected) {
+        /** Counts one checked value; the message (with {@code index} when it is one) is built only on a mismatch. */
+        private void check(int step, String what, int index, long got, long expected) {
             checkedValues++;
             if (got != expected) {
                 throw new IllegalStateException("demo: rank " + ps.rank() + " (stage " + stage + ", tp rank " + tpRank
-                        + ") step " + step + ": " + what + " = " + got + ", expected " + expected);
+                        + ") step " + step + ": " + what + (index >= 0 ? "[" + index + "]" : "") + " = " + got
+                        + ", expected " + expected);
             }
         }
     }
 
     /** A rank's measurements, sent to rank 0 (plain bytes and numbers: no serialization of classes). */
-    private static byte[] encode(Stage st, long elapsedNanos, long[] coldStart) {
+    private static byte[] encode(Stage st, long elapsedNanos, long uncheckedNanos, long[] coldStart) {
         List<byte[]> parts = new ArrayList<>();
         for (Histogram h : st.histograms.values()) {
             ByteBuffer b = ByteBuffer.allocate(h.getNeededByteBufferCapacity());
             int n = h.encodeIntoCompressedByteBuffer(b);
             parts.add(java.util.Arrays.copyOf(b.array(), n));
         }
-        int size = 8 + 8 * coldStart.length + 8 + 4;
+        int size = 8 + 8 + 8 * coldStart.length + 8 + 4;
         for (byte[] p : parts) {
             size += 4 + p.length;
         }
         ByteBuffer out = ByteBuffer.allocate(size);
-        out.putLong(elapsedNanos);
+        out.putLong(elapsedNanos).putLong(uncheckedNanos);
         for (long v : coldStart) {
             out.putLong(v);
         }
@@ -472,8 +500,9 @@ public final class PipelineDemo implements Callable<Integer> {
      * Rank 0 prints the report of every rank's measurements; {@code coldStart}: milliseconds from the
      * launch to this rank's groups, its CPU time until then, milliseconds to its TP broadcaster.
      */
-    private void report(ParallelState ps, Stage st, long elapsedNanos, Launch launch, long[] coldStart, int actors) {
-        List<byte[]> all = ps.world().allGatherObject(encode(st, elapsedNanos, coldStart), byte[].class);
+    private void report(ParallelState ps, Stage st, long elapsedNanos, long uncheckedNanos, Launch launch,
+                        long[] coldStart, int actors) {
+        List<byte[]> all = ps.world().allGatherObject(encode(st, elapsedNanos, uncheckedNanos, coldStart), byte[].class);
         if (ps.rank() != 0) {
             return;
         }
@@ -481,6 +510,7 @@ public final class PipelineDemo implements Callable<Integer> {
         Map<String, Histogram> merged = new LinkedHashMap<>();
         ops.forEach(op -> merged.put(op, new Histogram(3)));
         long maxElapsed = 0;
+        long maxUnchecked = 0;
         long lastReady = 0;
         long readyCpu = 0;
         long lastBroadcaster = 0;
@@ -489,6 +519,7 @@ public final class PipelineDemo implements Callable<Integer> {
             for (byte[] b : all) {
                 ByteBuffer in = ByteBuffer.wrap(b);
                 maxElapsed = Math.max(maxElapsed, in.getLong());
+                maxUnchecked = Math.max(maxUnchecked, in.getLong());
                 lastReady = Math.max(lastReady, in.getLong());
                 long cpu = in.getLong();
                 readyCpu = readyCpu < 0 || cpu < 0 ? -1 : readyCpu + cpu;
@@ -519,9 +550,11 @@ public final class PipelineDemo implements Callable<Integer> {
         out.printf(Locale.ROOT, "  actor ids mapped to PP ranks (ActorRankMapper, %d per PP group) and checked%n", actors);
         // the slowest rank's figures: the job is ready when its last rank is
         out.printf(Locale.ROOT, "  groups ready %.2f s %s (slowest of %s%s; TP broadcaster %.2f s); %d steps (+%d "
-                + "warm-up) of %d f32 in %.2f s: %.0f steps/s%n", lastReady / 1000.0, launch.describe(),
+                + "warm-up) of %d f32 in %.2f s: %.0f steps/s, checking every value; the same number again checking "
+                + "two values per tensor: %.0f steps/s%n", lastReady / 1000.0, launch.describe(),
                 plural(ps.worldSize(), "rank"), readyCpu < 0 ? "" : String.format(Locale.ROOT, ", %.2f s CPU in all",
-                        readyCpu / 1000.0), lastBroadcaster / 1000.0, steps, warmup, hidden, seconds, steps / seconds);
+                        readyCpu / 1000.0), lastBroadcaster / 1000.0, steps, warmup, hidden, seconds, steps / seconds,
+                steps / (maxUnchecked / 1e9));
         if (st.ep != null) {
             out.printf(Locale.ROOT, "  MoE layer each step over EP=%d (%s): %d tokens of %d f32 per rank, 2 of %d experts "
                     + "per token, dispatch, expert, combine%n", st.ep.worldSize(), st.ep.all2allManager().name(),

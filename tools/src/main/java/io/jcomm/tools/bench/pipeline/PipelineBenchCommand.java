@@ -88,14 +88,23 @@ public final class PipelineBenchCommand implements Callable<Integer> {
         this.out = out;
     }
 
-    /** One size's result: steps/s and per-operation p50/p99 in µs. */
-    record Row(int hidden, int steps, double seconds, long rssGrowth, Map<String, double[]> ops) {
-        double stepsPerSecond() {
+    /**
+     * One size's result.
+     *
+     * @param hidden    activation elements (f32)
+     * @param steps     timed steps
+     * @param seconds   the slowest rank's time for them
+     * @param rssGrowth the largest growth of a rank's resident memory during them, bytes ({@code Long.MIN_VALUE}:
+     *                  not measured)
+     * @param ops       per operation: p50 and p99 in µs over all ranks
+     */
+    public record Row(int hidden, int steps, double seconds, long rssGrowth, Map<String, double[]> ops) {
+        public double stepsPerSecond() {
             return steps / seconds;
         }
 
         /** MB/s moved from one stage to the next (one activation per step). */
-        double handOffMBps() {
+        public double handOffMBps() {
             return stepsPerSecond() * 4.0 * hidden / 1e6;
         }
     }
@@ -111,6 +120,15 @@ public final class PipelineBenchCommand implements Callable<Integer> {
             sizes.add(Math.multiplyExact(Integer.parseInt(v), mul));
         }
         return sizes;
+    }
+
+    /** Runs the jcomm side only, with the options as parsed, and returns its rows (for tests). */
+    public List<Row> measureJcomm() throws Exception {
+        List<Row> rows = new ArrayList<>();
+        if (runJcomm(parseHidden(hidden), rows) != 0) {
+            throw new IllegalStateException("commbench pipeline: a worker failed (see its output)");
+        }
+        return rows;
     }
 
     @Override

@@ -1,0 +1,42 @@
+package io.jcomm.it.tools;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.jcomm.tools.bench.pipeline.PipelineBenchCommand;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import picocli.CommandLine;
+
+/**
+ * A guard, not a benchmark: two worker JVMs stream 1 MiB activations from stage 0 to stage 1 for a few
+ * seconds ({@code commbench pipeline --tp 1 --pp 2 --hidden 256K}: tensor-dict hand-off received into the
+ * previous step's tensors). Fails when the rate falls below a floor far under what this path does (about
+ * 9,000 steps/s on the 2-core development machine; torch gloo does about 1,000) or when the receiving
+ * stage's memory grows with the steps (a per-step allocation of 1 MiB would grow it by gigabytes).
+ */
+@Timeout(value = 180, unit = TimeUnit.SECONDS)
+class PipelineThroughputIT {
+
+    private static final double FLOOR_STEPS_PER_SECOND = 1000;
+    private static final long MAX_RSS_GROWTH = 64L << 20;
+
+    @Test
+    void aPipelineOfOneMebibyteActivationsStreamsAboveTheFloorWithFlatMemory() throws Exception {
+        PipelineBenchCommand cmd = new PipelineBenchCommand();
+        new CommandLine(cmd).parseArgs("--tp", "1", "--pp", "2", "--hidden", "256K", "--warmup", "500", "--steps",
+                "30000");
+        List<PipelineBenchCommand.Row> rows = cmd.measureJcomm();
+        assertEquals(1, rows.size(), rows.toString());
+        PipelineBenchCommand.Row r = rows.get(0);
+        System.out.printf("pipeline guard: %d steps of 1 MiB in %.2f s: %.0f steps/s (%.0f MB/s), RSS +%d MB%n",
+                r.steps(), r.seconds(), r.stepsPerSecond(), r.handOffMBps(), r.rssGrowth() >> 20);
+        assertEquals(30000, r.steps());
+        assertTrue(r.stepsPerSecond() >= FLOOR_STEPS_PER_SECOND, r.stepsPerSecond() + " steps/s is below the floor of "
+                + FLOOR_STEPS_PER_SECOND);
+        assertTrue(r.rssGrowth() < MAX_RSS_GROWTH, "a rank's resident memory grew by " + (r.rssGrowth() >> 20)
+                + " MB in " + r.steps() + " steps");
+    }
+}
