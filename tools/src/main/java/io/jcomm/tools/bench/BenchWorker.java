@@ -121,8 +121,15 @@ public final class BenchWorker {
             if (body == null) {
                 continue;
             }
-            for (int i = 0; i < warmup; i++) {
-                body.run();
+            if (warmup >= 0) {
+                for (int i = 0; i < warmup; i++) {
+                    body.run();
+                }
+            } else {
+                String w = warmUntilSteady(g, body, -warmup, iters);
+                if (g.rank() == 0) {
+                    System.out.println(BenchResult.NOTE_PREFIX + "warm-up " + size + " B: " + w);
+                }
             }
             g.barrier();
             long[] t = new long[iters + 1];
@@ -143,6 +150,91 @@ public final class BenchWorker {
         if (idleSeconds > 0) {
             idleCpu(g, idleSeconds);
         }
+    }
+
+    /** Longest adaptive warm-up of one size. */
+    static final long STEADY_MAX_NANOS = 10_000_000_000L;
+    /** Shortest block of the adaptive warm-up (and at least 5 calls). */
+    static final long BLOCK_NANOS = 20_000_000L;
+    /** Blocks whose medians must agree within {@link #STEADY_TOLERANCE} for the figure to count as settled. */
+    static final int STEADY_BLOCKS = 3;
+    static final double STEADY_TOLERANCE = 0.05;
+
+    /**
+     * Warms {@code body} up until its figure stops moving: at least {@code minCalls} calls, then blocks of
+     * at least 20 ms (and 5 calls) until, over the last {@value #STEADY_BLOCKS} blocks, no rank's JIT
+     * compiled anything and the slowest rank's block medians lie within 5 % of each other, or 10 s passed.
+     * Every rank sees every rank's figures (one small all-gather per block) and decides alike. Returns the
+     * line rank 0 prints about it.
+     */
+    static String warmUntilSteady(ProcessGroup g, Runnable body, int minCalls, int iters) {
+        java.lang.management.CompilationMXBean jit = java.lang.management.ManagementFactory.getCompilationMXBean();
+        boolean jitKnown = jit != null && jit.isCompilationTimeMonitoringSupported();
+        long start = System.nanoTime();
+        long[] t = new long[1024];
+        double[] medians = new double[STEADY_BLOCKS];
+        long[] compiled = new long[STEADY_BLOCKS];
+        double first = -1;
+        double last = 0;
+        long calls = 0;
+        int blocks = 0;
+        int n = 5; // calls per block: the same on every rank (rank 0 sizes the next block to ~20 ms)
+        while (true) {
+            long jit0 = jitKnown ? jit.getTotalCompilationTime() : 0;
+            if (t.length < n) {
+                t = new long[n];
+            }
+            for (int i = 0; i < n; i++) {
+                long t0 = System.nanoTime();
+                body.run();
+                t[i] = System.nanoTime() - t0;
+            }
+            calls += n;
+            long[] sorted = Arrays.copyOf(t, n);
+            Arrays.sort(sorted);
+            long mine = sorted[n / 2];
+            long jitMillis = jitKnown ? jit.getTotalCompilationTime() - jit0 : 0;
+            // the slowest rank's median and whether any rank compiled: alike on every rank
+            long slowest = 0;
+            long anyJit = 0;
+            for (long[] r : g.allGatherObject(new long[] {mine, jitMillis}, long[].class)) {
+                slowest = Math.max(slowest, r[0]);
+                anyJit += r[1];
+            }
+            if (first < 0) {
+                first = slowest;
+            }
+            last = slowest;
+            medians[blocks % STEADY_BLOCKS] = slowest;
+            compiled[blocks % STEADY_BLOCKS] = anyJit;
+            blocks++;
+            boolean quiet = blocks >= STEADY_BLOCKS && Arrays.stream(compiled).sum() == 0;
+            boolean settled = calls >= minCalls && quiet && spread(medians) <= STEADY_TOLERANCE;
+            // rank 0's clock decides when to give up and how long the next block is: every rank goes on alike
+            long[] next = g.broadcastObject(g.rank() == 0 ? new long[] {settled ? 1 : 0,
+                    System.nanoTime() - start > STEADY_MAX_NANOS ? 1 : 0,
+                    Math.max(5, Math.min(1_000_000, BLOCK_NANOS / Math.max(1, slowest)))} : null, 0, long[].class);
+            if (next[0] == 1 || next[1] == 1) {
+                return String.format(Locale.ROOT, "%,d calls in %.2f s, %s; slowest rank's median in the first block "
+                                + "%.1f us, in the last %.1f us", calls, (System.nanoTime() - start) / 1e9,
+                        next[0] == 1 ? "until " + STEADY_BLOCKS + " blocks of ~20 ms had no JIT compilation on any rank "
+                                + "and medians within 5 %"
+                                : "stopped after " + STEADY_MAX_NANOS / 1_000_000_000L + " s: the figure did not settle",
+                        first / 1e3, last / 1e3);
+            }
+            n = (int) next[2];
+        }
+    }
+
+    /** (max - min) / min of {@code v}. */
+    static double spread(double[] v) {
+        double min = Double.MAX_VALUE;
+        double max = 0;
+        for (double x : v) {
+            min = Math.min(min, x);
+            max = Math.max(max, x);
+        }
+        return min <= 0 ? 0 : (max - min) / min;
     }
 
     /**

@@ -72,7 +72,8 @@ final class CollectiveBenchCommand implements Callable<Integer> {
     @Option(names = {"-f", "--stepfactor"}, defaultValue = "4", description = "size multiplier (default ${DEFAULT-VALUE})")
     long factor;
 
-    @Option(names = {"-w", "--warmup_iters"}, description = "warm-up iterations per size (default 5; 2000 for latency ops)")
+    @Option(names = {"-w", "--warmup_iters"}, description = "warm-up iterations per size (default: until the figure "
+            + "stops moving, at least 5, 2000 for latency ops; the warm-up of each size is printed below the table)")
     Integer warmup;
 
     @Option(names = {"-n", "--iters"}, description = "timed iterations per size (default 20; 10000 for latency ops)")
@@ -205,7 +206,8 @@ final class CollectiveBenchCommand implements Callable<Integer> {
         DType t = DType.parse(dtype);
         long min = Sizes.parse(minBytes != null ? minBytes : op == BenchOp.BARRIER ? "0" : op.object() ? "100" : "1K");
         long max = Sizes.parse(maxBytes != null ? maxBytes : op == BenchOp.BARRIER ? "0" : op.object() ? "100" : "64M");
-        int w = warmup != null ? warmup : op.latency() ? 2000 : 5;
+        // negative: warm up until steady, at least that many calls (BenchWorker.warmUntilSteady)
+        int w = warmup != null ? warmup : -(op.latency() ? 2000 : 5);
         int n = iters != null ? iters : op.latency() ? 10000 : 20;
         List<Long> sizes = op == BenchOp.BARRIER ? List.of(0L) : (min == max ? List.of(min) : Sizes.series(min, max, factor));
         StringBuilder sizeArg = new StringBuilder();
@@ -213,8 +215,9 @@ final class CollectiveBenchCommand implements Callable<Integer> {
             sizeArg.append(sizeArg.length() > 0 ? "," : "").append(s);
         }
         PrintStream out = System.out;
-        out.printf("# commbench %s  backend=%s  api=%s  nproc=%d  dtype=%s  warmup=%d  iters=%d%s%n", op.cliName(), backend,
-                api.cliName(), nproc, t.shortName(), w, n, options.isEmpty() ? "" : "  options=" + String.join(",", options));
+        out.printf("# commbench %s  backend=%s  api=%s  nproc=%d  dtype=%s  warmup=%s  iters=%d%s%n", op.cliName(), backend,
+                api.cliName(), nproc, t.shortName(), w >= 0 ? Integer.toString(w) : "until steady (>= " + -w + ")", n,
+                options.isEmpty() ? "" : "  options=" + String.join(",", options));
         out.println(BenchResult.header(op.latency()));
         List<BenchResult> rows = Collections.synchronizedList(new ArrayList<>());
         List<String> notes = Collections.synchronizedList(new ArrayList<>());
