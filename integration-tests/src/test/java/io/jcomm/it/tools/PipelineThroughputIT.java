@@ -14,14 +14,16 @@ import picocli.CommandLine;
  * A guard, not a benchmark: two worker JVMs stream 1 MiB activations from stage 0 to stage 1 for a few
  * seconds ({@code commbench pipeline --tp 1 --pp 2 --hidden 256K}: tensor-dict hand-off received into the
  * previous step's tensors). Fails when the rate falls below a floor far under what this path does (about
- * 9,000 steps/s on the 2-core development machine; torch gloo does about 1,000) or when the receiving
- * stage's memory grows with the steps (a per-step allocation of 1 MiB would grow it by gigabytes).
+ * 9,000 steps/s on the 2-core development machine; torch gloo does about 1,000) or when a rank's direct
+ * (off-heap) memory grows with the steps (a per-step allocation of 1 MiB would grow it by gigabytes) or
+ * its resident memory by more than the heap's first use (~100 MB).
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
 class PipelineThroughputIT {
 
     private static final double FLOOR_STEPS_PER_SECOND = 1000;
-    private static final long MAX_RSS_GROWTH = 64L << 20;
+    private static final long MAX_DIRECT_GROWTH = 16L << 20;
+    private static final long MAX_RSS_GROWTH = 512L << 20;
 
     @Test
     void aPipelineOfOneMebibyteActivationsStreamsAboveTheFloorWithFlatMemory() throws Exception {
@@ -31,11 +33,14 @@ class PipelineThroughputIT {
         List<PipelineBenchCommand.Row> rows = cmd.measureJcomm();
         assertEquals(1, rows.size(), rows.toString());
         PipelineBenchCommand.Row r = rows.get(0);
-        System.out.printf("pipeline guard: %d steps of 1 MiB in %.2f s: %.0f steps/s (%.0f MB/s), RSS +%d MB%n",
-                r.steps(), r.seconds(), r.stepsPerSecond(), r.handOffMBps(), r.rssGrowth() >> 20);
+        System.out.printf("pipeline guard: %d steps of 1 MiB in %.2f s: %.0f steps/s (%.0f MB/s), RSS +%d MB, direct "
+                + "+%d MB%n", r.steps(), r.seconds(), r.stepsPerSecond(), r.handOffMBps(), r.rssGrowth() >> 20,
+                r.directGrowth() >> 20);
         assertEquals(30000, r.steps());
         assertTrue(r.stepsPerSecond() >= FLOOR_STEPS_PER_SECOND, r.stepsPerSecond() + " steps/s is below the floor of "
                 + FLOOR_STEPS_PER_SECOND);
+        assertTrue(r.directGrowth() < MAX_DIRECT_GROWTH, "a rank's direct memory grew by " + (r.directGrowth() >> 20)
+                + " MB in " + r.steps() + " steps");
         assertTrue(r.rssGrowth() < MAX_RSS_GROWTH, "a rank's resident memory grew by " + (r.rssGrowth() >> 20)
                 + " MB in " + r.steps() + " steps");
     }

@@ -28,7 +28,7 @@ import picocli.CommandLine.Option;
  * with the TP group, so each TP rank sends its slice and the next stage all-gathers them), which
  * receives it ({@code recvTensorDict}); two values of every received activation are checked. Prints
  * steps/s (the slowest rank's), per-operation p50/p99 over all ranks and the largest growth of a rank's
- * resident memory during the timed steps; with {@code --torch}, the same job in torch 1.13 gloo
+ * resident memory and of its direct buffer memory during the timed steps; with {@code --torch}, the same job in torch 1.13 gloo
  * ({@code scripts/torch_pipeline_bench.py}) right after, and both side by side.
  */
 @Command(name = "pipeline", mixinStandardHelpOptions = true,
@@ -95,10 +95,12 @@ public final class PipelineBenchCommand implements Callable<Integer> {
      * @param steps     timed steps
      * @param seconds   the slowest rank's time for them
      * @param rssGrowth the largest growth of a rank's resident memory during them, bytes ({@code Long.MIN_VALUE}:
-     *                  not measured)
+     *                  not measured); the heap's first use counts too
+     * @param directGrowth the largest growth of a rank's direct (off-heap) buffer memory during them, bytes
+     *                  ({@code Long.MIN_VALUE}: not measured)
      * @param ops       per operation: p50 and p99 in µs over all ranks
      */
-    public record Row(int hidden, int steps, double seconds, long rssGrowth, Map<String, double[]> ops) {
+    public record Row(int hidden, int steps, double seconds, long rssGrowth, long directGrowth, Map<String, double[]> ops) {
         public double stepsPerSecond() {
             return steps / seconds;
         }
@@ -163,21 +165,25 @@ public final class PipelineBenchCommand implements Callable<Integer> {
 
     private void print(String who, List<Row> rows) {
         out.printf(Locale.ROOT, "%n# %s%n", who);
-        out.printf(Locale.ROOT, "%10s %10s %7s %10s %10s %9s", "hidden", "bytes", "steps", "steps/s", "MB/s", "rss+MB");
+        out.printf(Locale.ROOT, "%10s %10s %7s %10s %10s %9s %9s", "hidden", "bytes", "steps", "steps/s", "MB/s", "rss+MB",
+                "direct+MB");
         for (String op : PipelineBenchWorker.OPS) {
             out.printf(Locale.ROOT, " %22s", abbreviate(op) + " p50/p99");
         }
         out.println();
         for (Row r : rows) {
-            out.printf(Locale.ROOT, "%10d %10d %7d %10.0f %10.0f %9s", r.hidden(), 4L * r.hidden(), r.steps(),
-                    r.stepsPerSecond(), r.handOffMBps(), r.rssGrowth() == Long.MIN_VALUE ? "-"
-                            : String.format(Locale.ROOT, "%.0f", r.rssGrowth() / 1e6));
+            out.printf(Locale.ROOT, "%10d %10d %7d %10.0f %10.0f %9s %9s", r.hidden(), 4L * r.hidden(), r.steps(),
+                    r.stepsPerSecond(), r.handOffMBps(), megabytes(r.rssGrowth()), megabytes(r.directGrowth()));
             for (String op : PipelineBenchWorker.OPS) {
                 double[] v = r.ops().get(op);
                 out.printf(Locale.ROOT, " %22s", v == null ? "-" : String.format(Locale.ROOT, "%.1f/%.1f", v[0], v[1]));
             }
             out.println();
         }
+    }
+
+    private static String megabytes(long bytes) {
+        return bytes == Long.MIN_VALUE ? "-" : String.format(Locale.ROOT, "%.0f", bytes / 1e6);
     }
 
     private static String abbreviate(String op) {
@@ -274,7 +280,7 @@ public final class PipelineBenchCommand implements Callable<Integer> {
                     int h = Integer.parseInt(f[1]);
                     synchronized (byHidden) {
                         byHidden.put(h, new Row(h, Integer.parseInt(f[2]), Long.parseLong(f[3]) / 1e9,
-                                Long.parseLong(f[4]), new LinkedHashMap<>()));
+                                Long.parseLong(f[4]), Long.parseLong(f[6]), new LinkedHashMap<>()));
                     }
                 } else if (line.startsWith("@@op ")) {
                     synchronized (byHidden) {
@@ -319,7 +325,7 @@ public final class PipelineBenchCommand implements Callable<Integer> {
                 if (line.startsWith("ROW ")) {
                     int h = Integer.parseInt(kv.get("hidden"));
                     byHidden.put(h, new Row(h, Integer.parseInt(kv.get("steps")), Double.parseDouble(kv.get("seconds")),
-                            Long.MIN_VALUE, new LinkedHashMap<>()));
+                            Long.MIN_VALUE, Long.MIN_VALUE, new LinkedHashMap<>()));
                 } else if (line.startsWith("OP ")) {
                     Row r = byHidden.get(Integer.parseInt(kv.get("hidden")));
                     r.ops().put(kv.get("name").replace('_', ' '), new double[] {Double.parseDouble(kv.get("p50_us")),

@@ -23,7 +23,7 @@ import org.HdrHistogram.Histogram;
  * One rank of {@link PipelineBenchCommand}: a TP x PP {@link ParallelState} with the SDK's defaults
  * (CPU device communicator), then for each activation size the streaming pipeline step of a
  * pipeline-parallel job ({@link Step}), warm-up steps first, then the timed ones. Rank 0 prints
- * {@code @@row <hidden> <steps> <elapsedNanos> <maxRssGrowthBytes> <checked>} and one
+ * {@code @@row <hidden> <steps> <elapsedNanos> <maxRssGrowthBytes> <checked> <maxDirectGrowthBytes>} and one
  * {@code @@op <hidden> <name> <p50Nanos> <p99Nanos> <count>} per operation (over all ranks).
  *
  * <p>Arguments: {@code <tp> <pp> <warmup> <steps (0: by size)> <recv: alloc|reuse> <hidden,...>
@@ -70,14 +70,16 @@ public final class PipelineBenchWorker {
                 }
                 ps.world().barrier();
                 long rss0 = rssBytes();
+                long direct0 = directBytes();
                 long t0 = System.nanoTime();
                 for (int s = warmup; s < warmup + steps; s++) {
                     step.run(s, true);
                 }
                 long elapsed = System.nanoTime() - t0;
                 long growth = rssBytes() - rss0;
+                long directGrowth = directBytes() - direct0;
                 ps.world().barrier();
-                report(ps, step, hidden, steps, elapsed, growth);
+                report(ps, step, hidden, steps, elapsed, growth, directGrowth);
             }
         }
     }
@@ -173,6 +175,17 @@ public final class PipelineBenchWorker {
         }
     }
 
+    /** Direct (off-heap) buffer memory in use, as the JVM counts it. */
+    static long directBytes() {
+        for (java.lang.management.BufferPoolMXBean b
+                : java.lang.management.ManagementFactory.getPlatformMXBeans(java.lang.management.BufferPoolMXBean.class)) {
+            if (b.getName().equals("direct")) {
+                return b.getMemoryUsed();
+            }
+        }
+        return 0;
+    }
+
     /** Resident memory of this process (VmRSS), or 0 where /proc does not say. */
     static long rssBytes() {
         try {
@@ -187,19 +200,20 @@ public final class PipelineBenchWorker {
         return 0;
     }
 
-    private static void report(ParallelState ps, Step step, int hidden, int steps, long elapsed, long growth) {
+    private static void report(ParallelState ps, Step step, int hidden, int steps, long elapsed, long growth,
+                               long directGrowth) {
         List<byte[]> parts = new ArrayList<>();
         for (Histogram h : step.histograms.values()) {
             ByteBuffer b = ByteBuffer.allocate(h.getNeededByteBufferCapacity());
             int n = h.encodeIntoCompressedByteBuffer(b);
             parts.add(java.util.Arrays.copyOf(b.array(), n));
         }
-        int size = 8 * 3 + 4;
+        int size = 8 * 4 + 4;
         for (byte[] p : parts) {
             size += 4 + p.length;
         }
         ByteBuffer mine = ByteBuffer.allocate(size);
-        mine.putLong(elapsed).putLong(growth).putLong(step.checked).putInt(parts.size());
+        mine.putLong(elapsed).putLong(growth).putLong(directGrowth).putLong(step.checked).putInt(parts.size());
         parts.forEach(p -> mine.putInt(p.length).put(p));
         List<byte[]> all = ps.world().allGatherObject(mine.array(), byte[].class);
         if (ps.rank() != 0) {
@@ -207,6 +221,7 @@ public final class PipelineBenchWorker {
         }
         long maxElapsed = 0;
         long maxGrowth = Long.MIN_VALUE;
+        long maxDirect = Long.MIN_VALUE;
         long checked = 0;
         List<Histogram> merged = new ArrayList<>();
         OPS.forEach(op -> merged.add(new Histogram(3)));
@@ -215,6 +230,7 @@ public final class PipelineBenchWorker {
                 ByteBuffer in = ByteBuffer.wrap(b);
                 maxElapsed = Math.max(maxElapsed, in.getLong());
                 maxGrowth = Math.max(maxGrowth, in.getLong());
+                maxDirect = Math.max(maxDirect, in.getLong());
                 checked += in.getLong();
                 int n = in.getInt();
                 for (int k = 0; k < n; k++) {
@@ -226,7 +242,8 @@ public final class PipelineBenchWorker {
         } catch (java.util.zip.DataFormatException e) {
             throw new IllegalStateException("pipeline bench: a rank's histograms did not decode", e);
         }
-        System.out.println("@@row " + hidden + " " + steps + " " + maxElapsed + " " + maxGrowth + " " + checked);
+        System.out.println("@@row " + hidden + " " + steps + " " + maxElapsed + " " + maxGrowth + " " + checked + " "
+                + maxDirect);
         for (int k = 0; k < OPS.size(); k++) {
             Histogram h = merged.get(k);
             if (h.getTotalCount() > 0) {
