@@ -85,6 +85,28 @@ final class GroupFactory {
                 ParallelStateOptions.class.getClassLoader());
     }
 
+    /** The same factory on another store (a new generation's client: {@link ParallelState#shrink}). */
+    private GroupFactory(GroupFactory f, Store store) {
+        this.config = f.config;
+        this.options = f.options;
+        this.rawStore = store;
+        this.codec = f.codec;
+        this.timeout = f.timeout;
+        this.cpuBackend = f.cpuBackend;
+        this.hostname = f.hostname;
+        this.device = f.device;
+        this.deviceProvider = f.deviceProvider;
+        this.hostProvider = f.hostProvider;
+        this.cpuProvider = f.cpuProvider;
+        this.lateBroadcasters = f.lateBroadcasters;
+        this.debugChecks = f.debugChecks;
+        this.all2all = f.all2all;
+    }
+
+    GroupFactory withStore(Store store) {
+        return new GroupFactory(this, store);
+    }
+
     /** The CPU backend, chosen once per state (a class-path scan); null leaves the choice, and its error, to each group. */
     private static CpuBackendProvider selectQuietly(String backend) {
         try {

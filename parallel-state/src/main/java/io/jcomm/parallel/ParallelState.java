@@ -15,6 +15,7 @@ import io.jcomm.device.DeviceCommunicators;
 import io.jcomm.mq.AeronMedia;
 import io.jcomm.mq.registry.JobRegistration;
 import io.jcomm.mq.registry.JobRegistry;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -74,9 +75,9 @@ public final class ParallelState implements AutoCloseable {
     private final DistributedConfig config;
     private final ParallelStateOptions options;
     private final Store ownedStore;
-    private final GroupFactory factory;
+    private GroupFactory factory;
     private final GroupRegistry registry = new GroupRegistry();
-    private final GroupCoordinator world;
+    private volatile GroupCoordinator world;
     private final HostTopology topology;
     private final long jobNonce;
     private final long generation;
@@ -90,6 +91,12 @@ public final class ParallelState implements AutoCloseable {
     private final Map<String, Integer> newGroupCounts = new HashMap<>();
     private boolean closed;
     private JobRegistration jobRegistration;
+    /** Recovery rounds started ({@link #shrink}); every survivor counts them alike. */
+    private int rounds;
+    /** The store client of the current generation after a recovery (declared under its own job id), or null. */
+    private Store generationStore;
+    /** The layout of the current generation (kept when a recovery round fails half way, for the next one). */
+    private RankLayout generationLayout;
 
     private ParallelState(DistributedConfig config, ParallelStateOptions options, Store ownedStore, GroupFactory factory,
                           GroupCoordinator world, HostTopology topology, long jobNonce, long generation,
@@ -108,6 +115,7 @@ public final class ParallelState implements AutoCloseable {
     }
 
     private void adoptModelParallel(RankLayout l, GroupCoordinator[] made) {
+        generationLayout = l;
         tp = made[0];
         pp = made[1];
         dp = made[2];
@@ -590,6 +598,222 @@ public final class ParallelState implements AutoCloseable {
         return false;
     }
 
+    // ------------------------------------------------------------------ recovery
+
+    /** {@link #shrink(Duration)} with the groups' default timeout. */
+    public Recovery shrink() {
+        return shrink(factory.timeout);
+    }
+
+    /**
+     * Goes on after a rank loss: the data-parallel replicas that lost a rank leave the job, the others
+     * re-form their groups among themselves (same TP and PP groups, smaller DP and EP groups), as
+     * generation {@code round} of the job. Call it on every rank that is still alive once one of its
+     * groups failed with a {@link io.jcomm.api.PeerFailureException} (or a {@link io.jcomm.api.CommClosedException}
+     * from a rank that left); the world group of every process is poisoned within about 0.2 s of a
+     * death ({@code world().cpuGroup().isPoisoned()}), so a rank can also look before its next call.
+     *
+     * <ol>
+     *   <li>Roll call: each rank marks itself alive in the store (through the current generation's
+     *       client) and waits until every rank of the current generation is alive, dead, or gone with its
+     *       replica in an earlier round. Dead means that its store connection ended without a
+     *       goodbye ({@link Store#deadMembers()}: a jcomm store server); a rank that is alive but never
+     *       calls this keeps the others waiting until {@code timeout}.</li>
+     *   <li>Each replica with a dead rank is lost. A rank of a lost replica gets
+     *       {@link Recovery#member()} {@code false} and should {@link #close()} this state: its groups of the
+     *       new generation do not exist.</li>
+     *   <li>The survivors check that they all decided alike (the survivors' list, through the new
+     *       generation's store client, which only they open, declared under the job id {@code <job>/g<round>}:
+     *       a survivor's death during the recovery fails it at once) and create the new generation's groups in a fresh namespace: the
+     *       world of the survivors and their TP, PP, DP and EP groups (the TP and PP groups have the same
+     *       members as before; the broadcasters of TP groups are made again in the background). Global ranks
+     *       keep their numbers; group ranks are those of the new groups.</li>
+     * </ol>
+     * Every group of the state stops when this is called (groups made with {@link #newGroup} too: make them
+     * again afterwards), so that a peer blocked in a collective with this rank fails at once and recovers too;
+     * call this on every rank of the job that is alive.
+     * A failure during the recovery (another death, a timeout) is thrown; calling this again starts the
+     * next round. Needs the model-parallel groups of a layout without outer replicas
+     * ({@code world == tp * pp * dp}) and a store that tracks its members' liveness (a jcomm store).
+     *
+     * @throws IllegalStateException         if the model-parallel groups are not initialized
+     * @throws UnsupportedOperationException for a layout with outer replicas
+     * @throws io.jcomm.api.PeerFailureException when no replica survives, or a rank dies during the recovery
+     * @throws io.jcomm.api.CommTimeoutException when a rank neither answers the roll call nor dies in time
+     */
+    public synchronized Recovery shrink(Duration timeout) {
+        checkOpen();
+        RankLayout before = generationLayout;
+        if (before == null) {
+            throw new IllegalStateException("shrink needs the model-parallel groups (initializeModelParallel)");
+        }
+        long t0 = System.nanoTime();
+        long deadline = t0 + timeout.toNanos();
+        int round = ++rounds;
+        OpContext ctx = OpContext.of("recovery", config.rank(), "shrink#" + round);
+        // every group of this generation stops: a peer blocked in a collective with this rank fails at once
+        // and comes here too, instead of waiting for this rank until its deadline
+        for (String name : registry.names()) {
+            registry.get(name).closeTransports();
+        }
+        Store current = generationStore != null ? generationStore : factory.rawStore;
+        String base = "ps/rec/" + generation + "/";
+        String roundBase = base + round + "/";
+        Store keys = new PrefixStore(options.storePrefix(), current);
+        // 1. roll call, through the current generation's client (every rank of it is declared there, so a
+        // death shows): every rank alive, dead, or gone with its replica in an earlier round
+        keys.set(roundBase + "alive/" + config.rank(), new byte[] {1});
+        List<Integer> members = before.ranks();
+        java.util.TreeSet<Integer> dead = new java.util.TreeSet<>();
+        java.util.Set<Integer> gone = new java.util.HashSet<>();
+        java.util.Set<Integer> alive = new java.util.HashSet<>();
+        alive.add(config.rank());
+        List<Store> watched = current == factory.rawStore ? List.of(current) : List.of(current, factory.rawStore);
+        while (true) {
+            collectDead(watched, members, dead);
+            for (int r : members) {
+                if (!alive.contains(r) && !dead.contains(r) && !gone.contains(r)) {
+                    if (keys.check(List.of(roundBase + "alive/" + r))) {
+                        alive.add(r);
+                    } else if (keys.check(List.of(base + "left/" + r))) {
+                        gone.add(r);
+                    }
+                }
+            }
+            if (alive.size() + dead.size() + gone.size() >= members.size()) {
+                break;
+            }
+            if (System.nanoTime() > deadline) {
+                List<Integer> silent = new ArrayList<>(members);
+                silent.removeAll(alive);
+                silent.removeAll(dead);
+                silent.removeAll(gone);
+                throw new io.jcomm.api.CommTimeoutException(ctx, "ranks " + silent + " neither answered the roll call "
+                        + "nor died within " + timeout.toMillis() + " ms (dead: " + dead + ")");
+            }
+            java.util.concurrent.locks.LockSupport.parkNanos(1_000_000L);
+        }
+        // 2. the replicas that lost a rank leave (a rank gone before went with a replica that lost one)
+        java.util.TreeSet<Integer> lostReplicas = new java.util.TreeSet<>();
+        for (int d : dead) {
+            lostReplicas.add(before.replicaOf(d));
+        }
+        for (int g : gone) {
+            lostReplicas.add(before.replicaOf(g));
+        }
+        if (lostReplicas.size() == before.dataParallelSize()) {
+            throw new NoReplicaLeftException(ctx, dead.isEmpty() ? -1 : dead.first(), "every data-parallel replica "
+                    + "lost a rank (dead: " + dead + ", gone before: " + gone + "): nothing to go on with");
+        }
+        RankLayout after = before.withoutReplicas(lostReplicas);
+        List<Integer> survivors = after.ranks();
+        if (!survivors.contains(config.rank())) {
+            keys.set(base + "left/" + config.rank(), new byte[] {1});
+            LOG.info("rank {}: its replica {} lost rank(s) {}; it leaves the job (round {})", config.rank(),
+                    before.replicaOf(config.rank()), dead, round);
+            return new Recovery(round, new ArrayList<>(dead), new ArrayList<>(lostReplicas), survivors, false, after,
+                    java.time.Duration.ofNanos(System.nanoTime() - t0));
+        }
+        // 3. the survivors only: a client of the next generation (declared under its own job id, so that a
+        // survivor's death from now on fails the others' waits at once, and a leaver's never does), agree,
+        // then re-form
+        Store next = current.withMember(config.jobId() + "/g" + round, config.rank());
+        try {
+            Store nextKeys = new PrefixStore(options.storePrefix(), next);
+            byte[] decision = (survivors + " lost " + lostReplicas).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            nextKeys.set(roundBase + "decision/" + config.rank(), decision);
+            List<String> theirs = new ArrayList<>();
+            survivors.forEach(r -> theirs.add(roundBase + "decision/" + r));
+            List<Store> both = new ArrayList<>(watched);
+            both.add(0, next);
+            while (!nextKeys.check(theirs)) {
+                java.util.TreeSet<Integer> lost = new java.util.TreeSet<>();
+                collectDead(both, survivors, lost);
+                if (!lost.isEmpty()) {
+                    throw new io.jcomm.api.PeerFailureException(ctx, lost.first(), "survivor(s) " + lost + " died during "
+                            + "the recovery; call shrink again");
+                }
+                if (System.nanoTime() > deadline) {
+                    throw new io.jcomm.api.CommTimeoutException(ctx, "the survivors " + survivors + " did not all decide "
+                            + "within " + timeout.toMillis() + " ms");
+                }
+                java.util.concurrent.locks.LockSupport.parkNanos(500_000L);
+            }
+            List<byte[]> got = nextKeys.multiGet(theirs,
+                    java.time.Duration.ofNanos(Math.max(1, deadline - System.nanoTime())));
+            for (int i = 0; i < survivors.size(); i++) {
+                if (!Arrays.equals(decision, got.get(i))) {
+                    throw new io.jcomm.api.CollectiveMismatchException(ctx, "rank " + survivors.get(i) + " decided "
+                            + new String(got.get(i), java.nio.charset.StandardCharsets.UTF_8) + ", this rank "
+                            + new String(decision, java.nio.charset.StandardCharsets.UTF_8));
+                }
+            }
+            GroupFactory nextFactory = factory.withStore(next);
+            String ns = "s" + generation + "-r" + round + "-";
+            List<GroupFactory.Spec> specs = new ArrayList<>();
+            specs.add(new GroupFactory.Spec(WORLD, survivors, false, ns + "w", true));
+            specs.addAll(modelParallelSpecs(after, config.rank(), options, topology, ns + "mp"));
+            // the old generation goes first: its names are taken again
+            destroyAllGroups();
+            boolean wantMedia = needsHostMedia(options, after, topology);
+            if (hostMedia == null && wantMedia && !nextFactory.lateBroadcasters) {
+                hostMedia = startHostMedia(nextFactory, topology, generation, false);
+            }
+            GroupCoordinator[] made = createGroups(nextFactory, topology, jobNonce, specs, hostMedia);
+            if (wantMedia && nextFactory.lateBroadcasters) {
+                if (hostMedia == null) {
+                    hostMedia = startHostMedia(nextFactory, topology, generation, true);
+                }
+                startLateBroadcasters(nextFactory, specs, made, hostMedia, generation);
+            }
+            world = made[0];
+            registry.register(world);
+            options.listener().created(world);
+            adoptModelParallel(after, Arrays.copyOfRange(made, 1, made.length));
+            Store previous = generationStore;
+            generationStore = next;
+            factory = nextFactory;
+            if (previous != null) {
+                previous.close();
+            }
+            Recovery r = new Recovery(round, new ArrayList<>(dead), new ArrayList<>(lostReplicas), survivors, true, after,
+                    java.time.Duration.ofNanos(System.nanoTime() - t0));
+            LOG.info("rank {}: round {}: ranks {} lost with replica(s) {}; {} survivors re-formed in {} ms", config.rank(),
+                    round, dead, lostReplicas, survivors.size(), r.took().toMillis());
+            return r;
+        } catch (RuntimeException e) {
+            if (next != generationStore) {
+                next.close();
+            }
+            throw e;
+        }
+    }
+
+    /** Adds to {@code dead} the ranks of {@code members} that any of {@code stores} knows dead. */
+    private static void collectDead(List<Store> stores, List<Integer> members, java.util.Set<Integer> dead) {
+        for (Store st : stores) {
+            for (int d : st.deadMembers()) {
+                if (members.contains(d)) {
+                    dead.add(d);
+                }
+            }
+        }
+    }
+
+    /** Destroys every group of this state (model-parallel ones, {@link #newGroup}'s, the world), for a new generation. */
+    private void destroyAllGroups() {
+        for (String name : registry.names()) {
+            registry.get(name).closeTransports();
+        }
+        destroyModelParallel();
+        for (String name : registry.names()) {
+            GroupCoordinator g = registry.get(name);
+            g.destroy();
+            registry.remove(name);
+            options.listener().destroyed(name);
+        }
+    }
+
     // ------------------------------------------------------------------ accessors
 
     public synchronized GroupCoordinator tp() {
@@ -671,8 +895,9 @@ public final class ParallelState implements AutoCloseable {
         return config.rank();
     }
 
+    /** Ranks in the current world group: the configured world size until a {@link #shrink}, the survivors after. */
     public int worldSize() {
-        return config.worldSize();
+        return world.worldSize();
     }
 
     private String describeSizes() {
@@ -721,6 +946,9 @@ public final class ParallelState implements AutoCloseable {
             // after every broadcaster that used it; after a failure without waiting for the host's
             // other ranks to leave the driver (they are failing too, and a dead one would hold it)
             hostMedia.close(failed);
+        }
+        if (generationStore != null) {
+            generationStore.close();
         }
         if (ownedStore != null) {
             ownedStore.close();

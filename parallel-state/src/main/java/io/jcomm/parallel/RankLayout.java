@@ -45,6 +45,109 @@ public final class RankLayout {
         this.epGroups = build(Kind.EP);
     }
 
+    private RankLayout(int worldSize, int tp, int pp, int dp, List<List<Integer>> tpGroups,
+                       List<List<Integer>> ppGroups, List<List<Integer>> dpGroups, List<List<Integer>> epGroups) {
+        this.worldSize = worldSize;
+        this.tp = tp;
+        this.pp = pp;
+        this.dp = dp;
+        this.outer = 1;
+        this.tpGroups = tpGroups;
+        this.ppGroups = ppGroups;
+        this.dpGroups = dpGroups;
+        this.epGroups = epGroups;
+    }
+
+    /**
+     * The data-parallel replica of {@code rank} (its DP index), in a layout without outer replicas
+     * ({@code worldSize == tp * pp * dp}).
+     */
+    public int replicaOf(int rank) {
+        requireNoOuter();
+        // TP groups are listed replica by replica, PP stage by stage within one
+        for (int g = 0; g < tpGroups.size(); g++) {
+            if (tpGroups.get(g).contains(rank)) {
+                return g / pp;
+            }
+        }
+        throw new IllegalArgumentException("rank " + rank + " is not in this layout");
+    }
+
+    /** The ranks of every data-parallel replica, replica 0 first (layouts without outer replicas). */
+    public List<List<Integer>> replicas() {
+        requireNoOuter();
+        List<List<Integer>> out = new ArrayList<>(dp);
+        for (int d = 0; d < dp; d++) {
+            List<Integer> r = new ArrayList<>(tp * pp);
+            for (int g = d * pp; g < (d + 1) * pp; g++) {
+                r.addAll(tpGroups.get(g));
+            }
+            out.add(Collections.unmodifiableList(r));
+        }
+        return Collections.unmodifiableList(out);
+    }
+
+    /**
+     * This layout without the data-parallel replicas {@code lost} (their DP indices): the surviving
+     * replicas keep their TP and PP groups and their global ranks; DP and EP groups span the survivors,
+     * in the order of their replicas. The DP size is the number of surviving replicas.
+     *
+     * @throws IllegalArgumentException when no replica survives or an index is out of range
+     * @throws UnsupportedOperationException for a layout with outer replicas
+     */
+    public RankLayout withoutReplicas(java.util.Set<Integer> lost) {
+        requireNoOuter();
+        List<List<Integer>> replicas = replicas();
+        List<Integer> survivors = new ArrayList<>();
+        int kept = 0;
+        for (int d = 0; d < dp; d++) {
+            if (!lost.contains(d)) {
+                survivors.addAll(replicas.get(d));
+                kept++;
+            }
+        }
+        for (int d : lost) {
+            if (d < 0 || d >= dp) {
+                throw new IllegalArgumentException("no replica " + d + " in a layout of " + dp);
+            }
+        }
+        if (kept == 0) {
+            throw new IllegalArgumentException("no data-parallel replica survives");
+        }
+        RankLayout compact = of(survivors.size(), tp, pp, kept);
+        return new RankLayout(survivors.size(), tp, pp, kept, mapped(compact.tpGroups, survivors),
+                mapped(compact.ppGroups, survivors), mapped(compact.dpGroups, survivors), mapped(compact.epGroups, survivors));
+    }
+
+    private static List<List<Integer>> mapped(List<List<Integer>> groups, List<Integer> ranks) {
+        List<List<Integer>> out = new ArrayList<>(groups.size());
+        for (List<Integer> g : groups) {
+            List<Integer> m = new ArrayList<>(g.size());
+            for (int i : g) {
+                m.add(ranks.get(i));
+            }
+            out.add(Collections.unmodifiableList(m));
+        }
+        return Collections.unmodifiableList(out);
+    }
+
+    private void requireNoOuter() {
+        if (outer != 1) {
+            throw new UnsupportedOperationException("a layout with " + outer + " outer replicas (world " + worldSize
+                    + " > tp*pp*dp) has no single data-parallel replica per DP index");
+        }
+    }
+
+    /** Every rank of this layout, ascending. */
+    public List<Integer> ranks() {
+        List<Integer> all = new ArrayList<>(worldSize);
+        for (List<Integer> g : tpGroups) {
+            all.addAll(g);
+        }
+        Collections.sort(all);
+        return Collections.unmodifiableList(all);
+    }
+
     /**
      * Computes the layout.
      *

@@ -94,4 +94,30 @@ class RankLayoutTest {
         assertThrows(IllegalArgumentException.class, () -> RankLayout.of(4, 0, 1, 1));
         assertEquals(1, RankLayout.indexOf(RankLayout.of(4, 2, 2, 1).ppGroups(), 3));
     }
+    @Test
+    void replicasAndALayoutWithoutSomeOfThem() {
+        RankLayout l = RankLayout.of(12, 2, 2, 3); // replicas {0..3}, {4..7}, {8..11}
+        assertEquals(List.of(List.of(0, 1, 2, 3), List.of(4, 5, 6, 7), List.of(8, 9, 10, 11)), l.replicas());
+        assertEquals(0, l.replicaOf(3));
+        assertEquals(1, l.replicaOf(6));
+        assertEquals(2, l.replicaOf(8));
+        RankLayout s = l.withoutReplicas(java.util.Set.of(1));
+        assertEquals(8, s.worldSize());
+        assertEquals(2, s.dataParallelSize());
+        assertEquals(List.of(0, 1, 2, 3, 8, 9, 10, 11), s.ranks());
+        // TP and PP groups of the survivors as they were; DP and EP groups of the survivors only
+        assertEquals(List.of(List.of(0, 1), List.of(2, 3), List.of(8, 9), List.of(10, 11)), s.tpGroups());
+        assertEquals(List.of(List.of(0, 2), List.of(1, 3), List.of(8, 10), List.of(9, 11)), s.ppGroups());
+        assertEquals(List.of(List.of(0, 8), List.of(2, 10), List.of(1, 9), List.of(3, 11)), s.dpGroups());
+        assertEquals(List.of(List.of(0, 1, 8, 9), List.of(2, 3, 10, 11)), s.epGroups());
+        assertEquals(1, s.replicaOf(9), "replica indices of the new layout count the survivors");
+        // shrinking again, and the errors
+        RankLayout t = s.withoutReplicas(java.util.Set.of(0));
+        assertEquals(List.of(8, 9, 10, 11), t.ranks());
+        assertEquals(List.of(List.of(8), List.of(10), List.of(9), List.of(11)), t.dpGroups());
+        assertThrows(IllegalArgumentException.class, () -> t.withoutReplicas(java.util.Set.of(0)));
+        assertThrows(IllegalArgumentException.class, () -> l.withoutReplicas(java.util.Set.of(3)));
+        assertThrows(IllegalArgumentException.class, () -> l.replicaOf(12));
+        assertThrows(UnsupportedOperationException.class, () -> RankLayout.of(8, 2, 2, 1).replicas());
+    }
 }

@@ -100,6 +100,11 @@ public final class PrefixStore implements Store {
     }
 
     @Override
+    public int[] deadMembers() {
+        return base.deadMembers();
+    }
+
+    @Override
     public void close() {
         // the base store is owned by whoever created it
     }

@@ -96,6 +96,26 @@ public interface Store extends AutoCloseable {
         throw new UnsupportedOperationException(getClass().getName() + " offers no concurrent client");
     }
 
+    /**
+     * The ranks of this client's job that left the store without a goodbye (their process died), sorted,
+     * as far as the store tracks its clients' liveness (jcomm's {@code TcpStore} against a jcomm server,
+     * for a client declared a member); empty where it does not.
+     */
+    default int[] deadMembers() {
+        return new int[0];
+    }
+
+    /**
+     * A handle on the same store for one more thread, declared rank {@code rank} of job {@code jobId}
+     * where the store tracks members (a job that lost a rank re-forms under a new job id); elsewhere the
+     * same as {@link #concurrentClient()}. The caller closes what it gets unless it is {@code this}.
+     *
+     * @throws UnsupportedOperationException when {@link #supportsConcurrentClients()} is false
+     */
+    default Store withMember(String jobId, int rank) {
+        return concurrentClient();
+    }
+
     /** Releases connections or resources. Idempotent. */
     @Override
     void close();

@@ -77,6 +77,11 @@ public final class PipelineDemo implements Callable<Integer> {
     @Option(names = "--hidden", description = "activation elements (f32) per step (default ${DEFAULT-VALUE})")
     int hidden = 1024;
 
+    @Option(names = "--elastic", description = "instead of the pipeline: a serving loop of DP replicas of --tp ranks that "
+            + "keeps answering when ranks die (run it with commrun --max-lost N): replicas that lose a rank leave, the "
+            + "others re-form their DP groups (ParallelState.shrink) and go on; --steps requests, --hidden values each")
+    boolean elastic;
+
     @Option(names = "--moe", description = "also run a mixture-of-experts layer each step over the EP group (the TP "
             + "ranks): a deterministic router sends every token to 2 of 2 x EP experts, dispatch, an expert function, "
             + "combine, every value verified")
@@ -112,6 +117,9 @@ public final class PipelineDemo implements Callable<Integer> {
 
     @Override
     public Integer call() {
+        if (elastic) {
+            return new ElasticServing(tp, hidden, steps, out).run();
+        }
         DistributedConfig cfg = DistributedConfig.fromEnvironment();
         if (tp < 1 || pp < 1 || cfg.worldSize() % (tp * pp) != 0) {
             System.err.println("demo: world size " + cfg.worldSize() + " is not a multiple of tp x pp = " + tp * pp
@@ -596,7 +604,7 @@ public final class PipelineDemo implements Callable<Integer> {
                 value = name.substring(eq + 1);
                 name = name.substring(0, eq);
             }
-            boolean flag = name.equals("--moe") || name.equals("--phases");
+            boolean flag = name.equals("--moe") || name.equals("--phases") || name.equals("--elastic");
             if (!flag && !List.of("--tp", "--pp", "--steps", "--warmup", "--hidden", "--device").contains(name)) {
                 return false;
             }
@@ -635,6 +643,7 @@ public final class PipelineDemo implements Callable<Integer> {
         hidden = ints[4];
         device = dev;
         moe |= values.containsKey("--moe");
+        elastic |= values.containsKey("--elastic");
         phases |= values.containsKey("--phases");
         return true;
     }

@@ -82,6 +82,11 @@ public final class CommRun implements Callable<Integer> {
     @Option(names = "--grace", defaultValue = "10", description = "seconds between SIGTERM and SIGKILL when stopping workers (default ${DEFAULT-VALUE})")
     long graceSeconds;
 
+    @Option(names = "--max-lost", defaultValue = "0", description = "workers of this node that may fail while the others "
+            + "go on (their recovery decides, e.g. ParallelState.shrink); the job then succeeds when every other "
+            + "worker exits 0 (default ${DEFAULT-VALUE}: the first failure stops the job)")
+    int maxLost;
+
     @Option(names = "--timeout", description = "stop the job after this many seconds (exit code 124); default: no limit")
     Long timeoutSeconds;
 
@@ -158,7 +163,7 @@ public final class CommRun implements Callable<Integer> {
         return RunPlan.builder().nprocPerNode(nprocPerNode).nnodes(nnodes).nodeRank(nodeRank).masterAddr(masterAddr)
                 .masterPort(port).tokenFile(token).mainClass(resolved[0]).programArgs(programArgs)
                 .classPath(prefix.isEmpty() ? cp : prefix + File.pathSeparator + cp).jvmArgs(jvmArgs)
-                .grace(Duration.ofSeconds(graceSeconds)).build();
+                .grace(Duration.ofSeconds(graceSeconds)).maxLost(maxLost).build();
     }
 
     private static String joinPath(String a, String b) {
@@ -261,7 +266,18 @@ public final class CommRun implements Callable<Integer> {
         int n = plan.nprocPerNode();
         switch (r.outcome()) {
             case SUCCEEDED:
-                sb.append(n).append(n == 1 ? " rank" : " ranks").append(" exited 0");
+                if (r.lost().isEmpty()) {
+                    sb.append(n).append(n == 1 ? " rank" : " ranks").append(" exited 0");
+                } else {
+                    sb.append(n - r.lost().size()).append(" of ").append(n).append(" ranks exited 0, ")
+                            .append(r.lost().size()).append(" lost (");
+                    for (int i = 0; i < r.lost().size(); i++) {
+                        int idx = r.lost().get(i);
+                        sb.append(i == 0 ? "" : ", ").append("rank ").append(plan.globalRank(idx)).append(" exit ")
+                                .append(r.exitCodes()[idx]).append(LocalJob.describe(r.exitCodes()[idx]));
+                    }
+                    sb.append("; --max-lost ").append(plan.maxLost()).append(')');
+                }
                 break;
             case FAILED:
                 sb.append("rank ").append(r.firstFailedRank()).append(" failed first (exit ").append(r.exitCode())

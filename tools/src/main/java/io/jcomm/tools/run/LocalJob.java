@@ -33,7 +33,7 @@ final class LocalJob {
     enum Outcome { SUCCEEDED, FAILED, STOPPED, TIMED_OUT }
 
     /** Result of {@link #await}. */
-    record Result(Outcome outcome, int exitCode, int firstFailedRank, int[] exitCodes) {
+    record Result(Outcome outcome, int exitCode, int firstFailedRank, int[] exitCodes, List<Integer> lost) {
     }
 
     /**
@@ -221,6 +221,7 @@ final class LocalJob {
         int remaining = n;
         int firstFailed = -1;
         int firstCode = 0;
+        List<Integer> lost = new ArrayList<>();
         boolean timedOut = false;
         long end = deadline == null ? Long.MAX_VALUE : System.nanoTime() + deadline.toNanos();
         while (remaining > 0) {
@@ -237,6 +238,12 @@ final class LocalJob {
             remaining--;
             int code = processes[idx].exitValue();
             codes[idx] = code;
+            if (code != 0 && firstFailed < 0 && !stopRequested && !timedOut && lost.size() < plan.maxLost()) {
+                lost.add(idx);
+                err.println("commrun: rank " + plan.globalRank(idx) + " exited with " + code + describe(code) + "; lost "
+                        + lost.size() + " of at most " + plan.maxLost() + " (--max-lost): the others go on");
+                continue;
+            }
             if (code != 0 && firstFailed < 0 && !stopRequested && !timedOut) {
                 firstFailed = plan.globalRank(idx);
                 firstCode = code;
@@ -257,7 +264,7 @@ final class LocalJob {
         Outcome o = timedOut ? Outcome.TIMED_OUT : firstFailed >= 0 ? Outcome.FAILED : stopRequested ? Outcome.STOPPED
                 : Outcome.SUCCEEDED;
         int code = o == Outcome.TIMED_OUT ? 124 : o == Outcome.FAILED ? firstCode : o == Outcome.STOPPED ? 143 : 0;
-        return new Result(o, code, firstFailed, codes);
+        return new Result(o, code, firstFailed, codes, List.copyOf(lost));
     }
 
     static String describe(int code) {

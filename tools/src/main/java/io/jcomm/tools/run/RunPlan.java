@@ -53,6 +53,7 @@ public final class RunPlan {
     private final List<String> jvmArgs;
     private final Path javaBinary;
     private final Duration grace;
+    private final int maxLost;
 
     private RunPlan(Builder b) {
         this.nprocPerNode = b.nprocPerNode;
@@ -67,6 +68,10 @@ public final class RunPlan {
         this.jvmArgs = List.copyOf(b.jvmArgs);
         this.javaBinary = Objects.requireNonNull(b.javaBinary, "javaBinary");
         this.grace = Objects.requireNonNull(b.grace, "grace");
+        this.maxLost = b.maxLost;
+        if (maxLost < 0) {
+            throw new IllegalArgumentException("--max-lost must be >= 0, got " + maxLost);
+        }
         if (nprocPerNode < 1) {
             throw new IllegalArgumentException("--nproc-per-node must be >= 1, got " + nprocPerNode);
         }
@@ -144,6 +149,15 @@ public final class RunPlan {
     /** How long stopped workers get between SIGTERM and SIGKILL. */
     public Duration grace() {
         return grace;
+    }
+
+    /**
+     * How many workers of this node may fail while the others go on (their recovery, e.g.
+     * {@code ParallelState.shrink}, decides what the job does without them); 0: the first failure stops
+     * the job.
+     */
+    public int maxLost() {
+        return maxLost;
     }
 
     /** This plan with the port the store actually listens on. */
@@ -233,7 +247,7 @@ public final class RunPlan {
     public Builder toBuilder() {
         return builder().nprocPerNode(nprocPerNode).nnodes(nnodes).nodeRank(nodeRank).masterAddr(masterAddr)
                 .masterPort(masterPort).tokenFile(tokenFile).mainClass(mainClass).programArgs(programArgs)
-                .classPath(classPath).jvmArgs(jvmArgs).javaBinary(javaBinary).grace(grace);
+                .classPath(classPath).jvmArgs(jvmArgs).javaBinary(javaBinary).grace(grace).maxLost(maxLost);
     }
 
     @Override
@@ -296,6 +310,7 @@ public final class RunPlan {
         private List<String> jvmArgs = List.of();
         private Path javaBinary = Path.of(System.getProperty("java.home"), "bin", "java");
         private Duration grace = Duration.ofSeconds(10);
+        private int maxLost;
 
         private Builder() {
         }
@@ -313,6 +328,7 @@ public final class RunPlan {
         public Builder jvmArgs(List<String> v) { this.jvmArgs = List.copyOf(v); return this; }
         public Builder javaBinary(Path v) { this.javaBinary = v; return this; }
         public Builder grace(Duration v) { this.grace = v; return this; }
+        public Builder maxLost(int v) { this.maxLost = v; return this; }
 
         public RunPlan build() {
             return new RunPlan(this);

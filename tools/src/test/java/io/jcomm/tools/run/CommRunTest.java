@@ -297,6 +297,24 @@ class CommRunTest {
     }
 
     @Test
+    void withMaxLostTheOthersGoOnAndTheJobSucceedsUntilOneMoreFails() {
+        Captured c = new Captured();
+        int code = run(c, env(), "--nproc-per-node", "3", "--max-lost", "1", JobWorker.class.getName(), "lose", "1", "7",
+                "1500");
+        assertEquals(0, code, c.err());
+        String err = c.err();
+        assertTrue(err.contains("commrun: rank 1 exited with 7; lost 1 of at most 1 (--max-lost): the others go on"), err);
+        assertTrue(err.contains("2 of 3 ranks exited 0, 1 lost (rank 1 exit 7; --max-lost 1)"), err);
+        assertTrue(c.out().contains("[rank 0] done") && c.out().contains("[rank 2] done"), c.out());
+        // a second failure is one too many: it stops the job with its code
+        Captured d = new Captured();
+        int code2 = run(d, env(), "--nproc-per-node", "3", "--max-lost", "1", "--grace", "5", JobWorker.class.getName(),
+                "lose", "1,2", "9", "60000");
+        assertEquals(9, code2, d.err());
+        assertTrue(d.err().contains("commrun: rank 2 exited with 9; stopping the other ranks"), d.err());
+    }
+
+    @Test
     void aMissingMainClassFailsClearly() {
         Captured c = new Captured();
         assertEquals(RunWorker.NO_MAIN_STATUS, run(c, env(), "--nproc-per-node", "1", "com.example.Nope"));

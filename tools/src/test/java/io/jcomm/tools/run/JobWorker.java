@@ -168,6 +168,22 @@ public final class JobWorker {
                 System.out.println("SCALING " + hs.getVMOption("CompileThresholdScaling").getValue());
                 return;
             }
+            case "lose": {
+                // args: comma-separated failing ranks, their exit code, how long the others work (ms) before exit 0
+                java.util.Set<Integer> failing = new java.util.HashSet<>();
+                for (String r : args[1].split(",")) {
+                    failing.add(Integer.parseInt(r));
+                }
+                System.out.println("READY");
+                if (failing.contains(cfg.rank())) {
+                    Thread.sleep(100L * cfg.rank()); // one after the other
+                    System.out.println("failing with " + args[2]);
+                    System.exit(Integer.parseInt(args[2]));
+                }
+                Thread.sleep(Long.parseLong(args[3]));
+                System.out.println("done");
+                return;
+            }
             case "sleep": {
                 System.out.println("READY " + ProcessHandle.current().pid());
                 Thread.sleep(120_000);

@@ -151,6 +151,41 @@ public final class TcpStore implements Store {
         return connect(config, null, true);
     }
 
+    /**
+     * Another client of the same server declared as rank {@code rank} of job {@code jobId} (a new
+     * generation of a job that lost a rank re-forms under a new job id: the old job's waits fail for
+     * the rest of the server's life). Like {@link #newClient()} it knows that the server was up.
+     */
+    @Override
+    public TcpStore withMember(String jobId, int rank) {
+        return connect(config.toBuilder().member(jobId, rank).build(), null, true);
+    }
+
+    /**
+     * The ranks of this client's job that left the store without a goodbye so far (their process died),
+     * sorted; empty for an undeclared client or a server that is not jcomm's. Never blocks beyond
+     * {@link #timeout()}.
+     */
+    @Override
+    public int[] deadMembers() {
+        return call("deadMembers", Deadline.after(timeout()), true, (c, d) -> {
+            if (!jcommServer || !declared) {
+                return new int[0];
+            }
+            c.begin().u8(code(Op.CHECK)).i64(1).bytes(Wire.DEAD_KEY);
+            c.send(d);
+            int n = c.readU32(d);
+            if (n < 0 || n > io.jcomm.cpu.store.internal.Members.MAX_DEAD_RANKS) {
+                throw new IOException("dead-member reply with a count of " + Integer.toUnsignedString(n));
+            }
+            int[] dead = new int[n];
+            for (int i = 0; i < n; i++) {
+                dead[i] = c.readU32(d);
+            }
+            return dead;
+        });
+    }
+
     /** Always: each thread gets its own connection ({@link #newClient()}). */
     @Override
     public boolean supportsConcurrentClients() {

@@ -312,4 +312,44 @@ class TcpStoreMemberLivenessTest {
             assertTrue(a.isDeclaredMember());
         }
     }
+    /**
+     * Every dead rank of a job can be asked for (not only the first), by declared clients of that job;
+     * a new generation of the job (another job id) starts without deaths and its waits work; the wire
+     * form is a u32 count and the ranks.
+     */
+    @Test
+    void everyDeadRankIsKnownAndANewGenerationWaitsAgain() throws Exception {
+        try (TcpStore survivor = member(JOB, 0); TcpStore undeclared = TcpStore.connect(cfg().build())) {
+            assertArrayEquals(new int[0], survivor.deadMembers());
+            RawConn five = rawMember(JOB, 5);
+            RawConn three = rawMember(JOB, 3);
+            RawConn clean = rawMember(JOB, 7);
+            five.close();
+            three.reset();
+            clean.send(f().u8(4).u64(1).str("\0jcomm-goodbye/v1").bytes());
+            clean.close();
+            long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+            while (survivor.deadMembers().length < 2 && System.nanoTime() < end) {
+                Thread.sleep(5);
+            }
+            assertArrayEquals(new int[] {3, 5}, survivor.deadMembers(), "rank 7 said goodbye");
+            assertArrayEquals(new int[0], undeclared.deadMembers());
+            // the old job's waits on missing keys fail at once; the next generation's wait normally
+            assertMemberFailure(failureOf(() -> survivor.get("gen1", Duration.ofSeconds(5))).get(10, TimeUnit.SECONDS), 5);
+            // the server closed that connection after the failure: the next call reconnects and asks again
+            assertArrayEquals(new int[] {3, 5}, survivor.deadMembers());
+            try (TcpStore gen1 = survivor.withMember(JOB + "/g1", 0); TcpStore peer = member(JOB + "/g1", 1)) {
+                assertTrue(gen1.isDeclaredMember());
+                CompletableFuture<Throwable> waiting = failureOf(() -> gen1.get("gen1", Duration.ofSeconds(10)));
+                awaitPendingWaits(1);
+                peer.set("gen1", new byte[] {1});
+                assertEquals(null, waiting.get(10, TimeUnit.SECONDS));
+                assertArrayEquals(new int[0], gen1.deadMembers());
+            }
+            // byte for byte: a CHECK of the dead key answers the count and the ranks
+            try (RawConn raw = rawMember(JOB, 9)) {
+                raw.send(f().u8(4).u64(1).str("\0jcomm-dead/v1").bytes()).expect(f().u32(2).u32(3).u32(5).bytes());
+            }
+        }
+    }
 }

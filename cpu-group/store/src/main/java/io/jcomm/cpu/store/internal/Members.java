@@ -19,20 +19,26 @@ import java.util.List;
  * every remembered job still has connections, the declaration is refused.
  *
  * <p>A death is final for the life of the server: a rank that declares itself again after dying is
- * accepted, but its job stays failed (there is no elasticity; a restarted job needs a new job id or a
- * new server).
+ * accepted, but its job stays failed. Survivors that go on re-form under a new job id (a new
+ * generation, {@code ParallelState.shrink}); every dead rank of a job can be asked for
+ * ({@link Wire#DEAD_KEY}).
  */
 public final class Members {
 
     /** Most jobs remembered at once. */
     public static final int MAX_JOBS = 1024;
 
-    /** One job: its live declared connections and its first death. */
+    /** Most dead ranks remembered per job (a job's record stays bounded whatever its members declare). */
+    public static final int MAX_DEAD_RANKS = 65536;
+
+    /** One job: its live declared connections, its first death and every dead rank (up to a bound). */
     public static final class Job {
         final String id;
         final ArrayList<ServerConnection> live = new ArrayList<>(4);
         int deadRank = -1;
         long deaths;
+        /** The dead ranks, sorted, without repeats; at most {@link #MAX_DEAD_RANKS}. */
+        private int[] dead = new int[0];
 
         Job(String id) {
             this.id = id;
@@ -45,6 +51,24 @@ public final class Members {
         /** The first rank that left without a goodbye, or -1. */
         public int deadRank() {
             return deadRank;
+        }
+
+        /** Every rank that left without a goodbye (sorted; the first {@value #MAX_DEAD_RANKS} distinct ones). */
+        public int[] deadRanks() {
+            return dead.clone();
+        }
+
+        void died(int rank) {
+            int at = java.util.Arrays.binarySearch(dead, rank);
+            if (at >= 0 || dead.length >= MAX_DEAD_RANKS) {
+                return;
+            }
+            int i = -at - 1;
+            int[] grown = new int[dead.length + 1];
+            System.arraycopy(dead, 0, grown, 0, i);
+            grown[i] = rank;
+            System.arraycopy(dead, i, grown, i + 1, dead.length - i);
+            dead = grown;
         }
     }
 
@@ -139,6 +163,7 @@ public final class Members {
             if (job.deadRank < 0) {
                 job.deadRank = rank;
             }
+            job.died(rank);
             job.deaths++;
             toTell = new ArrayList<>(job.live);
         } else if (job.live.isEmpty() && job.deadRank < 0) {

@@ -848,6 +848,14 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
                 goodbye = true; // no reply: the client closes next
                 return;
             }
+            if (n == 1 && keyIs(q, Wire.DEAD_KEY)) {
+                int[] dead = job == null ? new int[0] : job.deadRanks();
+                ByteBuf r = reply(4 + 4 * dead.length).writeIntLE(dead.length);
+                for (int d : dead) {
+                    r.writeIntLE(d);
+                }
+                return;
+            }
         }
         boolean all = true;
         for (long i = 0; i < n; i++) {

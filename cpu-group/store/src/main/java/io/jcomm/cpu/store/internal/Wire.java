@@ -50,6 +50,13 @@ public final class Wire {
      */
     public static final byte[] GOODBYE_KEY = "\0jcomm-goodbye/v1".getBytes(StandardCharsets.US_ASCII);
 
+    /**
+     * Dead ranks: a CHECK of exactly this one key on a declared connection is answered with a u32 count
+     * and that many i32 ranks, little-endian: every rank of the connection's job that left without a
+     * goodbye so far, sorted (an undeclared jcomm connection gets a count of 0).
+     */
+    public static final byte[] DEAD_KEY = "\0jcomm-dead/v1".getBytes(StandardCharsets.US_ASCII);
+
     /** Length of the rank field of a member declaration. */
     public static final int MEMBER_RANK_BYTES = 4;
 

@@ -1,0 +1,190 @@
+package io.jcomm.tools.demo;
+
+import io.jcomm.api.CommException;
+import io.jcomm.api.DType;
+import io.jcomm.api.DistributedConfig;
+import io.jcomm.api.ReduceOp;
+import io.jcomm.api.Tensor;
+import io.jcomm.parallel.GroupCoordinator;
+import io.jcomm.parallel.ParallelSizes;
+import io.jcomm.parallel.ParallelState;
+import io.jcomm.parallel.ParallelStateOptions;
+import io.jcomm.parallel.Recovery;
+import java.io.PrintStream;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * {@code demo --elastic}: a serving loop of DP replicas of TP ranks that keeps answering when ranks die
+ * ({@code bin/commrun --nproc-per-node 4 --max-lost 2 demo --elastic --tp 2}). Each step every surviving
+ * replica answers one request: its TP rank 0 broadcasts the request (a tensor dict) to its TP group,
+ * every TP rank computes its shard, the TP all-reduce gives the answer, and every value of it is checked;
+ * then the replicas agree over DP on how many requests are answered ({@code dpAgree}, which also brings
+ * every rank to notice a loss within a step). On a failure every rank still alive calls
+ * {@link ParallelState#shrink()}: the replicas that lost a rank leave (their ranks exit 0 with a line
+ * saying so), the others agree on the last request all of them completed and go on. The lowest surviving
+ * rank prints the report: requests answered, values verified, and every recovery with its time.
+ *
+ * <p>Lines for tests: {@code demo: elastic serving} once the groups are ready,
+ * {@code demo: elastic recovered round R at EPOCH_MS (shrink S ms, lost [..])} when a
+ * rank's first collective of a new generation completed, {@code demo: elastic left ...} for a rank whose
+ * replica was lost.
+ */
+final class ElasticServing {
+
+    /** f32 values per request. */
+    private final int hidden;
+    private final int tp;
+    private final int requests;
+    private final PrintStream out;
+
+    ElasticServing(int tp, int hidden, int requests, PrintStream out) {
+        this.tp = tp;
+        this.hidden = hidden;
+        this.requests = requests;
+        this.out = out;
+    }
+
+    /** Value {@code i} of request {@code id}'s input on TP rank {@code t}: the answer sums them over TP. */
+    static long input(int id, int i, int t) {
+        return (t + 1L) * ((id % 89) + (i % 7));
+    }
+
+    int run() {
+        DistributedConfig cfg = DistributedConfig.fromEnvironment();
+        if (tp < 1 || cfg.worldSize() % tp != 0 || cfg.worldSize() / tp < 2) {
+            System.err.println("demo --elastic: the world (" + cfg.worldSize() + ") must hold at least two replicas of "
+                    + "--tp " + tp);
+            return 2;
+        }
+        ParallelSizes sizes = ParallelSizes.of(tp, 1, cfg.worldSize() / tp);
+        long triangle = (long) tp * (tp + 1) / 2;
+        List<String> recoveries = new ArrayList<>();
+        long checked = 0;
+        long answered = 0; // requests this replica answered (TP rank 0 counts)
+        try (ParallelState ps = ParallelState.initialize(cfg, ParallelStateOptions.builder()
+                .device(io.jcomm.api.Device.CPU).deviceCommunicator("cpu").build(), sizes)) {
+            Tensor shard = Tensor.allocate(DType.F32, hidden);
+            out.println("demo: elastic serving");
+            out.flush();
+            long next = 0; // requests done by every replica so far (agreed)
+            boolean recovering = false;
+            long failedAt = 0;
+            Recovery last = null;
+            while (next < requests) {
+                try {
+                    GroupCoordinator tpg = ps.tp();
+                    int replicas = ps.dp().worldSize();
+                    int mine = ps.dp().rankInGroup();
+                    int id = (int) (next + mine);
+                    if (id < requests) {
+                        Map<String, Object> req = null;
+                        if (tpg.rankInGroup() == 0) {
+                            req = new LinkedHashMap<>();
+                            req.put("id", (long) id);
+                            req.put("tokens", Tensor.ofInts(id, id + 1));
+                        }
+                        Map<String, Object> got = tpg.broadcastTensorDict(req, 0);
+                        int rid = (int) ((Number) got.get("id")).longValue();
+                        check(rid, id, "request id", -1);
+                        check(((Tensor) got.get("tokens")).getLong(1), id + 1, "request tokens", -1);
+                        for (int i = 0; i < hidden; i++) {
+                            shard.setDouble(i, input(rid, i, tpg.rankInGroup()));
+                        }
+                        tpg.allReduce(shard);
+                        for (int i = 0; i < hidden; i++) {
+                            check((long) shard.getDouble(i), triangle * ((rid % 89) + (i % 7)), "answer", i);
+                        }
+                        checked += hidden + 2;
+                        if (tpg.rankInGroup() == 0) {
+                            answered++;
+                        }
+                    }
+                    // how far every replica got: the minimum of what each says, so a step is done everywhere
+                    long agreed = ps.dpAgree(new long[] {next + replicas}, ReduceOp.MIN)[0];
+                    next = Math.min(agreed, requests);
+                    if (recovering) {
+                        recovering = false;
+                        long now = System.currentTimeMillis();
+                        out.printf(Locale.ROOT, "demo: elastic recovered round %d at %d (shrink %d ms, detection to "
+                                        + "serving %d ms, lost %s)%n", last.round(), now, last.took().toMillis(),
+                                now - failedAt, last.lostRanks());
+                        out.flush();
+                        recoveries.add(String.format(Locale.ROOT, "round %d: ranks %s lost with replica(s) %s; %d "
+                                        + "survivors; shrink %d ms, from the failure to the next request served %d ms",
+                                last.round(), last.lostRanks(), last.lostReplicas(), last.survivors().size(),
+                                last.took().toMillis(), now - failedAt));
+                    }
+                } catch (CommException e) {
+                    failedAt = System.currentTimeMillis();
+                    last = recover(ps, e);
+                    if (last == null) {
+                        return 0;
+                    }
+                    recovering = true;
+                    // the survivors go on from the last step all of them completed (over the world: the TP ranks
+                    // of one replica are in different DP groups, and one of them may have finished a step more)
+                    Tensor n = Tensor.ofLongs(next);
+                    ps.world().cpuGroup().allReduce(n, ReduceOp.MIN);
+                    next = n.getLong(0);
+                }
+            }
+            report(ps, checked, answered, recoveries);
+        }
+        return 0;
+    }
+
+    /** Shrinks (again while a round fails); null when this rank's replica was lost and it left. */
+    private Recovery recover(ParallelState ps, CommException cause) {
+        CommException lastFailure = cause;
+        for (int attempt = 0; attempt < 5; attempt++) {
+            try {
+                Recovery r = ps.shrink();
+                if (!r.member()) {
+                    out.printf(Locale.ROOT, "demo: elastic left: rank %d's replica lost ranks %s (round %d)%n", ps.rank(),
+                            r.lostRanks(), r.round());
+                    out.flush();
+                    return null;
+                }
+                return r;
+            } catch (io.jcomm.parallel.NoReplicaLeftException e) {
+                throw e; // nothing to go on with
+            } catch (CommException e) {
+                lastFailure = e; // another death during the recovery: the next round
+            }
+        }
+        throw lastFailure;
+    }
+
+    private void report(ParallelState ps, long checked, long answered, List<String> recoveries) {
+        List<long[]> all = ps.world().cpuGroup().allGatherObject(new long[] {checked, answered}, long[].class);
+        if (ps.world().rankInGroup() != 0) {
+            return;
+        }
+        long values = 0;
+        long served = 0;
+        for (long[] a : all) {
+            values += a[0];
+            served += a[1];
+        }
+        out.printf(Locale.ROOT, "jcomm elastic serving demo: %d requests over DP replicas of TP=%d, %d rank(s) at the "
+                + "end%n", requests, tp, ps.worldSize());
+        out.printf(Locale.ROOT, "  requests answered by the survivors: %d (some again after a recovery); verified %d "
+                + "values: all exact%n", served, values);
+        out.printf(Locale.ROOT, "  recoveries: %d%n", recoveries.size());
+        for (String r : recoveries) {
+            out.println("    " + r);
+        }
+        out.flush();
+    }
+
+    private static void check(long got, long expected, String what, int index) {
+        if (got != expected) {
+            throw new IllegalStateException("demo --elastic: " + what + (index >= 0 ? "[" + index + "]" : "") + " = "
+                    + got + ", expected " + expected);
+        }
+    }
+}
