@@ -78,6 +78,14 @@ final class EarlyMessages {
     }
 
     void drain() {
+        if (!parkedLinks.isEmpty()) {
+            long now = System.nanoTime();
+            for (Link p : parkedLinks) {
+                if (p.deferralDue(now)) {
+                    markDirty(p); // a payload left in the socket for its receive waited long enough
+                }
+            }
+        }
         Link l;
         while ((l = dirty.poll()) != null) {
             l.service();

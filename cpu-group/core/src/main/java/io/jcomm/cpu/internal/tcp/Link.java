@@ -64,6 +64,14 @@ final class Link implements PassThroughInbound, RecvByteBufAllocator, RecvByteBu
     static final int INLINE_PAYLOAD_MAX = 64 << 10;
     static final int MAX_CONTROL_PAYLOAD = 4096;
     private static final int MAX_READS_PER_EVENT = 32;
+    /**
+     * A point-to-point payload of at least this size that arrives by socket before its receive, while
+     * nothing else is awaited from this peer, stays in the socket for up to {@link #DEFER_MAX_NANOS}: its
+     * receive is usually being posted (a tensor-dict receiver decodes the metadata that came just before),
+     * and it is then read straight into the destination instead of into an early buffer and copied again.
+     */
+    static final int DEFER_P2P_MIN = 64 << 10;
+    static final long DEFER_MAX_NANOS = 5_000_000L;
 
     /** A message whose payload arrived (or is arriving) before a receive was posted for it. */
     static final class Early {
@@ -131,6 +139,8 @@ final class Link implements PassThroughInbound, RecvByteBufAllocator, RecvByteBu
     private int directBase;
     private ByteBuffer staging;
     private boolean parked;
+    /** Since when a large point-to-point payload waits in the socket for its receive (0: none). */
+    private long deferredSince;
     private boolean processing;
 
     private final ArrayDeque<Recv> collectiveRecvs = new ArrayDeque<>();
@@ -557,6 +567,11 @@ final class Link implements PassThroughInbound, RecvByteBufAllocator, RecvByteBu
         engine.early.noteParked(this);
     }
 
+    /** Whether this link is parked on a deferred payload whose deferral is over (it must be buffered now). */
+    boolean deferralDue(long now) {
+        return parked && deferredSince != 0 && now - deferredSince >= DEFER_MAX_NANOS;
+    }
+
     boolean isParked() {
         return parked;
     }
@@ -746,6 +761,7 @@ final class Link implements PassThroughInbound, RecvByteBufAllocator, RecvByteBu
             }
         }
         if (r != null) {
+            deferredSince = 0;
             if (r.variable()) {
                 checkVariable(r, f);
             }
@@ -773,6 +789,17 @@ final class Link implements PassThroughInbound, RecvByteBufAllocator, RecvByteBu
         // receive is posted (the ring is FIFO per sender, and everything this rank needs from that
         // sender before a later collective was sent before it); anything else is buffered, within the budget
         boolean viaShm = (f.flags & Frame.FLAG_SHM) != 0;
+        if (!viaShm && f.kind == Frame.P2P && f.payload >= DEFER_P2P_MIN && collectiveRecvs.isEmpty()
+                && p2pRecvs.isEmpty()) {
+            long now = System.nanoTime();
+            if (deferredSince == 0) {
+                deferredSince = now;
+            }
+            if (now - deferredSince < DEFER_MAX_NANOS) {
+                return false; // left in the socket: parked until a receive is posted or the deferral ends
+            }
+        }
+        deferredSince = 0;
         boolean lazy = viaShm && f.kind == Frame.DATA;
         if (!lazy && !engine.early.reserve(f.payload)) {
             return false;

@@ -446,4 +446,54 @@ class TcpBackendTest {
             assertTrue(ms < 300, "a 1.5 s wait used " + ms + " ms of CPU");
         }
     }
+    /**
+     * A large point-to-point payload that arrives by socket before its receive is left in the socket for a
+     * few milliseconds, then read straight into the receive; a receive of another tag posted meanwhile, or
+     * a receive posted long after, still gets everything exactly (the payload is buffered then).
+     */
+    @Test
+    void largePayloadsAheadOfTheirReceiveWaitInTheSocketAndNothingIsLost() {
+        int n = 1 << 18; // 1 MiB of f32
+        try (ThreadRanks t = ThreadRanks.start(2, r -> opts(r).option("tcp.shm", "false"), Duration.ofSeconds(20))) {
+            t.run(g -> {
+                for (int round = 0; round < 3; round++) {
+                    Tensor big = Tensor.allocate(DType.F32, n);
+                    Tensor small = Tensor.allocate(DType.F32, 4);
+                    if (g.rank() == 0) {
+                        for (int i = 0; i < n; i += 1000) {
+                            big.setDouble(i, round * 7 + i % 13);
+                        }
+                        small.fill(round + 100);
+                        g.send(big, 1, 1);
+                        g.send(small, 1, 2);
+                    } else {
+                        if (round == 0) {
+                            g.recv(small, 0, 2); // another tag first: the big payload ahead of it is buffered
+                            g.recv(big, 0, 1);
+                        } else {
+                            if (round == 2) {
+                                sleepMillis(50); // long after the deferral: buffered too
+                            }
+                            g.recv(big, 0, 1); // at once: read straight into the tensor
+                            g.recv(small, 0, 2);
+                        }
+                        for (int i = 0; i < n; i += 1000) {
+                            assertEquals(round * 7 + i % 13, big.getDouble(i), 0.0, "round " + round + " at " + i);
+                        }
+                        assertEquals(round + 100, small.getDouble(3), 0.0);
+                    }
+                    g.barrier();
+                }
+                assertEquals(0, tcp(g).engine().early.bytes(), "every early buffer was released");
+            }, Duration.ofSeconds(60));
+        }
+    }
+
+    private static void sleepMillis(long ms) {
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
 }
