@@ -264,7 +264,7 @@ public final class ParallelState implements AutoCloseable {
      * every rank calls it with the same sizes.
      *
      * @throws IllegalArgumentException if {@code tp * pp * dp} does not divide the world size
-     * @throws IllegalStateException    if the groups already exist
+     * @throws IllegalStateException    if the groups already exist, or after a {@link #shrink}
      * @throws CommException            if a group cannot be created (every part already made is released)
      */
     public synchronized void initializeModelParallel(int tensorParallelSize, int pipelineParallelSize,
@@ -273,6 +273,10 @@ public final class ParallelState implements AutoCloseable {
         if (layout != null) {
             throw new IllegalStateException("model parallel groups are already initialized (" + describeSizes()
                     + "); call destroyModelParallel() first");
+        }
+        if (rounds > 0) {
+            throw new IllegalStateException("after a shrink the model-parallel groups are the recovery's (ranks "
+                    + world.ranks() + "); they cannot be laid out again over the configured world of " + config.worldSize());
         }
         RankLayout l = RankLayout.of(config.worldSize(), tensorParallelSize, pipelineParallelSize, dataParallelSize);
         // every rank counts its initializeModelParallel calls alike: a fresh namespace each time
@@ -554,9 +558,11 @@ public final class ParallelState implements AutoCloseable {
         if (!ranks.contains(config.rank())) {
             throw new IllegalArgumentException("rank " + config.rank() + " is not in " + ranks + "; only members create a group");
         }
+        List<Integer> current = world.ranks();
         for (int r : ranks) {
-            if (r < 0 || r >= config.worldSize()) {
-                throw new IllegalArgumentException("rank " + r + " not in the world of " + config.worldSize());
+            if (!current.contains(r)) {
+                throw new IllegalArgumentException("rank " + r + " not in the world of " + current.size()
+                        + (rounds > 0 ? " (the survivors " + current + ")" : ""));
             }
         }
         registry.requireFree(name);

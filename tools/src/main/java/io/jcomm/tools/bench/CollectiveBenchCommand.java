@@ -7,9 +7,6 @@ import io.jcomm.cpu.store.TcpStoreServerConfig;
 import io.jcomm.tools.bench.plot.BenchCharts;
 import io.jcomm.tools.bench.plot.BenchRun;
 import io.jcomm.tools.bench.progress.BenchProgress;
-import java.io.BufferedReader;
-import java.io.IOException;
-import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -223,71 +220,35 @@ final class CollectiveBenchCommand implements Callable<Integer> {
         List<String> notes = Collections.synchronizedList(new ArrayList<>());
         TcpStoreServer server = TcpStoreServer.start(TcpStoreServerConfig.builder().host("127.0.0.1").port(0)
                 .logConnections(false).build());
-        List<Process> procs = new ArrayList<>();
-        List<Thread> pumps = new ArrayList<>();
-        int exit = 0;
+        int exit;
         BenchProgress progress = BenchProgress.start(op.cliName(), backend, sizes, System.err,
                 TimeUnit.SECONDS.toMillis(progressSeconds));
-        try {
-            for (int r = 0; r < nproc; r++) {
-                List<String> cmd = new ArrayList<>();
-                if (pin) {
-                    cmd.addAll(List.of("taskset", "-c", Integer.toString(r % Runtime.getRuntime().availableProcessors())));
-                }
-                cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-                cmd.addAll(JvmFlags.REQUIRED);
-                cmd.addAll(List.of("-XX:+UseSerialGC", "-Xms512m", "-Xmx1g", "-XX:MaxDirectMemorySize=4g",
-                        "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"));
-                if (api == BenchApi.COORDINATOR) {
-                    // why a TP broadcaster could not be made (one line, only then)
-                    cmd.add("-Dorg.slf4j.simpleLogger.log.io.jcomm.parallel.LateBroadcaster=info");
-                }
-                cmd.addAll(jvmArgs);
-                cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), BenchWorker.class.getName(),
-                        op.name(), api.name(), backend, t.shortName(), sizeArg.toString(), Integer.toString(w),
-                        Integer.toString(n), Boolean.toString(!noFloor), Integer.toString(Math.max(0, idleCpuSeconds))));
-                cmd.addAll(options);
-                ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
-                Map<String, String> env = pb.environment();
-                env.put("MASTER_ADDR", "127.0.0.1");
-                env.put("MASTER_PORT", Integer.toString(server.port()));
-                env.put("RANK", Integer.toString(r));
-                env.put("WORLD_SIZE", Integer.toString(nproc));
-                env.put("LOCAL_RANK", Integer.toString(r));
-                env.put("LOCAL_WORLD_SIZE", Integer.toString(nproc));
-                env.put("JCOMM_TIMEOUT_MS", "60000");
-                Process p = pb.start();
-                procs.add(p);
-                int rank = r;
-                Thread pump = new Thread(() -> pump(p, rank, rows, notes, out, progress), "bench-out-" + r);
-                pump.setDaemon(true);
-                pump.start();
-                pumps.add(pump);
+        List<String> worker = new ArrayList<>();
+        worker.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        worker.addAll(JvmFlags.REQUIRED);
+        worker.addAll(List.of("-XX:+UseSerialGC", "-Xms512m", "-Xmx1g", "-XX:MaxDirectMemorySize=4g",
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"));
+        if (api == BenchApi.COORDINATOR) {
+            // why a TP broadcaster could not be made (one line, only then)
+            worker.add("-Dorg.slf4j.simpleLogger.log.io.jcomm.parallel.LateBroadcaster=info");
+        }
+        worker.addAll(jvmArgs);
+        worker.addAll(List.of("-cp", System.getProperty("java.class.path"), BenchWorker.class.getName(),
+                op.name(), api.name(), backend, t.shortName(), sizeArg.toString(), Integer.toString(w),
+                Integer.toString(n), Boolean.toString(!noFloor), Integer.toString(Math.max(0, idleCpuSeconds))));
+        worker.addAll(options);
+        try (WorkerJvms workers = WorkerJvms.start(nproc, r -> {
+            List<String> cmd = new ArrayList<>();
+            if (pin) {
+                cmd.addAll(List.of("taskset", "-c", Integer.toString(r % Runtime.getRuntime().availableProcessors())));
             }
-            long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutSeconds);
-            for (Process p : procs) {
-                long left = end - System.nanoTime();
-                if (left <= 0 || !p.waitFor(left, TimeUnit.NANOSECONDS)) {
-                    System.err.println("commbench: timed out after " + timeoutSeconds + " s");
-                    exit = 1;
-                    break;
-                }
-                if (p.exitValue() != 0) {
-                    exit = 1;
-                }
-            }
+            cmd.addAll(worker);
+            return cmd;
+        }, server.port(), Map.of("JCOMM_TIMEOUT_MS", "60000"), (rank, line) -> line(rank, line, rows, notes, out, progress),
+                "bench-out")) {
+            exit = workers.await(timeoutSeconds, "commbench");
         } finally {
             progress.close();
-            for (Process p : procs) {
-                p.descendants().forEach(ProcessHandle::destroyForcibly);
-                p.destroyForcibly();
-            }
-            for (Process p : procs) {
-                p.waitFor(5, TimeUnit.SECONDS);
-            }
-            for (Thread th : pumps) {
-                th.join(2000);
-            }
             server.close();
             // a floor file of a worker that died between making it and unlinking it (its owner is dead now)
             ShmFloor.cleanStale();
@@ -317,26 +278,19 @@ final class CollectiveBenchCommand implements Callable<Integer> {
         return exit;
     }
 
-    private void pump(Process p, int rank, List<BenchResult> rows, List<String> notes, PrintStream out,
+    private void line(int rank, String line, List<BenchResult> rows, List<String> notes, PrintStream out,
                       BenchProgress progress) {
-        try (BufferedReader in = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
-            String line;
-            while ((line = in.readLine()) != null) {
-                if (rank == 0 && line.startsWith(BenchResult.PREFIX)) {
-                    BenchResult r = BenchResult.parse(line);
-                    rows.add(r);
-                    progress.sizeDone(r.bytes());
-                    synchronized (out) {
-                        out.println(r.row(op.latency()));
-                    }
-                } else if (rank == 0 && (line.startsWith(BenchResult.NOTE_PREFIX) || line.startsWith(ShmFloor.LINE_PREFIX))) {
-                    notes.add(line); // printed below the table
-                } else {
-                    System.err.println("[rank " + rank + "] " + line);
-                }
+        if (rank == 0 && line.startsWith(BenchResult.PREFIX)) {
+            BenchResult r = BenchResult.parse(line);
+            rows.add(r);
+            progress.sizeDone(r.bytes());
+            synchronized (out) {
+                out.println(r.row(op.latency()));
             }
-        } catch (IOException ignored) {
-            // the worker went away
+        } else if (rank == 0 && (line.startsWith(BenchResult.NOTE_PREFIX) || line.startsWith(ShmFloor.LINE_PREFIX))) {
+            notes.add(line); // printed below the table
+        } else {
+            System.err.println("[rank " + rank + "] " + line);
         }
     }
 }

@@ -3,8 +3,8 @@ package io.jcomm.tools.bench.pipeline;
 import io.jcomm.api.JvmFlags;
 import io.jcomm.cpu.store.TcpStoreServer;
 import io.jcomm.cpu.store.TcpStoreServerConfig;
+import io.jcomm.tools.bench.WorkerJvms;
 import java.io.BufferedReader;
-import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -213,56 +213,24 @@ public final class PipelineBenchCommand implements Callable<Integer> {
         TcpStoreServer server = TcpStoreServer.start(TcpStoreServerConfig.builder().port(0).logConnections(false).build());
         int world = tp * pp;
         Map<Integer, Row> byHidden = new LinkedHashMap<>();
-        List<Process> procs = new ArrayList<>();
-        List<Thread> pumps = new ArrayList<>();
-        int exit = 0;
-        try {
-            for (int r = 0; r < world; r++) {
-                List<String> cmd = new ArrayList<>();
-                cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-                cmd.addAll(JvmFlags.REQUIRED);
-                cmd.add("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn");
-                cmd.addAll(jvmArgs);
-                cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), PipelineBenchWorker.class.getName(),
-                        Integer.toString(tp), Integer.toString(pp), Integer.toString(warmup), Integer.toString(steps), recv,
-                        sizeArg.toString()));
-                cmd.addAll(options);
-                ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
-                Map<String, String> env = pb.environment();
-                env.put("MASTER_ADDR", "127.0.0.1");
-                env.put("MASTER_PORT", Integer.toString(server.port()));
-                env.put("RANK", Integer.toString(r));
-                env.put("WORLD_SIZE", Integer.toString(world));
-                env.put("LOCAL_RANK", Integer.toString(r));
-                env.put("LOCAL_WORLD_SIZE", Integer.toString(world));
-                env.put("JCOMM_CPU_BACKEND", backend);
-                env.put("JCOMM_LAUNCHER_STORE", "1");
-                env.remove("JCOMM_HOST_ID");
-                Process p = pb.start();
-                procs.add(p);
-                int rank = r;
-                Thread pump = new Thread(() -> pump(p, rank, byHidden), "pipeline-bench-out-" + r);
-                pump.setDaemon(true);
-                pump.start();
-                pumps.add(pump);
-            }
-            long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutSeconds);
-            for (Process p : procs) {
-                long left = end - System.nanoTime();
-                if (left <= 0 || !p.waitFor(left, TimeUnit.NANOSECONDS)) {
-                    System.err.println("commbench pipeline: timed out after " + timeoutSeconds + " s");
-                    exit = 1;
-                    break;
-                }
-                exit = Math.max(exit, p.exitValue() == 0 ? 0 : 1);
-            }
+        int exit;
+        List<String> cmd = new ArrayList<>();
+        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        cmd.addAll(JvmFlags.REQUIRED);
+        cmd.add("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn");
+        cmd.addAll(jvmArgs);
+        cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), PipelineBenchWorker.class.getName(),
+                Integer.toString(tp), Integer.toString(pp), Integer.toString(warmup), Integer.toString(steps), recv,
+                sizeArg.toString()));
+        cmd.addAll(options);
+        Map<String, String> env = new java.util.HashMap<>();
+        env.put("JCOMM_CPU_BACKEND", backend);
+        env.put("JCOMM_LAUNCHER_STORE", "1");
+        env.put("JCOMM_HOST_ID", null);
+        try (WorkerJvms workers = WorkerJvms.start(world, r -> cmd, server.port(), env,
+                (rank, line) -> line(rank, line, byHidden), "pipeline-bench-out")) {
+            exit = workers.await(timeoutSeconds, "commbench pipeline");
         } finally {
-            for (Process p : procs) {
-                p.destroyForcibly();
-            }
-            for (Thread th : pumps) {
-                th.join(2000);
-            }
             server.close();
         }
         synchronized (byHidden) {
@@ -271,29 +239,21 @@ public final class PipelineBenchCommand implements Callable<Integer> {
         return exit;
     }
 
-    private void pump(Process p, int rank, Map<Integer, Row> byHidden) {
-        try (BufferedReader in = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
-            String line;
-            while ((line = in.readLine()) != null) {
-                String[] f = line.split(" ");
-                if (line.startsWith("@@row ")) {
-                    int h = Integer.parseInt(f[1]);
-                    synchronized (byHidden) {
-                        byHidden.put(h, new Row(h, Integer.parseInt(f[2]), Long.parseLong(f[3]) / 1e9,
-                                Long.parseLong(f[4]), Long.parseLong(f[6]), new LinkedHashMap<>()));
-                    }
-                } else if (line.startsWith("@@op ")) {
-                    synchronized (byHidden) {
-                        Row r = byHidden.get(Integer.parseInt(f[1]));
-                        r.ops().put(f[2].replace('_', ' '), new double[] {Long.parseLong(f[3]) / 1e3,
-                                Long.parseLong(f[4]) / 1e3});
-                    }
-                } else {
-                    System.err.println("[rank " + rank + "] " + line);
-                }
+    private void line(int rank, String line, Map<Integer, Row> byHidden) {
+        String[] f = line.split(" ");
+        if (line.startsWith("@@row ")) {
+            int h = Integer.parseInt(f[1]);
+            synchronized (byHidden) {
+                byHidden.put(h, new Row(h, Integer.parseInt(f[2]), Long.parseLong(f[3]) / 1e9, Long.parseLong(f[4]),
+                        Long.parseLong(f[6]), new LinkedHashMap<>()));
             }
-        } catch (IOException ignored) {
-            // the worker went away
+        } else if (line.startsWith("@@op ")) {
+            synchronized (byHidden) {
+                Row r = byHidden.get(Integer.parseInt(f[1]));
+                r.ops().put(f[2].replace('_', ' '), new double[] {Long.parseLong(f[3]) / 1e3, Long.parseLong(f[4]) / 1e3});
+            }
+        } else {
+            System.err.println("[rank " + rank + "] " + line);
         }
     }
 

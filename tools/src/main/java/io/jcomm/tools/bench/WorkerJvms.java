@@ -1,0 +1,126 @@
+package io.jcomm.tools.bench;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.function.IntFunction;
+
+/**
+ * The worker JVMs of one benchmark run on this host: rank r started with torchrun's environment
+ * ({@code RANK}, {@code WORLD_SIZE}, {@code LOCAL_RANK}, {@code LOCAL_WORLD_SIZE}, {@code MASTER_ADDR},
+ * {@code MASTER_PORT} of the benchmark's own store) plus the given variables, its merged output handed line
+ * by line to a sink on a pump thread. {@link #close()} kills whatever is left.
+ */
+public final class WorkerJvms implements AutoCloseable {
+
+    /** Receives every output line of a worker: its rank and the line. */
+    public interface LineSink {
+        void line(int rank, String line);
+    }
+
+    private final List<Process> procs = new ArrayList<>();
+    private final List<Thread> pumps = new ArrayList<>();
+
+    private WorkerJvms() {
+    }
+
+    /**
+     * Starts {@code world} workers: {@code command.apply(rank)} is rank's command line; {@code env} is added
+     * to each one's environment (a {@code null} value removes the variable).
+     */
+    public static WorkerJvms start(int world, IntFunction<List<String>> command, int storePort, Map<String, String> env,
+                                   LineSink sink, String threadName) throws IOException {
+        WorkerJvms w = new WorkerJvms();
+        try {
+            for (int r = 0; r < world; r++) {
+                ProcessBuilder pb = new ProcessBuilder(command.apply(r)).redirectErrorStream(true);
+                Map<String, String> e = pb.environment();
+                e.put("MASTER_ADDR", "127.0.0.1");
+                e.put("MASTER_PORT", Integer.toString(storePort));
+                e.put("RANK", Integer.toString(r));
+                e.put("WORLD_SIZE", Integer.toString(world));
+                e.put("LOCAL_RANK", Integer.toString(r));
+                e.put("LOCAL_WORLD_SIZE", Integer.toString(world));
+                env.forEach((k, v) -> {
+                    if (v == null) {
+                        e.remove(k);
+                    } else {
+                        e.put(k, v);
+                    }
+                });
+                Process p = pb.start();
+                w.procs.add(p);
+                int rank = r;
+                Thread pump = new Thread(() -> pump(p, rank, sink), threadName + "-" + r);
+                pump.setDaemon(true);
+                pump.start();
+                w.pumps.add(pump);
+            }
+            return w;
+        } catch (IOException | RuntimeException e) {
+            w.close();
+            throw e;
+        }
+    }
+
+    private static void pump(Process p, int rank, LineSink sink) {
+        try (BufferedReader in = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = in.readLine()) != null) {
+                sink.line(rank, line);
+            }
+        } catch (IOException ignored) {
+            // the worker went away
+        }
+    }
+
+    /**
+     * Waits for every worker, at most {@code timeoutSeconds} in all. Returns 0 when all exited 0, 1 when
+     * one did not or the time ran out (then saying so on stderr, prefixed by {@code who}).
+     */
+    public int await(long timeoutSeconds, String who) throws InterruptedException {
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutSeconds);
+        int exit = 0;
+        for (Process p : procs) {
+            long left = end - System.nanoTime();
+            if (left <= 0 || !p.waitFor(left, TimeUnit.NANOSECONDS)) {
+                System.err.println(who + ": timed out after " + timeoutSeconds + " s");
+                return 1;
+            }
+            if (p.exitValue() != 0) {
+                exit = 1;
+            }
+        }
+        return exit;
+    }
+
+    /** Kills the workers that are left (and their children) and lets the pumps finish (bounded). */
+    @Override
+    public void close() {
+        for (Process p : procs) {
+            p.descendants().forEach(ProcessHandle::destroyForcibly);
+            p.destroyForcibly();
+        }
+        for (Process p : procs) {
+            try {
+                p.waitFor(5, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
+        for (Thread t : pumps) {
+            try {
+                t.join(2000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
+    }
+}
