@@ -82,6 +82,11 @@ public final class CommRun implements Callable<Integer> {
     @Option(names = "--grace", defaultValue = "10", description = "seconds between SIGTERM and SIGKILL when stopping workers (default ${DEFAULT-VALUE})")
     long graceSeconds;
 
+    @Option(names = "--cpu-bind", defaultValue = "auto", description = "auto: when this node's workers fit its CPUs, "
+            + "bind worker i to its own slice of them (taskset), so that two ranks never share a CPU while another is "
+            + "idle; none: leave placement to the scheduler (default ${DEFAULT-VALUE})")
+    String cpuBind;
+
     @Option(names = "--max-lost", defaultValue = "0", description = "workers of this node that may fail while the others "
             + "go on (their recovery decides, e.g. ParallelState.shrink); the job then succeeds when every other "
             + "worker exits 0 (default ${DEFAULT-VALUE}: the first failure stops the job)")
@@ -163,7 +168,19 @@ public final class CommRun implements Callable<Integer> {
         return RunPlan.builder().nprocPerNode(nprocPerNode).nnodes(nnodes).nodeRank(nodeRank).masterAddr(masterAddr)
                 .masterPort(port).tokenFile(token).mainClass(resolved[0]).programArgs(programArgs)
                 .classPath(prefix.isEmpty() ? cp : prefix + File.pathSeparator + cp).jvmArgs(jvmArgs)
-                .grace(Duration.ofSeconds(graceSeconds)).maxLost(maxLost).build();
+                .grace(Duration.ofSeconds(graceSeconds)).maxLost(maxLost)
+                .cpuBinding(cpuBinding(), CpuBinding.findTaskset()).build();
+    }
+
+    /** The CPUs to slice among the workers: the launcher's own ones with {@code --cpu-bind auto}, none otherwise. */
+    private List<Integer> cpuBinding() {
+        if (cpuBind.equals("none")) {
+            return List.of();
+        }
+        if (!cpuBind.equals("auto")) {
+            throw new IllegalArgumentException("--cpu-bind must be auto or none, not " + cpuBind);
+        }
+        return CpuBinding.allowed();
     }
 
     private static String joinPath(String a, String b) {

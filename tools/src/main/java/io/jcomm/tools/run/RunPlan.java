@@ -54,6 +54,9 @@ public final class RunPlan {
     private final Path javaBinary;
     private final Duration grace;
     private final int maxLost;
+    /** CPUs the workers are bound to, sliced per worker ({@link CpuBinding}); empty: no binding. */
+    private final List<Integer> cpus;
+    private final String taskset;
 
     private RunPlan(Builder b) {
         this.nprocPerNode = b.nprocPerNode;
@@ -69,6 +72,8 @@ public final class RunPlan {
         this.javaBinary = Objects.requireNonNull(b.javaBinary, "javaBinary");
         this.grace = Objects.requireNonNull(b.grace, "grace");
         this.maxLost = b.maxLost;
+        this.cpus = List.copyOf(b.cpus);
+        this.taskset = b.taskset;
         if (maxLost < 0) {
             throw new IllegalArgumentException("--max-lost must be >= 0, got " + maxLost);
         }
@@ -195,6 +200,11 @@ public final class RunPlan {
         return Collections.unmodifiableMap(env);
     }
 
+    /** {@code taskset -c <cpus>} for worker {@code localRank} when the workers are bound to CPUs, else nothing. */
+    public List<String> cpuPrefix(int localRank) {
+        return CpuBinding.prefix(localRank, nprocPerNode, cpus, taskset);
+    }
+
     /** The workers' {@code java}. */
     public Path javaBinary() {
         return javaBinary;
@@ -223,7 +233,7 @@ public final class RunPlan {
         if (localRank < 0 || localRank >= nprocPerNode) {
             throw new IllegalArgumentException("local rank " + localRank + " not in [0, " + nprocPerNode + ")");
         }
-        List<String> cmd = new ArrayList<>();
+        List<String> cmd = new ArrayList<>(cpuPrefix(localRank));
         cmd.add(javaBinary.toString());
         cmd.addAll(workerJar == null ? JvmFlags.REQUIRED : WorkerJar.commandLineFlags(JvmFlags.REQUIRED));
         cmd.addAll(launchArgs);
@@ -247,7 +257,8 @@ public final class RunPlan {
     public Builder toBuilder() {
         return builder().nprocPerNode(nprocPerNode).nnodes(nnodes).nodeRank(nodeRank).masterAddr(masterAddr)
                 .masterPort(masterPort).tokenFile(tokenFile).mainClass(mainClass).programArgs(programArgs)
-                .classPath(classPath).jvmArgs(jvmArgs).javaBinary(javaBinary).grace(grace).maxLost(maxLost);
+                .classPath(classPath).jvmArgs(jvmArgs).javaBinary(javaBinary).grace(grace).maxLost(maxLost)
+                .cpuBinding(cpus, taskset);
     }
 
     @Override
@@ -311,6 +322,8 @@ public final class RunPlan {
         private Path javaBinary = Path.of(System.getProperty("java.home"), "bin", "java");
         private Duration grace = Duration.ofSeconds(10);
         private int maxLost;
+        private List<Integer> cpus = List.of();
+        private String taskset;
 
         private Builder() {
         }
@@ -329,6 +342,12 @@ public final class RunPlan {
         public Builder javaBinary(Path v) { this.javaBinary = v; return this; }
         public Builder grace(Duration v) { this.grace = v; return this; }
         public Builder maxLost(int v) { this.maxLost = v; return this; }
+        /** Binds worker i to slice i of {@code cpus} with {@code taskset} ({@link CpuBinding}); empty: no binding. */
+        public Builder cpuBinding(List<Integer> cpus, String taskset) {
+            this.cpus = List.copyOf(cpus);
+            this.taskset = taskset;
+            return this;
+        }
 
         public RunPlan build() {
             return new RunPlan(this);

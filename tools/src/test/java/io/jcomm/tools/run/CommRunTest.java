@@ -315,6 +315,39 @@ class CommRunTest {
     }
 
     @Test
+    void workersThatFitTheCpusEachGetTheirOwnAndMoreWorkersAreLeftToTheScheduler() {
+        List<Integer> mine = CpuBinding.allowed();
+        org.junit.jupiter.api.Assumptions.assumeTrue(mine.size() >= 2 && CpuBinding.findTaskset() != null,
+                "needs 2 CPUs and taskset");
+        Captured c = new Captured();
+        assertEquals(0, run(c, env(), "--nproc-per-node", "2", JobWorker.class.getName(), "cpus"), c.err());
+        List<String> lists = new ArrayList<>();
+        for (int r = 0; r < 2; r++) {
+            Matcher m = Pattern.compile("\\[rank " + r + "\\] CPUS (\\S+)").matcher(c.out());
+            assertTrue(m.find(), c.out());
+            lists.add(m.group(1));
+        }
+        List<Integer> a = CpuBinding.parseList(lists.get(0));
+        List<Integer> b = CpuBinding.parseList(lists.get(1));
+        assertEquals(CpuBinding.slice(0, 2, mine), a);
+        assertEquals(CpuBinding.slice(1, 2, mine), b);
+        // more workers than CPUs, or --cpu-bind none: every worker may run on every CPU
+        int many = mine.size() + 1;
+        Captured d = new Captured();
+        assertEquals(0, run(d, env(), "--nproc-per-node", Integer.toString(many), JobWorker.class.getName(), "cpus"),
+                d.err());
+        Captured e = new Captured();
+        assertEquals(0, run(e, env(), "--nproc-per-node", "2", "--cpu-bind", "none", JobWorker.class.getName(), "cpus"),
+                e.err());
+        for (Captured x : List.of(d, e)) {
+            Matcher m = Pattern.compile("CPUS (\\S+)").matcher(x.out());
+            while (m.find()) {
+                assertEquals(mine, CpuBinding.parseList(m.group(1)), x.out());
+            }
+        }
+    }
+
+    @Test
     void aMissingMainClassFailsClearly() {
         Captured c = new Captured();
         assertEquals(RunWorker.NO_MAIN_STATUS, run(c, env(), "--nproc-per-node", "1", "com.example.Nope"));

@@ -184,6 +184,14 @@ public final class JobWorker {
                 System.out.println("done");
                 return;
             }
+            case "cpus": {
+                for (String line : java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/self/status"))) {
+                    if (line.startsWith("Cpus_allowed_list:")) {
+                        System.out.println("CPUS " + line.substring(line.indexOf(':') + 1).trim());
+                    }
+                }
+                return;
+            }
             case "sleep": {
                 System.out.println("READY " + ProcessHandle.current().pid());
                 Thread.sleep(120_000);
