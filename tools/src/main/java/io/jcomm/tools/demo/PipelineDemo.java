@@ -12,11 +12,11 @@ import io.jcomm.parallel.GroupCoordinator;
 import io.jcomm.parallel.ParallelSizes;
 import io.jcomm.parallel.ParallelState;
 import io.jcomm.parallel.ParallelStateOptions;
+import io.jcomm.tools.bench.RankMeasurements;
 import io.jcomm.tools.run.RunPlan;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.lang.management.ManagementFactory;
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -480,37 +480,19 @@ public final class PipelineDemo implements Callable<Integer> {
         }
     }
 
-    /** A rank's measurements, sent to rank 0 (plain bytes and numbers: no serialization of classes). */
-    private static byte[] encode(Stage st, long elapsedNanos, long uncheckedNanos, long[] coldStart) {
-        List<byte[]> parts = new ArrayList<>();
-        for (Histogram h : st.histograms.values()) {
-            ByteBuffer b = ByteBuffer.allocate(h.getNeededByteBufferCapacity());
-            int n = h.encodeIntoCompressedByteBuffer(b);
-            parts.add(java.util.Arrays.copyOf(b.array(), n));
-        }
-        int size = 8 + 8 + 8 * coldStart.length + 8 + 4;
-        for (byte[] p : parts) {
-            size += 4 + p.length;
-        }
-        ByteBuffer out = ByteBuffer.allocate(size);
-        out.putLong(elapsedNanos).putLong(uncheckedNanos);
-        for (long v : coldStart) {
-            out.putLong(v);
-        }
-        out.putLong(st.checkedValues).putInt(parts.size());
-        for (byte[] p : parts) {
-            out.putInt(p.length).put(p);
-        }
-        return out.array();
-    }
-
     /**
      * Rank 0 prints the report of every rank's measurements; {@code coldStart}: milliseconds from the
      * launch to this rank's groups, its CPU time until then, milliseconds to its TP broadcaster.
      */
     private void report(ParallelState ps, Stage st, long elapsedNanos, long uncheckedNanos, Launch launch,
                         long[] coldStart, int actors) {
-        List<byte[]> all = ps.world().allGatherObject(encode(st, elapsedNanos, uncheckedNanos, coldStart), byte[].class);
+        long[] mine = new long[3 + coldStart.length];
+        mine[0] = elapsedNanos;
+        mine[1] = uncheckedNanos;
+        System.arraycopy(coldStart, 0, mine, 2, coldStart.length);
+        mine[2 + coldStart.length] = st.checkedValues;
+        List<byte[]> all = ps.world().allGatherObject(RankMeasurements.encode(mine, st.histograms.values()),
+                byte[].class);
         if (ps.rank() != 0) {
             return;
         }
@@ -523,29 +505,21 @@ public final class PipelineDemo implements Callable<Integer> {
         long readyCpu = 0;
         long lastBroadcaster = 0;
         long checked = 0;
-        try {
-            for (byte[] b : all) {
-                ByteBuffer in = ByteBuffer.wrap(b);
-                maxElapsed = Math.max(maxElapsed, in.getLong());
-                maxUnchecked = Math.max(maxUnchecked, in.getLong());
-                lastReady = Math.max(lastReady, in.getLong());
-                long cpu = in.getLong();
-                readyCpu = readyCpu < 0 || cpu < 0 ? -1 : readyCpu + cpu;
-                lastBroadcaster = Math.max(lastBroadcaster, in.getLong());
-                checked += in.getLong();
-                int n = in.getInt();
-                for (int k = 0; k < n && k < ops.size(); k++) {
-                    int len = in.getInt();
-                    if (len < 0 || len > in.remaining()) {
-                        throw new IllegalStateException("demo: a rank's measurements are truncated");
-                    }
-                    byte[] part = new byte[len]; // its own array: HdrHistogram ignores a buffer's array offset
-                    in.get(part);
-                    merged.get(ops.get(k)).add(Histogram.decodeFromCompressedByteBuffer(ByteBuffer.wrap(part), 0));
-                }
+        for (byte[] b : all) {
+            RankMeasurements m = RankMeasurements.decode(b);
+            long[] v = m.values();
+            if (v.length != mine.length) {
+                throw new IllegalStateException("demo: a rank sent " + v.length + " figures, " + mine.length + " expected");
             }
-        } catch (java.util.zip.DataFormatException e) {
-            throw new IllegalStateException("demo: a rank's measurements did not decode", e);
+            maxElapsed = Math.max(maxElapsed, v[0]);
+            maxUnchecked = Math.max(maxUnchecked, v[1]);
+            lastReady = Math.max(lastReady, v[2]);
+            readyCpu = readyCpu < 0 || v[3] < 0 ? -1 : readyCpu + v[3];
+            lastBroadcaster = Math.max(lastBroadcaster, v[4]);
+            checked += v[5];
+            for (int k = 0; k < m.histograms().size() && k < ops.size(); k++) {
+                merged.get(ops.get(k)).add(m.histograms().get(k));
+            }
         }
         GroupCoordinator tp = ps.tp();
         String cpu = tp.cpuGroup().backendName();

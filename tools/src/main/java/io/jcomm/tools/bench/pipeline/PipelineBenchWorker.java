@@ -8,8 +8,8 @@ import io.jcomm.parallel.ParallelSizes;
 import io.jcomm.parallel.ParallelState;
 import io.jcomm.parallel.ParallelStateOptions;
 import io.jcomm.tools.bench.ParentWatch;
+import io.jcomm.tools.bench.RankMeasurements;
 import java.io.IOException;
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -202,20 +202,9 @@ public final class PipelineBenchWorker {
 
     private static void report(ParallelState ps, Step step, int hidden, int steps, long elapsed, long growth,
                                long directGrowth) {
-        List<byte[]> parts = new ArrayList<>();
-        for (Histogram h : step.histograms.values()) {
-            ByteBuffer b = ByteBuffer.allocate(h.getNeededByteBufferCapacity());
-            int n = h.encodeIntoCompressedByteBuffer(b);
-            parts.add(java.util.Arrays.copyOf(b.array(), n));
-        }
-        int size = 8 * 4 + 4;
-        for (byte[] p : parts) {
-            size += 4 + p.length;
-        }
-        ByteBuffer mine = ByteBuffer.allocate(size);
-        mine.putLong(elapsed).putLong(growth).putLong(directGrowth).putLong(step.checked).putInt(parts.size());
-        parts.forEach(p -> mine.putInt(p.length).put(p));
-        List<byte[]> all = ps.world().allGatherObject(mine.array(), byte[].class);
+        long[] mine = {elapsed, growth, directGrowth, step.checked};
+        List<byte[]> all = ps.world().allGatherObject(RankMeasurements.encode(mine, step.histograms.values()),
+                byte[].class);
         if (ps.rank() != 0) {
             return;
         }
@@ -225,22 +214,16 @@ public final class PipelineBenchWorker {
         long checked = 0;
         List<Histogram> merged = new ArrayList<>();
         OPS.forEach(op -> merged.add(new Histogram(3)));
-        try {
-            for (byte[] b : all) {
-                ByteBuffer in = ByteBuffer.wrap(b);
-                maxElapsed = Math.max(maxElapsed, in.getLong());
-                maxGrowth = Math.max(maxGrowth, in.getLong());
-                maxDirect = Math.max(maxDirect, in.getLong());
-                checked += in.getLong();
-                int n = in.getInt();
-                for (int k = 0; k < n; k++) {
-                    byte[] part = new byte[in.getInt()];
-                    in.get(part);
-                    merged.get(k).add(Histogram.decodeFromCompressedByteBuffer(ByteBuffer.wrap(part), 0));
-                }
+        for (byte[] b : all) {
+            RankMeasurements m = RankMeasurements.decode(b);
+            long[] v = m.values();
+            maxElapsed = Math.max(maxElapsed, v[0]);
+            maxGrowth = Math.max(maxGrowth, v[1]);
+            maxDirect = Math.max(maxDirect, v[2]);
+            checked += v[3];
+            for (int k = 0; k < m.histograms().size() && k < merged.size(); k++) {
+                merged.get(k).add(m.histograms().get(k));
             }
-        } catch (java.util.zip.DataFormatException e) {
-            throw new IllegalStateException("pipeline bench: a rank's histograms did not decode", e);
         }
         System.out.println("@@row " + hidden + " " + steps + " " + maxElapsed + " " + maxGrowth + " " + checked + " "
                 + maxDirect);
