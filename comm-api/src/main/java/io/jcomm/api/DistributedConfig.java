@@ -36,6 +36,12 @@ import java.util.Optional;
  *   <tr><td>{@code JCOMM_JOB_ID}</td><td>identity of the job, under which each rank declares itself to the
  *       store so that a rank that dies is noticed by the others (at most {@value #MAX_JOB_ID_BYTES} bytes of
  *       UTF-8)</td><td>{@code TORCHELASTIC_RUN_ID} when set, else {@value #JOB_ID_DEFAULT}</td></tr>
+ *   <tr><td>{@code JCOMM_ROLE}</td><td>{@code worker}; {@code restarted}: a launcher restarted this process to
+ *       take the place of rank {@code RANK}, lost earlier; {@code spare}: a waiting process that takes the place of
+ *       whichever rank is lost first ({@code RANK} is then only a placeholder)</td><td>{@code worker}</td></tr>
+ *   <tr><td>{@code JCOMM_RECOVERY}</td><td>what the survivors of a rank loss do ({@code ParallelState.recover()}):
+ *       {@code shrink} (the replicas that lost a rank leave) or {@code replace} (a restarted or spare process takes
+ *       the lost rank's place)</td><td>{@code shrink}</td></tr>
  *   <tr><td>{@code JCOMM_DEBUG}</td><td>{@code off} or {@code detail}: ranks compare each device collective's
  *       fingerprint over the CPU group, and gloo's argument check is forced on ({@link DebugLevel#DETAIL})</td><td>{@code off}</td></tr>
  * </table>
@@ -57,6 +63,13 @@ public final class DistributedConfig {
     public static final String LAUNCHER_STORE = "JCOMM_LAUNCHER_STORE";
     public static final String JOB_ID = "JCOMM_JOB_ID";
     public static final String DEBUG = "JCOMM_DEBUG";
+    public static final String ROLE = "JCOMM_ROLE";
+    /**
+     * Key (not under any prefix) that a launcher hosting the store sets once every worker of the job has
+     * exited: a spare still waiting for a vacancy then stops waiting.
+     */
+    public static final String LAUNCHER_DONE_KEY = "jcomm/launcher/workers-done";
+    public static final String RECOVERY = "JCOMM_RECOVERY";
     /** torchelastic's run id, used as the job id when {@value #JOB_ID} is not set. */
     public static final String TORCHELASTIC_RUN_ID = "TORCHELASTIC_RUN_ID";
 
@@ -82,6 +95,26 @@ public final class DistributedConfig {
     private final boolean launcherStore;
     private final String jobId;
     private final DebugLevel debug;
+    private final Role role;
+    private final RecoveryPolicy recovery;
+
+    /** What this process is in its job ({@value #ROLE}). */
+    public enum Role {
+        /** A rank started with the job. */
+        WORKER,
+        /** Started again by its launcher to take the place of its rank, which was lost. */
+        RESTARTED,
+        /** Started ahead, waiting to take the place of the first rank lost; its configured rank is a placeholder. */
+        SPARE
+    }
+
+    /** What the survivors of a rank loss do ({@value #RECOVERY}). */
+    public enum RecoveryPolicy {
+        /** The data-parallel replicas that lost a rank leave; the others go on among themselves. */
+        SHRINK,
+        /** A restarted or spare process takes each lost rank's place; the layout stays as it was. */
+        REPLACE
+    }
 
     private DistributedConfig(Builder b) {
         this.masterAddr = Objects.requireNonNull(b.masterAddr, "masterAddr");
@@ -99,6 +132,8 @@ public final class DistributedConfig {
         this.launcherStore = b.launcherStore;
         this.jobId = Objects.requireNonNull(b.jobId, "jobId");
         this.debug = Objects.requireNonNull(b.debug, "debug");
+        this.role = Objects.requireNonNull(b.role, "role");
+        this.recovery = Objects.requireNonNull(b.recovery, "recovery");
         if (masterPort < 0 || masterPort > 65535) {
             throw new IllegalArgumentException(MASTER_PORT + " out of range: " + masterPort);
         }
@@ -196,7 +231,26 @@ public final class DistributedConfig {
                 throw new IllegalArgumentException(DEBUG + " is " + e.getMessage(), e);
             }
         }
+        if ((v = env.get(ROLE)) != null && !v.isBlank()) {
+            b.role(parseEnum(Role.class, ROLE, v));
+        }
+        if ((v = env.get(RECOVERY)) != null && !v.isBlank()) {
+            b.recovery(parseEnum(RecoveryPolicy.class, RECOVERY, v));
+        }
         return b.build();
+    }
+
+    private static <E extends Enum<E>> E parseEnum(Class<E> type, String name, String value) {
+        for (E e : type.getEnumConstants()) {
+            if (e.name().equalsIgnoreCase(value.trim())) {
+                return e;
+            }
+        }
+        StringBuilder sb = new StringBuilder();
+        for (E e : type.getEnumConstants()) {
+            sb.append(sb.length() == 0 ? "" : ", ").append(e.name().toLowerCase(Locale.ROOT));
+        }
+        throw new IllegalArgumentException(name + " is not one of " + sb + ": '" + value + "'");
     }
 
     private static int parseInt(String name, String value) {
@@ -310,12 +364,22 @@ public final class DistributedConfig {
         return debug;
     }
 
+    /** What this process is in its job ({@value #ROLE}): {@link Role#WORKER} unless a launcher says otherwise. */
+    public Role role() {
+        return role;
+    }
+
+    /** What the survivors of a rank loss do ({@value #RECOVERY}): {@link RecoveryPolicy#SHRINK} by default. */
+    public RecoveryPolicy recovery() {
+        return recovery;
+    }
+
     /** A builder initialised with this configuration's values. */
     public Builder toBuilder() {
         return builder().masterAddr(masterAddr).masterPort(masterPort).rank(rank).worldSize(worldSize)
                 .localRank(localRank).localWorldSize(localWorldSize).timeout(timeout).hostId(hostId).hostname(hostname)
                 .cpuBackend(cpuBackend).deviceCommunicator(deviceCommunicator).tokenFile(tokenFile)
-                .launcherStore(launcherStore).jobId(jobId).debug(debug);
+                .launcherStore(launcherStore).jobId(jobId).debug(debug).role(role).recovery(recovery);
     }
 
     @Override
@@ -324,7 +388,9 @@ public final class DistributedConfig {
                 + ", local=" + localRank + "/" + localWorldSize + ", host=" + hostId + ", timeout=" + timeout
                 + ", cpu=" + cpuBackend + ", device=" + deviceCommunicator
                 + (tokenFile != null ? ", token=" + tokenFile : "") + (launcherStore ? ", launcher store" : "") + ", job=" + jobId
-                + (debug != DebugLevel.OFF ? ", debug=" + debug.name().toLowerCase(Locale.ROOT) : "") + "}";
+                + (debug != DebugLevel.OFF ? ", debug=" + debug.name().toLowerCase(Locale.ROOT) : "")
+                + (role != Role.WORKER ? ", role=" + role.name().toLowerCase(Locale.ROOT) : "")
+                + (recovery != RecoveryPolicy.SHRINK ? ", recovery=" + recovery.name().toLowerCase(Locale.ROOT) : "") + "}";
     }
 
     /** Mutable builder; {@link #build()} validates and returns an immutable config. */
@@ -344,6 +410,8 @@ public final class DistributedConfig {
         private boolean launcherStore;
         private String jobId = JOB_ID_DEFAULT;
         private DebugLevel debug = DebugLevel.OFF;
+        private Role role = Role.WORKER;
+        private RecoveryPolicy recovery = RecoveryPolicy.SHRINK;
 
         private Builder() {
         }
@@ -367,6 +435,10 @@ public final class DistributedConfig {
         public Builder jobId(String v) { this.jobId = v; return this; }
         /** The debug level ({@value DistributedConfig#DEBUG}). */
         public Builder debug(DebugLevel v) { this.debug = v; return this; }
+        /** What this process is in its job ({@value DistributedConfig#ROLE}). */
+        public Builder role(Role v) { this.role = v; return this; }
+        /** What the survivors of a rank loss do ({@value DistributedConfig#RECOVERY}). */
+        public Builder recovery(RecoveryPolicy v) { this.recovery = v; return this; }
 
         public DistributedConfig build() {
             return new DistributedConfig(this);

@@ -78,7 +78,7 @@ public final class ParallelState implements AutoCloseable {
     private GroupFactory factory;
     private final GroupRegistry registry = new GroupRegistry();
     private volatile GroupCoordinator world;
-    private final HostTopology topology;
+    private HostTopology topology;
     private final long jobNonce;
     private final long generation;
     private HostMedia hostMedia;
@@ -97,6 +97,8 @@ public final class ParallelState implements AutoCloseable {
     private Store generationStore;
     /** The layout of the current generation (kept when a recovery round fails half way, for the next one). */
     private RankLayout generationLayout;
+    /** For a process that took a lost rank's place: the round it joined. */
+    private Recovery joined;
 
     private ParallelState(DistributedConfig config, ParallelStateOptions options, Store ownedStore, GroupFactory factory,
                           GroupCoordinator world, HostTopology topology, long jobNonce, long generation,
@@ -110,8 +112,10 @@ public final class ParallelState implements AutoCloseable {
         this.jobNonce = jobNonce;
         this.generation = generation;
         this.hostMedia = hostMedia;
-        registry.register(world);
-        options.listener().created(world);
+        if (world != null) { // null: a replacement, whose groups the recovery round makes
+            registry.register(world);
+            options.listener().created(world);
+        }
     }
 
     private void adoptModelParallel(RankLayout l, GroupCoordinator[] made) {
@@ -136,10 +140,18 @@ public final class ParallelState implements AutoCloseable {
      * Makes the store the torchrun way ({@link TcpRendezvous}: rank 0 hosts it at
      * {@code MASTER_ADDR:MASTER_PORT} unless the options say otherwise) and initialises the
      * environment on it; the store is closed with this state. Collective over the world.
+     *
+     * <p>A process whose {@link DistributedConfig#role()} is {@code RESTARTED} or {@code SPARE} does not start
+     * a job: it waits for the survivors of a rank loss to post a vacancy ({@link #replace}), takes the lost
+     * rank's place and returns the state of the generation it joined, with the job's model-parallel groups
+     * ({@link #joined()} says which round).
      */
     public static ParallelState initialize(DistributedConfig config, ParallelStateOptions options) {
         Objects.requireNonNull(config, "config");
         Objects.requireNonNull(options, "options");
+        if (config.role() != DistributedConfig.Role.WORKER) {
+            return join(config, options, null);
+        }
         Store store = TcpRendezvous.connect(config, options.rendezvous());
         try {
             return initialize(config, store, options, store, null);
@@ -162,13 +174,17 @@ public final class ParallelState implements AutoCloseable {
      * Initialises the environment and the model-parallel groups in one step, with every group (the
      * world included) created at once: the fastest start. Equivalent to {@link #initialize} followed
      * by {@link #initializeModelParallel(int, int, int)}; the store is made as in
-     * {@link #initialize(DistributedConfig, ParallelStateOptions)} and owned by the state.
+     * {@link #initialize(DistributedConfig, ParallelStateOptions)} and owned by the state; a restarted or
+     * spare process joins the job as described there.
      */
     public static ParallelState initialize(DistributedConfig config, ParallelStateOptions options, ParallelSizes sizes) {
         Objects.requireNonNull(config, "config");
         Objects.requireNonNull(options, "options");
         Objects.requireNonNull(sizes, "sizes");
         RankLayout.of(config.worldSize(), sizes.tp(), sizes.pp(), sizes.dp()); // fail before connecting
+        if (config.role() != DistributedConfig.Role.WORKER) {
+            return join(config, options, sizes);
+        }
         Store store = TcpRendezvous.connect(config, options.rendezvous());
         try {
             return initialize(config, store, options, store, sizes);
@@ -332,10 +348,16 @@ public final class ParallelState implements AutoCloseable {
 
     private static HostMedia startHostMedia(GroupFactory factory, HostTopology topology, long generation,
                                             boolean afterHostReady) {
+        return startHostMedia(factory, topology, "m" + generation, afterHostReady);
+    }
+
+    /** @param name names the driver's store keys: the same on every rank of a host, new for a new driver */
+    private static HostMedia startHostMedia(GroupFactory factory, HostTopology topology, String name,
+                                            boolean afterHostReady) {
         if (!concurrentStores(factory.rawStore)) {
             return null; // each broadcaster then starts its own driver
         }
-        return HostMedia.start(factory, topology, "m" + generation, ParallelState::openLane, afterHostReady);
+        return HostMedia.start(factory, topology, name, ParallelState::openLane, afterHostReady);
     }
 
     /** This rank's TP, PP, DP and EP groups of {@code l}. */
@@ -606,6 +628,17 @@ public final class ParallelState implements AutoCloseable {
 
     // ------------------------------------------------------------------ recovery
 
+    /** Store keys of the vacancies ({@link #replace}): a counter and one key per vacancy, of every round. */
+    private static final String VACANCIES = "ps/rec/vac/";
+
+    /**
+     * Goes on after a rank loss with the configured policy ({@link DistributedConfig#recovery()}:
+     * {@link #shrink()} or {@link #replace()}), with the groups' default timeout.
+     */
+    public Recovery recover() {
+        return config.recovery() == DistributedConfig.RecoveryPolicy.REPLACE ? replace() : shrink();
+    }
+
     /** {@link #shrink(Duration)} with the groups' default timeout. */
     public Recovery shrink() {
         return shrink(factory.timeout);
@@ -648,33 +681,57 @@ public final class ParallelState implements AutoCloseable {
      * @throws io.jcomm.api.CommTimeoutException when a rank neither answers the roll call nor dies in time
      */
     public synchronized Recovery shrink(Duration timeout) {
-        checkOpen();
-        RankLayout before = generationLayout;
-        if (before == null) {
-            throw new IllegalStateException("shrink needs the model-parallel groups (initializeModelParallel)");
-        }
-        long t0 = System.nanoTime();
-        long deadline = t0 + timeout.toNanos();
-        int round = ++rounds;
-        OpContext ctx = OpContext.of("recovery", config.rank(), "shrink#" + round);
-        // every group of this generation stops: a peer blocked in a collective with this rank fails at once
-        // and comes here too, instead of waiting for this rank until its deadline
-        for (String name : registry.names()) {
-            registry.get(name).closeTransports();
-        }
-        Store current = generationStore != null ? generationStore : factory.rawStore;
-        String base = "ps/rec/" + generation + "/";
-        String roundBase = base + round + "/";
-        Store keys = new PrefixStore(options.storePrefix(), current);
-        // 1. roll call, through the current generation's client (every rank of it is declared there, so a
-        // death shows): every rank alive, dead, or gone with its replica in an earlier round
+        return recoverRound(false, timeout);
+    }
+
+    /** {@link #replace(Duration)} with the groups' default timeout. */
+    public Recovery replace() {
+        return replace(factory.timeout);
+    }
+
+    /**
+     * Goes on after a rank loss with the same layout: a process started for the purpose takes each lost
+     * rank's place (same global rank), and every group is made again as the next generation, the
+     * replacements' included. The replacement is a process that {@code commrun --max-restarts} started
+     * again with the lost rank ({@link DistributedConfig.Role#RESTARTED}) or a waiting spare
+     * ({@code commrun --spares}, {@link DistributedConfig.Role#SPARE}); either calls
+     * {@link #initialize(DistributedConfig, ParallelStateOptions, ParallelSizes)} as at the start, which for
+     * such a process waits for a vacancy and joins the survivors' round instead of starting a job.
+     *
+     * <ol>
+     *   <li>Roll call, as in {@link #shrink(Duration)}.</li>
+     *   <li>The lowest living rank posts one vacancy per dead rank in the store, with the layout, the
+     *       generation and every rank's host.</li>
+     *   <li>Every survivor waits until each vacancy is taken (a replacement claims it atomically, declares
+     *       itself to the store under the next generation's job id, and says it joined), then all of them,
+     *       the replacements included, check that they decided alike and create every group in a fresh
+     *       namespace. The host's media driver is started again where its rank was lost.</li>
+     * </ol>
+     * Call it on every living rank, like {@link #shrink(Duration)}; a failure (another death, no
+     * replacement within {@code timeout}) is thrown, and calling it again starts the next round, in which the
+     * replacements of the failed round take part as members if they joined it, else claim the new vacancies.
+     *
+     * @return the recovery: {@link Recovery#member()} is always true, {@link Recovery#replaced()} the ranks that
+     *         new processes took
+     * @throws io.jcomm.api.PeerFailureException when a survivor or a replacement dies during the recovery
+     * @throws io.jcomm.api.CommTimeoutException when a rank neither answers the roll call nor dies, or a vacancy is
+     *                                           not taken, within {@code timeout}
+     */
+    public synchronized Recovery replace(Duration timeout) {
+        return recoverRound(true, timeout);
+    }
+
+    /** What a roll call found: the ranks alive (this one too), dead, and gone with their replica earlier. */
+    private record RollCall(java.util.TreeSet<Integer> alive, java.util.TreeSet<Integer> dead, java.util.Set<Integer> gone) {
+    }
+
+    private RollCall rollCall(Store keys, List<Store> watched, List<Integer> members, String base, String roundBase,
+                              long deadline, Duration timeout, OpContext ctx) {
         keys.set(roundBase + "alive/" + config.rank(), new byte[] {1});
-        List<Integer> members = before.ranks();
         java.util.TreeSet<Integer> dead = new java.util.TreeSet<>();
         java.util.Set<Integer> gone = new java.util.HashSet<>();
-        java.util.Set<Integer> alive = new java.util.HashSet<>();
+        java.util.TreeSet<Integer> alive = new java.util.TreeSet<>();
         alive.add(config.rank());
-        List<Store> watched = current == factory.rawStore ? List.of(current) : List.of(current, factory.rawStore);
         while (true) {
             collectDead(watched, members, dead);
             for (int r : members) {
@@ -687,7 +744,7 @@ public final class ParallelState implements AutoCloseable {
                 }
             }
             if (alive.size() + dead.size() + gone.size() >= members.size()) {
-                break;
+                return new RollCall(alive, dead, gone);
             }
             if (System.nanoTime() > deadline) {
                 List<Integer> silent = new ArrayList<>(members);
@@ -699,100 +756,389 @@ public final class ParallelState implements AutoCloseable {
             }
             java.util.concurrent.locks.LockSupport.parkNanos(1_000_000L);
         }
-        // 2. the replicas that lost a rank leave (a rank gone before went with a replica that lost one)
-        java.util.TreeSet<Integer> lostReplicas = new java.util.TreeSet<>();
-        for (int d : dead) {
-            lostReplicas.add(before.replicaOf(d));
+    }
+
+    private Recovery recoverRound(boolean replace, Duration timeout) {
+        checkOpen();
+        RankLayout before = generationLayout;
+        if (before == null) {
+            throw new IllegalStateException("recovery needs the model-parallel groups (initializeModelParallel)");
         }
-        for (int g : gone) {
-            lostReplicas.add(before.replicaOf(g));
+        long t0 = System.nanoTime();
+        long deadline = t0 + timeout.toNanos();
+        int round = ++rounds;
+        OpContext ctx = OpContext.of("recovery", config.rank(), (replace ? "replace#" : "shrink#") + round);
+        // every group of this generation stops: a peer blocked in a collective with this rank fails at once
+        // and comes here too, instead of waiting for this rank until its deadline
+        for (String name : registry.names()) {
+            registry.get(name).closeTransports();
         }
-        if (lostReplicas.size() == before.dataParallelSize()) {
-            throw new NoReplicaLeftException(ctx, dead.isEmpty() ? -1 : dead.first(), "every data-parallel replica "
-                    + "lost a rank (dead: " + dead + ", gone before: " + gone + "): nothing to go on with");
+        Store current = generationStore != null ? generationStore : factory.rawStore;
+        String base = "ps/rec/" + generation + "/";
+        String roundBase = base + round + "/";
+        Store keys = new PrefixStore(options.storePrefix(), current);
+        // 1. roll call, through the current generation's client: every member of the generation is declared
+        // there (and only there: a rank replaced earlier stays dead under the older job ids), so a death shows
+        List<Store> watched = List.of(current);
+        RollCall rc = rollCall(keys, watched, before.ranks(), base, roundBase, deadline, timeout, ctx);
+        java.util.TreeSet<Integer> dead = rc.dead();
+        List<Integer> lostReplicas = new ArrayList<>();
+        RankLayout after;
+        if (replace) {
+            after = before;
+            if (!dead.isEmpty() && rc.alive().first() == config.rank()) {
+                postVacancies(keys, round, before, dead);
+            }
+        } else {
+            // 2. the replicas that lost a rank leave (a rank gone before went with a replica that lost one)
+            java.util.TreeSet<Integer> lost = new java.util.TreeSet<>();
+            for (int d : dead) {
+                lost.add(before.replicaOf(d));
+            }
+            for (int g : rc.gone()) {
+                lost.add(before.replicaOf(g));
+            }
+            lostReplicas.addAll(lost);
+            if (lost.size() == before.dataParallelSize()) {
+                throw new NoReplicaLeftException(ctx, dead.isEmpty() ? -1 : dead.first(), "every data-parallel replica "
+                        + "lost a rank (dead: " + dead + ", gone before: " + rc.gone() + "): nothing to go on with");
+            }
+            after = before.withoutReplicas(lost);
+            if (!after.ranks().contains(config.rank())) {
+                keys.set(base + "left/" + config.rank(), new byte[] {1});
+                LOG.info("rank {}: its replica {} lost rank(s) {}; it leaves the job (round {})", config.rank(),
+                        before.replicaOf(config.rank()), dead, round);
+                return new Recovery(round, new ArrayList<>(dead), lostReplicas, after.ranks(), false, after,
+                        java.time.Duration.ofNanos(System.nanoTime() - t0), List.of());
+            }
         }
-        RankLayout after = before.withoutReplicas(lostReplicas);
-        List<Integer> survivors = after.ranks();
-        if (!survivors.contains(config.rank())) {
-            keys.set(base + "left/" + config.rank(), new byte[] {1});
-            LOG.info("rank {}: its replica {} lost rank(s) {}; it leaves the job (round {})", config.rank(),
-                    before.replicaOf(config.rank()), dead, round);
-            return new Recovery(round, new ArrayList<>(dead), new ArrayList<>(lostReplicas), survivors, false, after,
-                    java.time.Duration.ofNanos(System.nanoTime() - t0));
-        }
-        // 3. the survivors only: a client of the next generation (declared under its own job id, so that a
-        // survivor's death from now on fails the others' waits at once, and a leaver's never does), agree,
-        // then re-form
+        // 3. the members of the next generation only: a client of it (declared under its own job id, so that a
+        // member's death from now on fails the others' waits at once, and a leaver's never does), agree, re-form
         Store next = current.withMember(config.jobId() + "/g" + round, config.rank());
         try {
-            Store nextKeys = new PrefixStore(options.storePrefix(), next);
-            byte[] decision = (survivors + " lost " + lostReplicas).getBytes(java.nio.charset.StandardCharsets.UTF_8);
-            nextKeys.set(roundBase + "decision/" + config.rank(), decision);
-            List<String> theirs = new ArrayList<>();
-            survivors.forEach(r -> theirs.add(roundBase + "decision/" + r));
-            List<Store> both = new ArrayList<>(watched);
-            both.add(0, next);
-            while (!nextKeys.check(theirs)) {
-                java.util.TreeSet<Integer> lost = new java.util.TreeSet<>();
-                collectDead(both, survivors, lost);
-                if (!lost.isEmpty()) {
-                    throw new io.jcomm.api.PeerFailureException(ctx, lost.first(), "survivor(s) " + lost + " died during "
-                            + "the recovery; call shrink again");
-                }
-                if (System.nanoTime() > deadline) {
-                    throw new io.jcomm.api.CommTimeoutException(ctx, "the survivors " + survivors + " did not all decide "
-                            + "within " + timeout.toMillis() + " ms");
-                }
-                java.util.concurrent.locks.LockSupport.parkNanos(500_000L);
+            if (replace && !dead.isEmpty()) {
+                awaitReplacements(keys, next, watched, roundBase, dead, deadline, timeout, ctx);
+                topology = withHosts(topology, keys, roundBase, dead, ctx);
             }
-            List<byte[]> got = nextKeys.multiGet(theirs,
-                    java.time.Duration.ofNanos(Math.max(1, deadline - System.nanoTime())));
-            for (int i = 0; i < survivors.size(); i++) {
-                if (!Arrays.equals(decision, got.get(i))) {
-                    throw new io.jcomm.api.CollectiveMismatchException(ctx, "rank " + survivors.get(i) + " decided "
-                            + new String(got.get(i), java.nio.charset.StandardCharsets.UTF_8) + ", this rank "
-                            + new String(decision, java.nio.charset.StandardCharsets.UTF_8));
-                }
-            }
-            GroupFactory nextFactory = factory.withStore(next);
-            String ns = "s" + generation + "-r" + round + "-";
-            List<GroupFactory.Spec> specs = new ArrayList<>();
-            specs.add(new GroupFactory.Spec(WORLD, survivors, false, ns + "w", true));
-            specs.addAll(modelParallelSpecs(after, config.rank(), options, topology, ns + "mp"));
-            // the old generation goes first: its names are taken again
-            destroyAllGroups();
-            boolean wantMedia = needsHostMedia(options, after, topology);
-            if (hostMedia == null && wantMedia && !nextFactory.lateBroadcasters) {
-                hostMedia = startHostMedia(nextFactory, topology, generation, false);
-            }
-            GroupCoordinator[] made = createGroups(nextFactory, topology, jobNonce, specs, hostMedia);
-            if (wantMedia && nextFactory.lateBroadcasters) {
-                if (hostMedia == null) {
-                    hostMedia = startHostMedia(nextFactory, topology, generation, true);
-                }
-                startLateBroadcasters(nextFactory, specs, made, hostMedia, generation);
-            }
-            world = made[0];
-            registry.register(world);
-            options.listener().created(world);
-            adoptModelParallel(after, Arrays.copyOfRange(made, 1, made.length));
-            Store previous = generationStore;
-            generationStore = next;
-            factory = nextFactory;
-            if (previous != null) {
-                previous.close();
-            }
-            Recovery r = new Recovery(round, new ArrayList<>(dead), new ArrayList<>(lostReplicas), survivors, true, after,
-                    java.time.Duration.ofNanos(System.nanoTime() - t0));
-            LOG.info("rank {}: round {}: ranks {} lost with replica(s) {}; {} survivors re-formed in {} ms", config.rank(),
-                    round, dead, lostReplicas, survivors.size(), r.took().toMillis());
+            List<Integer> replaced = replace ? new ArrayList<>(dead) : List.of();
+            formGeneration(next, watched, roundBase, round, after, dead, replaced, deadline, timeout, ctx);
+            Recovery r = new Recovery(round, new ArrayList<>(dead), lostReplicas, after.ranks(), true, after,
+                    java.time.Duration.ofNanos(System.nanoTime() - t0), replaced);
+            LOG.info("rank {}: round {}: ranks {} lost{}; {} ranks re-formed in {} ms", config.rank(), round, dead,
+                    replace ? ", replaced" : " with replica(s) " + lostReplicas, after.ranks().size(), r.took().toMillis());
             return r;
         } catch (RuntimeException e) {
+            // the replacements waiting in this round learn at once that it failed
+            keys.set(roundBase + "abort", new byte[] {1});
             if (next != generationStore) {
                 next.close();
             }
             throw e;
         }
+    }
+
+    /** Posts one vacancy per dead rank, with what a replacement needs to join ({@link Vacancy}). */
+    private void postVacancies(Store keys, int round, RankLayout before, java.util.Set<Integer> dead) {
+        List<String> hosts = new ArrayList<>();
+        for (int r = 0; r < config.worldSize(); r++) {
+            hosts.add(topology.hostOf(r));
+        }
+        Vacancy v = new Vacancy(round, generation, jobNonce, before.tensorParallelSize(), before.pipelineParallelSize(),
+                before.ranks(), new ArrayList<>(dead), hosts);
+        keys.set("ps/rec/" + generation + "/" + round + "/vacancy", v.encode());
+        keys.set(VACANCIES + "round", Integer.toString(round).getBytes(java.nio.charset.StandardCharsets.UTF_8));
+        for (int d : dead) {
+            long seq = keys.add(VACANCIES + "n", 1);
+            keys.set(VACANCIES + seq, (generation + " " + round + " " + d).getBytes(java.nio.charset.StandardCharsets.UTF_8));
+        }
+    }
+
+    /** Waits until every vacancy of this round is taken; a death of a member or of a replacement fails it. */
+    private void awaitReplacements(Store keys, Store next, List<Store> watched, String roundBase, java.util.Set<Integer> dead,
+                                   long deadline, Duration timeout, OpContext ctx) {
+        List<String> joined = new ArrayList<>();
+        dead.forEach(d -> joined.add(roundBase + "joined/" + d));
+        List<Store> both = new ArrayList<>(watched);
+        both.add(0, next);
+        List<Integer> members = generationLayout.ranks();
+        long pause = 100_000L;
+        while (!keys.check(joined)) {
+            java.util.TreeSet<Integer> lost = new java.util.TreeSet<>();
+            collectDead(both, members, lost);
+            lost.removeAll(dead);
+            java.util.TreeSet<Integer> again = new java.util.TreeSet<>();
+            collectDead(List.of(next), new ArrayList<>(dead), again);
+            lost.addAll(again);
+            if (!lost.isEmpty()) {
+                throw new io.jcomm.api.PeerFailureException(ctx, lost.first(), "rank(s) " + lost + " died while the "
+                        + "vacancies " + dead + " were being taken; call replace again");
+            }
+            if (keys.check(List.of(roundBase + "abort"))) {
+                throw new io.jcomm.api.PeerFailureException(ctx, -1, "another member gave up this round; call replace again");
+            }
+            if (System.nanoTime() > deadline) {
+                List<Integer> open = new ArrayList<>();
+                for (int d : dead) {
+                    if (!keys.check(List.of(roundBase + "joined/" + d))) {
+                        open.add(d);
+                    }
+                }
+                throw new io.jcomm.api.CommTimeoutException(ctx, "no process took the place of rank(s) " + open + " within "
+                        + timeout.toMillis() + " ms (replacements come from commrun --spares or --max-restarts)");
+            }
+            java.util.concurrent.locks.LockSupport.parkNanos(pause);
+            pause = Math.min(pause * 2, 2_000_000L);
+        }
+    }
+
+    /**
+     * The members of the next generation agree on it (each one's decision through {@code next}, the
+     * next generation's client) and create its groups; the state then uses them.
+     */
+    private void formGeneration(Store next, List<Store> watched, String roundBase, int round, RankLayout after,
+                                java.util.Set<Integer> dead, List<Integer> replaced, long deadline, Duration timeout,
+                                OpContext ctx) {
+        List<Integer> members = after.ranks();
+        Store nextKeys = new PrefixStore(options.storePrefix(), next);
+        byte[] decision = (members + " lost " + dead + (replaced.isEmpty() ? "" : " replaced " + replaced))
+                .getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        nextKeys.set(roundBase + "decision/" + config.rank(), decision);
+        List<String> theirs = new ArrayList<>();
+        members.forEach(r -> theirs.add(roundBase + "decision/" + r));
+        List<Store> both = new ArrayList<>(watched);
+        both.add(0, next);
+        long pause = 100_000L;
+        while (!nextKeys.check(theirs)) {
+            java.util.TreeSet<Integer> lost = new java.util.TreeSet<>();
+            collectDead(List.of(next), members, lost);
+            for (Store w : watched) {
+                java.util.TreeSet<Integer> old = new java.util.TreeSet<>();
+                collectDead(List.of(w), members, old);
+                old.removeAll(replaced); // the replaced ranks stay dead under the older job ids
+                lost.addAll(old);
+            }
+            if (!lost.isEmpty()) {
+                throw new io.jcomm.api.PeerFailureException(ctx, lost.first(), "rank(s) " + lost + " died during "
+                        + "the recovery; call it again");
+            }
+            if (nextKeys.check(List.of(roundBase + "abort"))) {
+                throw new io.jcomm.api.PeerFailureException(ctx, -1, "another member gave up this round; call it again");
+            }
+            if (System.nanoTime() > deadline) {
+                throw new io.jcomm.api.CommTimeoutException(ctx, "the members " + members + " did not all decide "
+                        + "within " + timeout.toMillis() + " ms");
+            }
+            java.util.concurrent.locks.LockSupport.parkNanos(pause);
+            pause = Math.min(pause * 2, 1_000_000L);
+        }
+        List<byte[]> got = nextKeys.multiGet(theirs, java.time.Duration.ofNanos(Math.max(1, deadline - System.nanoTime())));
+        for (int i = 0; i < members.size(); i++) {
+            if (!Arrays.equals(decision, got.get(i))) {
+                throw new io.jcomm.api.CollectiveMismatchException(ctx, "rank " + members.get(i) + " decided "
+                        + new String(got.get(i), java.nio.charset.StandardCharsets.UTF_8) + ", this rank "
+                        + new String(decision, java.nio.charset.StandardCharsets.UTF_8));
+            }
+        }
+        GroupFactory nextFactory = factory.withStore(next);
+        String ns = "s" + generation + "-r" + round + "-";
+        List<GroupFactory.Spec> specs = new ArrayList<>();
+        specs.add(new GroupFactory.Spec(WORLD, members, false, ns + "w", true));
+        specs.addAll(modelParallelSpecs(after, config.rank(), options, topology, ns + "mp"));
+        // the old generation goes first: its names are taken again
+        destroyAllGroups();
+        boolean wantMedia = needsHostMedia(options, after, topology);
+        if (!replaced.isEmpty() && hostMedia != null && replaced.contains(topology.ranksOnHostOf(config.rank()).get(0))) {
+            // the rank that ran this host's media driver was replaced: its replacement runs a new one
+            HostMedia old = hostMedia;
+            hostMedia = null;
+            old.close(true);
+        }
+        String mediaName = mediaName(round, replaced);
+        if (hostMedia == null && wantMedia && !nextFactory.lateBroadcasters) {
+            hostMedia = startHostMedia(nextFactory, topology, mediaName, false);
+        }
+        GroupCoordinator[] made = createGroups(nextFactory, topology, jobNonce, specs, hostMedia);
+        if (wantMedia && nextFactory.lateBroadcasters) {
+            if (hostMedia == null) {
+                hostMedia = startHostMedia(nextFactory, topology, mediaName, true);
+            }
+            startLateBroadcasters(nextFactory, specs, made, hostMedia, generation);
+        }
+        world = made[0];
+        registry.register(world);
+        options.listener().created(world);
+        adoptModelParallel(after, Arrays.copyOfRange(made, 1, made.length));
+        Store previous = generationStore;
+        generationStore = next;
+        factory = nextFactory;
+        rounds = round;
+        if (previous != null) {
+            previous.close();
+        }
+    }
+
+    /**
+     * The name of this host's media driver in the next generation: the job's first one, unless the rank that
+     * ran it was replaced in this round (a new one, of the round).
+     */
+    private String mediaName(int round, List<Integer> replaced) {
+        return replaced.contains(topology.ranksOnHostOf(config.rank()).get(0)) ? "m" + generation + "r" + round
+                : "m" + generation;
+    }
+
+    /** The topology with the hosts the replacements of {@code replaced} said they are on. */
+    private HostTopology withHosts(HostTopology t, Store keys, String roundBase, java.util.Set<Integer> replaced,
+                                   OpContext ctx) {
+        List<String> hosts = new ArrayList<>();
+        for (int r = 0; r < t.worldSize(); r++) {
+            hosts.add(t.hostOf(r));
+        }
+        for (int d : replaced) {
+            byte[] h = keys.get(roundBase + "host/" + d, factory.timeout);
+            if (h.length == 0 || h.length > HostExchange.MAX_HOST_ID_BYTES) {
+                throw new io.jcomm.api.ProtocolException(ctx, "the host id of rank " + d + "'s replacement is empty or "
+                        + "too long");
+            }
+            hosts.set(d, new String(h, java.nio.charset.StandardCharsets.UTF_8));
+        }
+        return hosts.equals(topologyHosts(t)) ? t : HostTopology.of(hosts);
+    }
+
+    private static List<String> topologyHosts(HostTopology t) {
+        List<String> hosts = new ArrayList<>();
+        for (int r = 0; r < t.worldSize(); r++) {
+            hosts.add(t.hostOf(r));
+        }
+        return hosts;
+    }
+
+    /**
+     * A restarted or spare process ({@link DistributedConfig#role()}) joins the job in place of a lost
+     * rank: it waits for a vacancy (a restarted one for its own rank, a spare for any), claims it, and
+     * forms the next generation with the survivors ({@link #replace}). A round that fails before the
+     * groups exist sends it back to waiting, for the vacancies of the next round.
+     */
+    private static ParallelState join(DistributedConfig config, ParallelStateOptions options, ParallelSizes sizes) {
+        DistributedConfig.Role role = config.role();
+        OpContext ctx = OpContext.of("recovery", role == DistributedConfig.Role.SPARE ? -1 : config.rank(), "join");
+        // a client of the store that outlives the lost rank, not declared under the job id: the lost rank stays
+        // dead there, and this process is declared under the job id of the generation it joins
+        Store store = TcpRendezvous.connect(config, options.rendezvous().toBuilder().hostServer(false)
+                .declareMember(false).waitForWorkers(false).build());
+        try {
+            Store keys = new PrefixStore(options.storePrefix(), store);
+            ObjectCodec codec = options.codec() != null ? options.codec() : ParallelStateOptions.defaultCodec();
+            DeviceCommunicators devices = options.deviceCommunicators() != null ? options.deviceCommunicators()
+                    : ParallelStateOptions.defaultDeviceCommunicators();
+            // a restarted rank waits for its vacancy as long as a collective would; a spare for as long as the job
+            long deadline = role == DistributedConfig.Role.SPARE ? Long.MAX_VALUE
+                    : System.nanoTime() + config.timeout().toNanos();
+            long seq = 1;
+            long pause = 200_000L;
+            while (true) {
+                if (!keys.check(List.of(VACANCIES + seq))) {
+                    if (store.check(List.of(DistributedConfig.LAUNCHER_DONE_KEY))) {
+                        throw new io.jcomm.api.CommClosedException(ctx, "the job ended without needing this process "
+                                + "(every worker exited)");
+                    }
+                    if (System.nanoTime() - deadline > 0) {
+                        throw new io.jcomm.api.CommTimeoutException(ctx, "no vacancy for rank " + config.rank()
+                                + " within " + config.timeout().toMillis() + " ms");
+                    }
+                    java.util.concurrent.locks.LockSupport.parkNanos(pause);
+                    pause = Math.min(pause * 2, 5_000_000L);
+                    continue;
+                }
+                pause = 200_000L;
+                String[] f = text(keys.get(VACANCIES + seq, config.timeout()), 64, ctx).split(" ");
+                seq++;
+                if (f.length != 3) {
+                    throw new io.jcomm.api.ProtocolException(ctx, "malformed vacancy " + (seq - 1));
+                }
+                long gen;
+                int round;
+                int rank;
+                int latest;
+                try {
+                    gen = Long.parseLong(f[0]);
+                    round = Integer.parseInt(f[1]);
+                    rank = Integer.parseInt(f[2]);
+                    latest = Integer.parseInt(text(keys.get(VACANCIES + "round", config.timeout()), 16, ctx));
+                } catch (NumberFormatException e) {
+                    throw new io.jcomm.api.ProtocolException(ctx, "malformed vacancy " + (seq - 1) + ": " + e.getMessage());
+                }
+                String roundBase = "ps/rec/" + gen + "/" + round + "/";
+                if (rank < 0 || rank >= config.worldSize() || round < latest
+                        || role == DistributedConfig.Role.RESTARTED && rank != config.rank()
+                        || keys.check(List.of(roundBase + "abort"))) {
+                    continue; // not this process's, or of a round already over
+                }
+                Vacancy v = Vacancy.decode(keys.get(roundBase + "vacancy", config.timeout()), config.worldSize(), ctx);
+                if (sizes != null && (sizes.tp() != v.tp() || sizes.pp() != v.pp())) {
+                    throw new IllegalArgumentException("this process asks for tp=" + sizes.tp() + " pp=" + sizes.pp()
+                            + ", the job it joins has tp=" + v.tp() + " pp=" + v.pp());
+                }
+                List<String> hosts = new ArrayList<>(v.hosts());
+                hosts.set(rank, config.hostId());
+                HostTopology topology = HostTopology.of(hosts);
+                List<Integer> onHost = topology.ranksOnHostOf(rank);
+                DistributedConfig mine = config.toBuilder().rank(rank).localRank(onHost.indexOf(rank))
+                        .localWorldSize(onHost.size()).build();
+                Store next = store.withMember(config.jobId() + "/g" + round, rank);
+                byte[] token = Long.toHexString(io.jcomm.api.internal.Entropy.nextLong())
+                        .getBytes(java.nio.charset.StandardCharsets.UTF_8);
+                byte[] holder = keys.compareSet(roundBase + "claim/" + rank, new byte[0], token);
+                if (!Arrays.equals(holder, token)) {
+                    next.close();
+                    if (role == DistributedConfig.Role.RESTARTED) {
+                        throw new io.jcomm.api.CommClosedException(ctx, "another process took the place of rank " + rank);
+                    }
+                    continue;
+                }
+                keys.set(roundBase + "host/" + rank, config.hostId().getBytes(java.nio.charset.StandardCharsets.UTF_8));
+                keys.set(roundBase + "joined/" + rank, new byte[] {1});
+                long t0 = System.nanoTime();
+                GroupFactory factory = new GroupFactory(mine, options, store, codec, devices);
+                ParallelState ps = new ParallelState(mine, options, store, factory, null, topology, v.nonce(),
+                        v.generation(), null);
+                ps.generationLayout = v.layout();
+                try {
+                    ps.formGeneration(next, List.of(), roundBase, round, v.layout(), new java.util.TreeSet<>(v.lost()),
+                            v.lost(), System.nanoTime() + config.timeout().toNanos(), config.timeout(),
+                            OpContext.of("recovery", rank, "join#" + round));
+                } catch (CommException e) {
+                    next.close();
+                    LOG.info("rank {}: joining round {} failed ({}); waiting for the next vacancy", rank, round,
+                            e.getMessage());
+                    continue;
+                }
+                ps.epoch = 1;
+                ps.joined = new Recovery(round, v.lost(), List.of(), v.ranks(), true, v.layout(),
+                        Duration.ofNanos(System.nanoTime() - t0), v.lost());
+                LOG.info("rank {}: joined the job in round {} in place of a lost process ({} ms)", rank, round,
+                        ps.joined.took().toMillis());
+                ps.startJobRegistration();
+                return ps;
+            }
+        } catch (RuntimeException e) {
+            store.close();
+            throw e;
+        }
+    }
+
+    private static String text(byte[] b, int max, OpContext ctx) {
+        if (b == null || b.length > max) {
+            throw new io.jcomm.api.ProtocolException(ctx, "store value missing or longer than " + max + " bytes");
+        }
+        return new String(b, java.nio.charset.StandardCharsets.UTF_8);
+    }
+
+    /**
+     * For a process that joined the job in place of a lost rank ({@link DistributedConfig.Role#RESTARTED} or
+     * {@link DistributedConfig.Role#SPARE}): the round it joined. Empty for a process started with the job.
+     */
+    public synchronized java.util.Optional<Recovery> joined() {
+        return java.util.Optional.ofNullable(joined);
     }
 
     /** Adds to {@code dead} the ranks of {@code members} that any of {@code stores} knows dead. */

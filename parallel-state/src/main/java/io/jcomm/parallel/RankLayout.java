@@ -114,9 +114,23 @@ public final class RankLayout {
         if (kept == 0) {
             throw new IllegalArgumentException("no data-parallel replica survives");
         }
-        RankLayout compact = of(survivors.size(), tp, pp, kept);
-        return new RankLayout(survivors.size(), tp, pp, kept, mapped(compact.tpGroups, survivors),
-                mapped(compact.ppGroups, survivors), mapped(compact.dpGroups, survivors), mapped(compact.epGroups, survivors));
+        return over(survivors, tp, pp);
+    }
+
+    /**
+     * The layout of {@code tp * pp} ranks per replica laid over {@code ranks} (ascending) as
+     * {@link #of} lays it over {@code 0..n-1}: rank {@code i} of the compact layout is {@code ranks.get(i)}.
+     *
+     * @throws IllegalArgumentException unless {@code tp * pp} divides the number of ranks
+     */
+    static RankLayout over(List<Integer> ranks, int tp, int pp) {
+        if (ranks.isEmpty() || ranks.size() % (tp * pp) != 0) {
+            throw new IllegalArgumentException(ranks.size() + " ranks do not hold replicas of tp=" + tp + " pp=" + pp);
+        }
+        int replicas = ranks.size() / (tp * pp);
+        RankLayout compact = of(ranks.size(), tp, pp, replicas);
+        return new RankLayout(ranks.size(), tp, pp, replicas, mapped(compact.tpGroups, ranks),
+                mapped(compact.ppGroups, ranks), mapped(compact.dpGroups, ranks), mapped(compact.epGroups, ranks));
     }
 
     private static List<List<Integer>> mapped(List<List<Integer>> groups, List<Integer> ranks) {

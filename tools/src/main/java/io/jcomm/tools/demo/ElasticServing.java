@@ -65,15 +65,39 @@ final class ElasticServing {
         List<String> recoveries = new ArrayList<>();
         long checked = 0;
         long answered = 0; // requests this replica answered (TP rank 0 counts)
-        try (ParallelState ps = ParallelState.initialize(cfg, ParallelStateOptions.builder()
-                .device(io.jcomm.api.Device.CPU).deviceCommunicator("cpu").build(), sizes)) {
-            Tensor shard = Tensor.allocate(DType.F32, hidden);
-            out.println("demo: elastic serving");
+        ParallelState state;
+        try {
+            state = ParallelState.initialize(cfg, ParallelStateOptions.builder()
+                    .device(io.jcomm.api.Device.CPU).deviceCommunicator("cpu").build(), sizes);
+        } catch (io.jcomm.api.CommClosedException e) {
+            if (cfg.role() == DistributedConfig.Role.WORKER) {
+                throw e;
+            }
+            // a spare the job did not need, or a restarted rank whose place another process took
+            out.println("demo: elastic " + cfg.role().name().toLowerCase(Locale.ROOT) + " not needed: " + e.getMessage());
             out.flush();
+            return 0;
+        }
+        try (ParallelState ps = state) {
+            Tensor shard = Tensor.allocate(DType.F32, hidden);
             long next = 0; // requests done by every replica so far (agreed)
             boolean recovering = false;
             long failedAt = 0;
             Recovery last = null;
+            if (ps.joined().isPresent()) {
+                // a restarted or spare process in a lost rank's place: it goes on from where the others are
+                last = ps.joined().get();
+                out.printf(Locale.ROOT, "demo: elastic joined as rank %d in round %d (%d ms, pid %d)%n", ps.rank(),
+                        last.round(), last.took().toMillis(), ProcessHandle.current().pid());
+                Tensor n = Tensor.ofLongs(Long.MAX_VALUE);
+                ps.world().cpuGroup().allReduce(n, ReduceOp.MIN);
+                next = n.getLong(0);
+                recovering = true;
+                failedAt = System.currentTimeMillis() - last.took().toMillis();
+            } else {
+                out.println("demo: elastic serving (pid " + ProcessHandle.current().pid() + ")");
+            }
+            out.flush();
             while (next < requests) {
                 try {
                     GroupCoordinator tpg = ps.tp();
@@ -109,14 +133,19 @@ final class ElasticServing {
                     if (recovering) {
                         recovering = false;
                         long now = System.currentTimeMillis();
-                        out.printf(Locale.ROOT, "demo: elastic recovered round %d at %d (shrink %d ms, detection to "
-                                        + "serving %d ms, lost %s)%n", last.round(), now, last.took().toMillis(),
+                        String how = last.replaced().isEmpty() ? "shrink" : "replace";
+                        out.printf(Locale.ROOT, "demo: elastic recovered round %d at %d (%s %d ms, detection to "
+                                        + "serving %d ms, lost %s)%n", last.round(), now, how, last.took().toMillis(),
                                 now - failedAt, last.lostRanks());
                         out.flush();
-                        recoveries.add(String.format(Locale.ROOT, "round %d: ranks %s lost with replica(s) %s; %d "
+                        recoveries.add(last.replaced().isEmpty()
+                                ? String.format(Locale.ROOT, "round %d: ranks %s lost with replica(s) %s; %d "
                                         + "survivors; shrink %d ms, from the failure to the next request served %d ms",
                                 last.round(), last.lostRanks(), last.lostReplicas(), last.survivors().size(),
-                                last.took().toMillis(), now - failedAt));
+                                last.took().toMillis(), now - failedAt)
+                                : String.format(Locale.ROOT, "round %d: ranks %s lost and replaced; %d ranks; replace "
+                                        + "%d ms, from the failure to the next request served %d ms", last.round(),
+                                last.lostRanks(), last.survivors().size(), last.took().toMillis(), now - failedAt));
                     }
                 } catch (CommException e) {
                     failedAt = System.currentTimeMillis();
@@ -142,7 +171,7 @@ final class ElasticServing {
         CommException lastFailure = cause;
         for (int attempt = 0; attempt < 5; attempt++) {
             try {
-                Recovery r = ps.shrink();
+                Recovery r = ps.recover();
                 if (!r.member()) {
                     out.printf(Locale.ROOT, "demo: elastic left: rank %d's replica lost ranks %s (round %d)%n", ps.rank(),
                             r.lostRanks(), r.round());
@@ -150,8 +179,8 @@ final class ElasticServing {
                     return null;
                 }
                 return r;
-            } catch (io.jcomm.parallel.NoReplicaLeftException e) {
-                throw e; // nothing to go on with
+            } catch (io.jcomm.parallel.NoReplicaLeftException | io.jcomm.api.CommTimeoutException e) {
+                throw e; // nothing to go on with, or no replacement came
             } catch (CommException e) {
                 lastFailure = e; // another death during the recovery: the next round
             }

@@ -92,6 +92,16 @@ public final class CommRun implements Callable<Integer> {
             + "worker exits 0 (default ${DEFAULT-VALUE}: the first failure stops the job)")
     int maxLost;
 
+    @Option(names = "--max-restarts", defaultValue = "0", description = "times a failed worker of this node is started "
+            + "again with the same rank to take its own place (the job's recovery policy is then replace: "
+            + "ParallelState.recover); when they are used up, a failure stops the job (default ${DEFAULT-VALUE})")
+    int maxRestarts;
+
+    @Option(names = "--spares", defaultValue = "0", description = "extra workers started on this node that pay the JVM "
+            + "start and the store connection ahead and wait to take the place of a lost rank (recovery policy "
+            + "replace); they exit when the job ends (default ${DEFAULT-VALUE})")
+    int spares;
+
     @Option(names = "--timeout", description = "stop the job after this many seconds (exit code 124); default: no limit")
     Long timeoutSeconds;
 
@@ -169,6 +179,7 @@ public final class CommRun implements Callable<Integer> {
                 .masterPort(port).tokenFile(token).mainClass(resolved[0]).programArgs(programArgs)
                 .classPath(prefix.isEmpty() ? cp : prefix + File.pathSeparator + cp).jvmArgs(jvmArgs)
                 .grace(Duration.ofSeconds(graceSeconds)).maxLost(maxLost)
+                .maxRestarts(maxRestarts).spares(spares)
                 .cpuBinding(cpuBinding(), CpuBinding.findTaskset()).build();
     }
 
@@ -260,7 +271,9 @@ public final class CommRun implements Callable<Integer> {
         Runtime.getRuntime().addShutdownHook(hook);
         int code;
         try {
-            LocalJob.Result r = job.await(timeoutSeconds == null ? null : Duration.ofSeconds(timeoutSeconds));
+            RunPlan p = plan;
+            Runnable workersDone = server == null ? null : () -> tellSparesDone(p);
+            LocalJob.Result r = job.await(timeoutSeconds == null ? null : Duration.ofSeconds(timeoutSeconds), workersDone);
             LocalJob.CleanupReport c = job.cleanUp();
             code = r.exitCode();
             summarize(plan, r, c, (System.nanoTime() - t0) / 1e9);
@@ -278,6 +291,22 @@ public final class CommRun implements Callable<Integer> {
         return code;
     }
 
+    /** Sets {@link DistributedConfig#LAUNCHER_DONE_KEY} in the job's store: waiting spares exit. */
+    private void tellSparesDone(RunPlan plan) {
+        try {
+            io.jcomm.cpu.store.TcpStoreConfig.Builder cb = io.jcomm.cpu.store.TcpStoreConfig.builder()
+                    .host(plan.masterAddr()).port(plan.masterPort()).timeout(Duration.ofSeconds(5));
+            if (plan.tokenFile() != null) {
+                cb.token(JobToken.read(plan.tokenFile()));
+            }
+            try (io.jcomm.cpu.store.TcpStore st = io.jcomm.cpu.store.TcpStore.connect(cb.build())) {
+                st.set(DistributedConfig.LAUNCHER_DONE_KEY, new byte[] {1});
+            }
+        } catch (RuntimeException e) {
+            err.println("commrun: could not tell the spares that the job ended (" + e.getMessage() + "); they are stopped");
+        }
+    }
+
     private void summarize(RunPlan plan, LocalJob.Result r, LocalJob.CleanupReport c, double seconds) {
         StringBuilder sb = new StringBuilder("commrun: ");
         int n = plan.nprocPerNode();
@@ -285,6 +314,10 @@ public final class CommRun implements Callable<Integer> {
             case SUCCEEDED:
                 if (r.lost().isEmpty()) {
                     sb.append(n).append(n == 1 ? " rank" : " ranks").append(" exited 0");
+                    if (r.restarts() > 0) {
+                        sb.append(" (").append(r.restarts()).append(r.restarts() == 1 ? " restart" : " restarts")
+                                .append(", --max-restarts ").append(plan.maxRestarts()).append(')');
+                    }
                 } else {
                     sb.append(n - r.lost().size()).append(" of ").append(n).append(" ranks exited 0, ")
                             .append(r.lost().size()).append(" lost (");
@@ -293,7 +326,8 @@ public final class CommRun implements Callable<Integer> {
                         sb.append(i == 0 ? "" : ", ").append("rank ").append(plan.globalRank(idx)).append(" exit ")
                                 .append(r.exitCodes()[idx]).append(LocalJob.describe(r.exitCodes()[idx]));
                     }
-                    sb.append("; --max-lost ").append(plan.maxLost()).append(')');
+                    sb.append(plan.spares() > 0 ? "; --spares " + plan.spares() : "; --max-lost " + plan.maxLost())
+                            .append(')');
                 }
                 break;
             case FAILED:

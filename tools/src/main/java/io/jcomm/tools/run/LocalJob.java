@@ -33,7 +33,7 @@ final class LocalJob {
     enum Outcome { SUCCEEDED, FAILED, STOPPED, TIMED_OUT }
 
     /** Result of {@link #await}. */
-    record Result(Outcome outcome, int exitCode, int firstFailedRank, int[] exitCodes, List<Integer> lost) {
+    record Result(Outcome outcome, int exitCode, int firstFailedRank, int[] exitCodes, List<Integer> lost, int restarts) {
     }
 
     /**
@@ -57,6 +57,11 @@ final class LocalJob {
     private final AppCds.Launch cds;
     private volatile StallWatch stalls;
     private volatile boolean stopRequested;
+    /** What {@link #launch} needs to start a worker again (set once by {@link #start}). */
+    private String launched;
+    private Map<String, String> parentEnv;
+    private Path workerJar;
+    private List<String> nodeArgs;
 
     private LocalJob(RunPlan plan, PrintStream out, PrintStream err, boolean prefix, Path shmDir, Duration stallReport,
                      AppCds.Launch cds, Path registry) {
@@ -66,7 +71,7 @@ final class LocalJob {
         this.out = out;
         this.err = err;
         this.prefix = prefix;
-        this.processes = new Process[plan.nprocPerNode()];
+        this.processes = new Process[plan.nprocPerNode() + plan.spares()];
         this.janitor = new JobJanitor(shmDir, registry);
         this.sampler = new Thread(this::sampleLoop, "commrun-janitor");
         this.sampler.setDaemon(true);
@@ -94,31 +99,24 @@ final class LocalJob {
         List<String> nodeArgs = new ArrayList<>(NativeLibraries.jvmArgs(cache, plan.classPath(),
                 System.getProperty("os.name"), System.getProperty("os.arch"), System.getProperty("java.library.path")));
         nodeArgs.addAll(WorkerJit.jvmArgs(plan.nprocPerNode(), Runtime.getRuntime().availableProcessors()));
+        job.launched = launched;
+        job.parentEnv = parentEnv;
+        job.workerJar = workerJar;
+        job.nodeArgs = List.copyOf(nodeArgs);
         try {
             for (int local = 0; local < plan.nprocPerNode(); local++) {
-                List<String> launchArgs = new ArrayList<>(job.cds.jvmArgs(local == dumper));
-                launchArgs.addAll(nodeArgs);
-                ProcessBuilder pb = new ProcessBuilder(plan.workerCommand(local, launchArgs, workerJar));
-                Map<String, String> env = pb.environment();
-                env.clear();
-                env.putAll(plan.workerEnv(parentEnv, local));
-                env.put(RunPlan.LAUNCH_TIME_ENV, launched);
-                Process p = pb.start();
-                job.processes[local] = p;
-                job.janitor.add(p.toHandle());
-                int rank = plan.globalRank(local);
-                int idx = local;
-                job.pump(p.getInputStream(), out, rank, "out");
-                job.pump(p.getErrorStream(), err, rank, "err");
-                p.onExit().thenRun(() -> job.exits.add(idx));
+                job.launch(local, plan.workerEnv(parentEnv, local), local == dumper);
+            }
+            for (int i = 0; i < plan.spares(); i++) {
+                job.launch(plan.nprocPerNode() + i, plan.spareEnv(parentEnv, i), false);
             }
         } catch (IOException | RuntimeException e) {
             job.stop(Duration.ZERO);
             job.cds.finish(false);
             throw e;
         }
-        long[] pids = new long[job.processes.length];
-        int[] ranks = new int[job.processes.length];
+        long[] pids = new long[plan.nprocPerNode()];
+        int[] ranks = new int[plan.nprocPerNode()];
         for (int i = 0; i < pids.length; i++) {
             pids[i] = job.processes[i].pid();
             ranks[i] = plan.globalRank(i);
@@ -128,6 +126,27 @@ final class LocalJob {
         job.stalls = new StallWatch(shmDir, stallReport, err, plan.javaBinary(), pids, ranks, exchange);
         job.sampler.start();
         return job;
+    }
+
+    /**
+     * Starts process {@code idx} (a worker below {@link RunPlan#nprocPerNode()}, a spare from there on) with
+     * {@code env}, and pumps its output.
+     */
+    private void launch(int idx, Map<String, String> env, boolean dumper) throws IOException {
+        List<String> launchArgs = new ArrayList<>(cds.jvmArgs(dumper));
+        launchArgs.addAll(nodeArgs);
+        ProcessBuilder pb = new ProcessBuilder(plan.workerCommand(idx, launchArgs, workerJar));
+        Map<String, String> e = pb.environment();
+        e.clear();
+        e.putAll(env);
+        e.put(RunPlan.LAUNCH_TIME_ENV, launched);
+        Process p = pb.start();
+        processes[idx] = p;
+        janitor.add(p.toHandle());
+        String tag = idx < plan.nprocPerNode() ? "rank " + plan.globalRank(idx) : "spare " + (idx - plan.nprocPerNode());
+        pump(p.getInputStream(), out, tag, "out");
+        pump(p.getErrorStream(), err, tag, "err");
+        p.onExit().thenRun(() -> exits.add(idx));
     }
 
     /**
@@ -157,8 +176,8 @@ final class LocalJob {
         return cds;
     }
 
-    private void pump(InputStream in, PrintStream sink, int rank, String kind) {
-        String tag = prefix ? "[rank " + rank + "] " : "";
+    private void pump(InputStream in, PrintStream sink, String who, String kind) {
+        String tag = prefix ? "[" + who + "] " : "";
         Thread t = new Thread(() -> {
             try (BufferedReader r = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8))) {
                 String line;
@@ -171,7 +190,7 @@ final class LocalJob {
                 // the worker went away
             }
             sink.flush();
-        }, "commrun-" + kind + "-" + rank);
+        }, "commrun-" + kind + "-" + who.replace(' ', '-'));
         t.setDaemon(true);
         t.start();
         pumps.add(t);
@@ -210,22 +229,40 @@ final class LocalJob {
 
     /**
      * Waits until every worker has exited. The first worker to exit non-zero makes the others stop
-     * (SIGTERM, then SIGKILL after the grace period) and gives the job its exit code.
+     * (SIGTERM, then SIGKILL after the grace period) and gives the job its exit code, unless the plan lets
+     * the job go on without it ({@link RunPlan#maxLost()}, a spare to take its place) or start it again
+     * ({@link RunPlan#maxRestarts()}). Once every worker has exited, {@code workersDone} runs (the launcher
+     * tells waiting spares that the job is over) and the spares get the grace period to exit by themselves.
      *
-     * @param deadline the longest the job may run ({@code null}: no limit)
+     * @param deadline    the longest the job may run ({@code null}: no limit)
+     * @param workersDone run once when every worker has exited while spares are still running (may be null)
      */
-    Result await(Duration deadline) throws InterruptedException {
-        int n = processes.length;
+    Result await(Duration deadline, Runnable workersDone) throws InterruptedException {
+        int n = plan.nprocPerNode();
         int[] codes = new int[n];
         java.util.Arrays.fill(codes, -1);
         int remaining = n;
+        int sparesRunning = plan.spares();
         int firstFailed = -1;
         int firstCode = 0;
+        int restarts = 0;
+        int replacedBySpares = 0;
         List<Integer> lost = new ArrayList<>();
         boolean timedOut = false;
+        long sparesUntil = Long.MAX_VALUE;
         long end = deadline == null ? Long.MAX_VALUE : System.nanoTime() + deadline.toNanos();
-        while (remaining > 0) {
-            long left = end - System.nanoTime();
+        while (remaining + sparesRunning > 0) {
+            if (remaining == 0 && sparesUntil == Long.MAX_VALUE) {
+                // every worker is done: the spares still waiting for a vacancy are not needed any more
+                sparesUntil = System.nanoTime() + plan.grace().toNanos();
+                if (workersDone != null) {
+                    workersDone.run();
+                }
+            }
+            if (System.nanoTime() - sparesUntil > 0 && !stopping.get()) {
+                stopAsync();
+            }
+            long left = Math.min(end, sparesUntil) - System.nanoTime();
             Integer idx = exits.poll(Math.max(1, Math.min(left, TimeUnit.SECONDS.toNanos(1))), TimeUnit.NANOSECONDS);
             if (idx == null) {
                 if (deadline != null && System.nanoTime() - end >= 0 && !timedOut) {
@@ -235,19 +272,45 @@ final class LocalJob {
                 }
                 continue;
             }
-            remaining--;
             int code = processes[idx].exitValue();
-            codes[idx] = code;
-            if (code != 0 && firstFailed < 0 && !stopRequested && !timedOut && lost.size() < plan.maxLost()) {
-                lost.add(idx);
-                err.println("commrun: rank " + plan.globalRank(idx) + " exited with " + code + describe(code) + "; lost "
-                        + lost.size() + " of at most " + plan.maxLost() + " (--max-lost): the others go on");
+            boolean going = firstFailed < 0 && !stopRequested && !timedOut;
+            if (idx >= n) {
+                sparesRunning--;
+                if (code != 0 && going && remaining > 0) {
+                    err.println("commrun: spare " + (idx - n) + " exited with " + code + describe(code));
+                }
                 continue;
             }
-            if (code != 0 && firstFailed < 0 && !stopRequested && !timedOut) {
+            if (code != 0 && going && restarts < plan.maxRestarts()) {
+                restarts++;
+                err.println("commrun: rank " + plan.globalRank(idx) + " exited with " + code + describe(code)
+                        + "; starting it again (restart " + restarts + " of " + plan.maxRestarts() + ", --max-restarts)");
+                try {
+                    launch(idx, plan.restartEnv(parentEnv, idx, restarts), false);
+                    continue;
+                } catch (IOException | RuntimeException e) {
+                    err.println("commrun: cannot start rank " + plan.globalRank(idx) + " again: " + e.getMessage());
+                }
+            }
+            remaining--;
+            codes[idx] = code;
+            if (code != 0 && going && replacedBySpares < plan.spares()) {
+                replacedBySpares++;
+                lost.add(idx);
+                err.println("commrun: rank " + plan.globalRank(idx) + " exited with " + code + describe(code)
+                        + "; a spare takes its place (" + replacedBySpares + " of " + plan.spares() + ", --spares)");
+                continue;
+            }
+            if (code != 0 && going && lost.size() - replacedBySpares < plan.maxLost()) {
+                lost.add(idx);
+                err.println("commrun: rank " + plan.globalRank(idx) + " exited with " + code + describe(code) + "; lost "
+                        + (lost.size() - replacedBySpares) + " of at most " + plan.maxLost() + " (--max-lost): the others go on");
+                continue;
+            }
+            if (code != 0 && going) {
                 firstFailed = plan.globalRank(idx);
                 firstCode = code;
-                if (remaining > 0) {
+                if (remaining + sparesRunning > 0) {
                     err.println("commrun: rank " + firstFailed + " exited with " + code + describe(code)
                             + "; stopping the other ranks");
                     StallWatch w = stalls;
@@ -264,7 +327,12 @@ final class LocalJob {
         Outcome o = timedOut ? Outcome.TIMED_OUT : firstFailed >= 0 ? Outcome.FAILED : stopRequested ? Outcome.STOPPED
                 : Outcome.SUCCEEDED;
         int code = o == Outcome.TIMED_OUT ? 124 : o == Outcome.FAILED ? firstCode : o == Outcome.STOPPED ? 143 : 0;
-        return new Result(o, code, firstFailed, codes, List.copyOf(lost));
+        return new Result(o, code, firstFailed, codes, List.copyOf(lost), restarts);
+    }
+
+    /** {@link #await(Duration, Runnable)} without spares to tell. */
+    Result await(Duration deadline) throws InterruptedException {
+        return await(deadline, null);
     }
 
     static String describe(int code) {

@@ -54,6 +54,8 @@ public final class RunPlan {
     private final Path javaBinary;
     private final Duration grace;
     private final int maxLost;
+    private final int maxRestarts;
+    private final int spares;
     /** CPUs the workers are bound to, sliced per worker ({@link CpuBinding}); empty: no binding. */
     private final List<Integer> cpus;
     private final String taskset;
@@ -72,10 +74,20 @@ public final class RunPlan {
         this.javaBinary = Objects.requireNonNull(b.javaBinary, "javaBinary");
         this.grace = Objects.requireNonNull(b.grace, "grace");
         this.maxLost = b.maxLost;
+        this.maxRestarts = b.maxRestarts;
+        this.spares = b.spares;
         this.cpus = List.copyOf(b.cpus);
         this.taskset = b.taskset;
         if (maxLost < 0) {
             throw new IllegalArgumentException("--max-lost must be >= 0, got " + maxLost);
+        }
+        if (maxRestarts < 0 || spares < 0) {
+            throw new IllegalArgumentException("--max-restarts and --spares must be >= 0, got " + maxRestarts + " and "
+                    + spares);
+        }
+        if (maxRestarts > 0 && spares > 0) {
+            throw new IllegalArgumentException("--max-restarts and --spares are two ways to replace a lost rank; "
+                    + "choose one");
         }
         if (nprocPerNode < 1) {
             throw new IllegalArgumentException("--nproc-per-node must be >= 1, got " + nprocPerNode);
@@ -165,6 +177,24 @@ public final class RunPlan {
         return maxLost;
     }
 
+    /**
+     * How many times a failed worker of this node is started again, with the same rank, to take its own
+     * place ({@code ParallelState.replace}); 0: never.
+     */
+    public int maxRestarts() {
+        return maxRestarts;
+    }
+
+    /** Extra workers started on this node that wait to take the place of a lost rank; 0: none. */
+    public int spares() {
+        return spares;
+    }
+
+    /** Whether lost ranks are replaced (restarts or spares): the workers' recovery policy is then replace. */
+    public boolean replaces() {
+        return maxRestarts > 0 || spares > 0;
+    }
+
     /** This plan with the port the store actually listens on. */
     public RunPlan withMasterPort(int port) {
         return toBuilder().masterPort(port).build();
@@ -197,6 +227,34 @@ public final class RunPlan {
         if (tokenFile != null) {
             env.put(DistributedConfig.TOKEN_FILE, tokenFile.toAbsolutePath().toString());
         }
+        if (replaces() && !parentEnv.containsKey(DistributedConfig.RECOVERY)) {
+            env.put(DistributedConfig.RECOVERY, "replace");
+        }
+        return Collections.unmodifiableMap(env);
+    }
+
+    /**
+     * The environment of worker {@code localRank} started again after a failure ({@code restart} counts from 1):
+     * its own, with {@value DistributedConfig#ROLE} {@code restarted} and torchrun's restart count.
+     */
+    public Map<String, String> restartEnv(Map<String, String> parentEnv, int localRank, int restart) {
+        Map<String, String> env = new LinkedHashMap<>(workerEnv(parentEnv, localRank));
+        env.put(DistributedConfig.ROLE, "restarted");
+        env.put("TORCHELASTIC_RESTART_COUNT", Integer.toString(restart));
+        return Collections.unmodifiableMap(env);
+    }
+
+    /**
+     * The environment of spare {@code index} of this node: a worker's with {@value DistributedConfig#ROLE}
+     * {@code spare}; its rank variables are placeholders (the node's first rank) until it takes a lost rank's place.
+     */
+    public Map<String, String> spareEnv(Map<String, String> parentEnv, int index) {
+        if (index < 0 || index >= spares) {
+            throw new IllegalArgumentException("spare " + index + " not in [0, " + spares + ")");
+        }
+        Map<String, String> env = new LinkedHashMap<>(workerEnv(parentEnv, 0));
+        env.put(DistributedConfig.ROLE, "spare");
+        env.put("JCOMM_SPARE_INDEX", Integer.toString(index));
         return Collections.unmodifiableMap(env);
     }
 
@@ -230,10 +288,11 @@ public final class RunPlan {
      * module flags and the class path, instead of {@code -cp} and {@link RunWorker}.
      */
     List<String> workerCommand(int localRank, List<String> launchArgs, Path workerJar) {
-        if (localRank < 0 || localRank >= nprocPerNode) {
-            throw new IllegalArgumentException("local rank " + localRank + " not in [0, " + nprocPerNode + ")");
+        if (localRank < 0 || localRank >= nprocPerNode + spares) {
+            throw new IllegalArgumentException("local rank " + localRank + " not in [0, " + (nprocPerNode + spares) + ")");
         }
-        List<String> cmd = new ArrayList<>(cpuPrefix(localRank));
+        // spares (local ranks from nprocPerNode on) are not bound: the slices are the workers'
+        List<String> cmd = new ArrayList<>(localRank < nprocPerNode ? cpuPrefix(localRank) : List.of());
         cmd.add(javaBinary.toString());
         cmd.addAll(workerJar == null ? JvmFlags.REQUIRED : WorkerJar.commandLineFlags(JvmFlags.REQUIRED));
         cmd.addAll(launchArgs);
@@ -258,7 +317,7 @@ public final class RunPlan {
         return builder().nprocPerNode(nprocPerNode).nnodes(nnodes).nodeRank(nodeRank).masterAddr(masterAddr)
                 .masterPort(masterPort).tokenFile(tokenFile).mainClass(mainClass).programArgs(programArgs)
                 .classPath(classPath).jvmArgs(jvmArgs).javaBinary(javaBinary).grace(grace).maxLost(maxLost)
-                .cpuBinding(cpus, taskset);
+                .maxRestarts(maxRestarts).spares(spares).cpuBinding(cpus, taskset);
     }
 
     @Override
@@ -322,6 +381,8 @@ public final class RunPlan {
         private Path javaBinary = Path.of(System.getProperty("java.home"), "bin", "java");
         private Duration grace = Duration.ofSeconds(10);
         private int maxLost;
+        private int maxRestarts;
+        private int spares;
         private List<Integer> cpus = List.of();
         private String taskset;
 
@@ -342,6 +403,8 @@ public final class RunPlan {
         public Builder javaBinary(Path v) { this.javaBinary = v; return this; }
         public Builder grace(Duration v) { this.grace = v; return this; }
         public Builder maxLost(int v) { this.maxLost = v; return this; }
+        public Builder maxRestarts(int v) { this.maxRestarts = v; return this; }
+        public Builder spares(int v) { this.spares = v; return this; }
         /** Binds worker i to slice i of {@code cpus} with {@code taskset} ({@link CpuBinding}); empty: no binding. */
         public Builder cpuBinding(List<Integer> cpus, String taskset) {
             this.cpus = List.copyOf(cpus);

@@ -130,6 +130,12 @@ public final class TcpRendezvous {
             return new Builder();
         }
 
+        /** A builder initialised with these options. */
+        public Builder toBuilder() {
+            return builder().hostServer(hostServer).waitForWorkers(waitForWorkers).dialect(dialect)
+                    .serverConfig(serverConfig).declareMember(declareMember);
+        }
+
         /** Mutable builder. */
         public static final class Builder {
             private Boolean hostServer;
