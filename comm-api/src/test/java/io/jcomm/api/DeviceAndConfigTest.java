@@ -132,4 +132,20 @@ class DeviceAndConfigTest {
         assertEquals(d, d.min(far));
         assertThrows(IllegalArgumentException.class, () -> Deadline.after(Duration.ofMillis(-1)));
     }
+
+    @Test
+    void roleAndRecoveryPolicyComeFromTheEnvironmentAndBadValuesAreNamed() {
+        DistributedConfig d = DistributedConfig.fromEnvironment(Map.of());
+        assertEquals(DistributedConfig.Role.WORKER, d.role());
+        assertEquals(DistributedConfig.RecoveryPolicy.SHRINK, d.recovery());
+        DistributedConfig s = DistributedConfig.fromEnvironment(Map.of("JCOMM_ROLE", " Spare ", "JCOMM_RECOVERY", "replace"));
+        assertEquals(DistributedConfig.Role.SPARE, s.role());
+        assertEquals(DistributedConfig.RecoveryPolicy.REPLACE, s.recovery());
+        assertEquals(s.role(), s.toBuilder().build().role());
+        assertEquals(s.recovery(), s.toBuilder().build().recovery());
+        IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                () -> DistributedConfig.fromEnvironment(Map.of("JCOMM_ROLE", "boss")));
+        org.junit.jupiter.api.Assertions.assertTrue(e.getMessage().contains("JCOMM_ROLE")
+                && e.getMessage().contains("worker, restarted, spare"), e.getMessage());
+    }
 }

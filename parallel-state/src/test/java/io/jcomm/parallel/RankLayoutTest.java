@@ -120,4 +120,17 @@ class RankLayoutTest {
         assertThrows(IllegalArgumentException.class, () -> l.replicaOf(12));
         assertThrows(UnsupportedOperationException.class, () -> RankLayout.of(8, 2, 2, 1).replicas());
     }
+
+    @Test
+    void aLayoutLaidOverRanksIsTheCompactLayoutRenamed() {
+        RankLayout full = RankLayout.of(8, 2, 1, 4);
+        assertEquals(full.tpGroups(), RankLayout.over(full.ranks(), 2, 1).tpGroups());
+        assertEquals(full.epGroups(), RankLayout.over(full.ranks(), 2, 1).epGroups());
+        RankLayout shrunk = full.withoutReplicas(Set.of(1));
+        RankLayout over = RankLayout.over(shrunk.ranks(), 2, 1);
+        assertEquals(shrunk.tpGroups(), over.tpGroups());
+        assertEquals(shrunk.dpGroups(), over.dpGroups());
+        assertEquals(List.of(List.of(0, 4, 6), List.of(1, 5, 7)), over.dpGroups());
+        assertThrows(IllegalArgumentException.class, () -> RankLayout.over(List.of(0, 1, 2), 2, 1));
+    }
 }

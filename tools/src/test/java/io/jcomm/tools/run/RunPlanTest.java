@@ -119,4 +119,36 @@ class RunPlanTest {
         assertFalse(JobJanitor.namesPid("jcomm-aeron-job-12345-0a0b0c0d", List.of("1234")));
         assertFalse(JobJanitor.namesPid("jcomm-ps-tp0", List.of("1234")));
     }
+
+    @Test
+    void sparesAndRestartsGetTheirRoleAndEveryWorkerTheReplacePolicy() {
+        RunPlan plan = twoNodes().spares(2).cpuBinding(List.of(0, 1, 2, 3), "/usr/bin/taskset").build();
+        assertTrue(plan.replaces());
+        Map<String, String> worker = plan.workerEnv(Map.of(), 1);
+        assertEquals("replace", worker.get(DistributedConfig.RECOVERY));
+        assertFalse(worker.containsKey(DistributedConfig.ROLE));
+        DistributedConfig spare = DistributedConfig.fromEnvironment(plan.spareEnv(Map.of(), 1));
+        assertEquals(DistributedConfig.Role.SPARE, spare.role());
+        assertEquals(DistributedConfig.RecoveryPolicy.REPLACE, spare.recovery());
+        assertEquals(4, spare.rank(), "a placeholder: the node's first rank");
+        assertEquals("1", plan.spareEnv(Map.of(), 1).get("JCOMM_SPARE_INDEX"));
+        assertThrows(IllegalArgumentException.class, () -> plan.spareEnv(Map.of(), 2));
+        // workers are bound to their slices, spares are not
+        assertEquals("/usr/bin/taskset", plan.workerCommand(0).get(0));
+        assertFalse(plan.workerCommand(4).get(0).contains("taskset"), plan.workerCommand(4).toString());
+        assertThrows(IllegalArgumentException.class, () -> plan.workerCommand(6));
+        // a user's own policy wins
+        assertEquals("shrink", plan.workerEnv(Map.of(DistributedConfig.RECOVERY, "shrink"), 0).get(DistributedConfig.RECOVERY));
+
+        RunPlan restarts = twoNodes().maxRestarts(3).build();
+        DistributedConfig again = DistributedConfig.fromEnvironment(restarts.restartEnv(Map.of(), 2, 1));
+        assertEquals(DistributedConfig.Role.RESTARTED, again.role());
+        assertEquals(6, again.rank(), "the same rank as before");
+        assertEquals("1", restarts.restartEnv(Map.of(), 2, 1).get("TORCHELASTIC_RESTART_COUNT"));
+        assertFalse(twoNodes().build().workerEnv(Map.of(), 0).containsKey(DistributedConfig.RECOVERY),
+                "without replacements the workers keep the default policy");
+        assertThrows(IllegalArgumentException.class, () -> twoNodes().maxRestarts(1).spares(1).build(),
+                "restarts and spares are two ways to replace one loss");
+        assertThrows(IllegalArgumentException.class, () -> twoNodes().spares(-1).build());
+    }
 }
