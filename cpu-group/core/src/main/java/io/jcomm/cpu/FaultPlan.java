@@ -48,8 +48,9 @@ import java.util.Properties;
  *
  * <h2>Actions</h2>
  * <ul>
- *   <li>{@code kill}: the process halts at once with exit code {@value #KILL_EXIT_CODE}, as after
- *       {@code kill -9}: no shutdown hooks, no goodbye to the peers or to the store.</li>
+ *   <li>{@code kill}: the process ends at once, as after {@code kill -9} (it sends itself SIGKILL; where
+ *       there is no {@code kill} command, {@link Runtime#halt}): exit code {@value #KILL_EXIT_CODE}, no
+ *       shutdown hooks, no goodbye to the peers or to the store.</li>
  *   <li>{@code stall:D}: the thread running the operation stops for {@code D} (interrupts do not end
  *       it), then the operation goes on. Peers waiting for this rank meet their deadline; the rest of the
  *       process (other groups, the progress thread) goes on.</li>
@@ -67,7 +68,7 @@ public final class FaultPlan {
     public static final String ENV = "JCOMM_FAULT";
     /** The system property read by {@link #process()}; it wins over {@value #ENV}. */
     public static final String PROP_NAME = "jcomm.fault";
-    /** Exit code of a process halted by {@code kill} (128 + SIGKILL, as a shell reports {@code kill -9}). */
+    /** Exit code of a process ended by {@code kill} (128 + SIGKILL, as a shell reports {@code kill -9}). */
     public static final int KILL_EXIT_CODE = 137;
     /** No fault. */
     public static final FaultPlan NONE = new FaultPlan(List.of());
@@ -88,7 +89,7 @@ public final class FaultPlan {
 
     /** What a fault does. */
     public enum Action {
-        /** Halt the process ({@link Runtime#halt}, exit code {@value FaultPlan#KILL_EXIT_CODE}). */
+        /** End the process as {@code kill -9} does (exit code {@value FaultPlan#KILL_EXIT_CODE}). */
         KILL,
         /** Stop the operation's thread for {@link Fault#stall()}. */
         STALL,
