@@ -35,7 +35,8 @@ import java.util.Objects;
  *       {@value #MAX_OBJECT_BYTES_OPTION} (bound on received object sizes, default 256 MiB), and
  *       {@value #DEBUG_OPTION} ({@code off} or {@code detail}: the job's {@link io.jcomm.api.DebugLevel}; with
  *       {@code detail} a backend runs its cross-rank argument checks even where its own options turned them
- *       off, e.g. gloo's {@code gloo.checkArgs})</td><td>none</td></tr>
+ *       off, e.g. gloo's {@code gloo.checkArgs}), and {@value #FAULT_OPTION} (faults to inject into this group,
+ *       in {@link FaultPlan}'s grammar; {@link Builder#fault(FaultPlan)})</td><td>none</td></tr>
  * </table>
  */
 public final class CpuGroupOptions {
@@ -52,6 +53,11 @@ public final class CpuGroupOptions {
      * {@link #fromConfig} and by {@code ParallelState} from {@link DistributedConfig#debug()}.
      */
     public static final String DEBUG_OPTION = "debug";
+    /**
+     * Option: faults to inject, in {@link FaultPlan}'s grammar ({@link Builder#fault(FaultPlan)}); when it is
+     * set, the process's {@code JCOMM_FAULT} does not apply to this group (an empty value: no fault).
+     */
+    public static final String FAULT_OPTION = "fault";
     /** Default of {@link #MAX_OBJECT_BYTES_OPTION}: 256 MiB. */
     public static final long MAX_OBJECT_BYTES_DEFAULT = 256L << 20;
 
@@ -65,6 +71,7 @@ public final class CpuGroupOptions {
     private final ObjectCodec codec;
     private final String hostname;
     private final Map<String, String> options;
+    private final FaultPlan fault;
 
     private CpuGroupOptions(Builder b) {
         this.store = Objects.requireNonNull(b.store, "store is required");
@@ -109,6 +116,12 @@ public final class CpuGroupOptions {
         this.globalRanks = List.copyOf(ranks);
         maxObjectBytes(); // validates the option early
         debug(); // and this one
+        String f = options.get(FAULT_OPTION);
+        try {
+            this.fault = f != null ? FaultPlan.parse(f) : FaultPlan.process();
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException((f != null ? FAULT_OPTION + " option: " : "") + e.getMessage(), e);
+        }
     }
 
     public static Builder builder() {
@@ -149,6 +162,15 @@ public final class CpuGroupOptions {
         } catch (IllegalArgumentException e) {
             throw new IllegalArgumentException(DEBUG_OPTION + " is " + e.getMessage(), e);
         }
+    }
+
+    /**
+     * The faults to inject into this group: the {@value #FAULT_OPTION} option when set, else the process's
+     * ({@link FaultPlan#process()}: {@code -Djcomm.fault} or {@code JCOMM_FAULT}); {@link FaultPlan#NONE}
+     * normally. Only the faults whose rank and group match this group on this rank fire.
+     */
+    public FaultPlan fault() {
+        return fault;
     }
 
     public Store store() {
@@ -264,6 +286,15 @@ public final class CpuGroupOptions {
                 options.put(key, value);
             }
             return this;
+        }
+
+        /**
+         * Faults to inject into this group ({@value #FAULT_OPTION}), instead of the process's
+         * {@code JCOMM_FAULT}; {@link FaultPlan#NONE} turns them off for this group; {@code null} removes the
+         * option (the process's apply).
+         */
+        public Builder fault(FaultPlan plan) {
+            return option(FAULT_OPTION, plan == null ? null : plan.toString());
         }
 
         /**

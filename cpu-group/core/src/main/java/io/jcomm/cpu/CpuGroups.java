@@ -87,7 +87,7 @@ public final class CpuGroups {
         }
         DefaultProcessGroup group = new DefaultProcessGroup(options.groupName(), options.rank(), options.size(),
                 options.globalRanks(), backend.name(), options.timeout(), options.codec(), options.maxObjectBytes(),
-                backend);
+                backend, options.fault());
         java.util.Optional<String> fingerprint = options.codec().fingerprint();
         if (fingerprint.isPresent() && Boolean.parseBoolean(options.option(CODEC_CHECK_OPTION, "true"))) {
             try {

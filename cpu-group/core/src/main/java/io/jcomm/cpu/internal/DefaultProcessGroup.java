@@ -1,5 +1,6 @@
 package io.jcomm.cpu.internal;
 
+import io.jcomm.api.BackendException;
 import io.jcomm.api.CollectiveMismatchException;
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
@@ -19,6 +20,7 @@ import io.jcomm.api.internal.jfr.OperationEvents;
 import io.jcomm.api.internal.recorder.FlightRecorder;
 import io.jcomm.api.work.CompletableWork;
 import io.jcomm.api.work.Work;
+import io.jcomm.cpu.FaultPlan;
 import io.jcomm.cpu.spi.CpuBackend;
 import io.jcomm.cpu.spi.Reductions;
 import java.time.Duration;
@@ -55,7 +57,10 @@ import java.util.function.ToLongFunction;
  *       error) is remembered, the backend is closed at once (so that peers notice quickly), and every
  *       later call fails immediately with an exception of the same type caused by the original;</li>
  *   <li>every exception names the group, this rank and the operation;</li>
- *   <li>{@link #close()} from any thread fails a call in progress with {@link CommClosedException}.</li>
+ *   <li>{@link #close()} from any thread fails a call in progress with {@link CommClosedException};</li>
+ *   <li>fault injection ({@link FaultPlan}): every operation that reaches the backend passes one hook,
+ *       before and after it runs, with its name and sequence number; a group that no fault targets has
+ *       no injector, and the hook is a null check of a final field.</li>
  * </ul>
  */
 public final class DefaultProcessGroup implements ProcessGroup {
@@ -79,6 +84,8 @@ public final class DefaultProcessGroup implements ProcessGroup {
     private final ObjectCodec codec;
     private final int maxObjectBytes;
     private final CpuBackend backend;
+    /** The faults that target this group on this rank, or null (the common case: no fault injection). */
+    private final FaultInjector faults;
 
     private final FailureLatch poison = new FailureLatch();
     private volatile boolean closed;
@@ -98,6 +105,17 @@ public final class DefaultProcessGroup implements ProcessGroup {
      */
     public DefaultProcessGroup(String name, int rank, int size, List<Integer> globalRanks, String backendName,
                                Duration timeout, ObjectCodec codec, long maxObjectBytes, CpuBackend backend) {
+        this(name, rank, size, globalRanks, backendName, timeout, codec, maxObjectBytes, backend, FaultPlan.NONE);
+    }
+
+    /**
+     * @param backend the connected backend, or {@code null} when {@code size == 1}
+     * @param faults  faults to inject ({@link FaultPlan#NONE}: none); those targeting this group on this
+     *                rank (by its global rank) are armed, in a group of more than one rank
+     */
+    public DefaultProcessGroup(String name, int rank, int size, List<Integer> globalRanks, String backendName,
+                               Duration timeout, ObjectCodec codec, long maxObjectBytes, CpuBackend backend,
+                               FaultPlan faults) {
         this.name = Objects.requireNonNull(name, "name");
         this.rank = rank;
         this.size = size;
@@ -112,6 +130,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
         if (size > 1 && backend == null) {
             throw new IllegalArgumentException("a group of size " + size + " needs a backend");
         }
+        this.faults = size > 1 ? FaultInjector.forGroup(faults, name, rank, this.globalRanks.get(rank), this::cut) : null;
     }
 
     // ---------------------------------------------------------------- identity
@@ -297,6 +316,25 @@ public final class DefaultProcessGroup implements ProcessGroup {
         return e;
     }
 
+    /**
+     * A {@code cut} fault: poisons the group with a failure naming it and closes the backend's
+     * connections without a goodbye (peers see a reset, as from a crash); returns the failure.
+     */
+    private CommException cut(FaultPlan.Fault fault, String op, long seq) {
+        OpContext ctx = ctx(op);
+        CommException e = new BackendException(ctx, "fault injection (" + FaultPlan.ENV + " " + fault
+                + ") cut this rank's connections of the group at operation " + seq);
+        if (poison.tripFirst(e)) {
+            try {
+                backend.cutConnections();
+            } catch (RuntimeException ignored) {
+                // the group is unusable either way
+            }
+            return e;
+        }
+        return poison.first();
+    }
+
     /** The bytes of the larger of a call's two buffers on this rank (either may be null): the recorder's count. */
     private static long bytes(Tensor a, Tensor b) {
         return Math.max(a == null ? 0 : a.byteSize(), b == null ? 0 : b.byteSize());
@@ -318,10 +356,17 @@ public final class DefaultProcessGroup implements ProcessGroup {
         RuntimeException failure = null;
         FlightRecorder.Group rec = recorder;
         long seq = rec != null ? rec.begin(op, false, startOf(d, t), bytes) : 0;
+        FaultInjector fi = faults;
         try {
+            if (fi != null) {
+                seq = fi.before(op, seq);
+            }
             enter(ctx, d);
             try {
                 call.run(backend, d);
+                if (fi != null) {
+                    fi.after(op, seq);
+                }
             } catch (UnsupportedByBackendException e) {
                 throw unsupported(ctx, e);
             } catch (RuntimeException e) {
@@ -392,8 +437,15 @@ public final class DefaultProcessGroup implements ProcessGroup {
             Throwable failure = null;
             FlightRecorder.Group rec = recorder;
             long seq = rec != null ? rec.begin(ctx.operation(), true, System.nanoTime(), bytes) : 0;
+            FaultInjector fi = faults;
             try {
+                if (fi != null) {
+                    seq = fi.before(ctx.operation(), seq);
+                }
                 call.run(backend, d);
+                if (fi != null) {
+                    fi.after(ctx.operation(), seq);
+                }
                 w.complete(null);
             } catch (UnsupportedByBackendException e) {
                 failure = unsupported(ctx, e);
@@ -853,11 +905,18 @@ public final class DefaultProcessGroup implements ProcessGroup {
         RuntimeException failure = null;
         FlightRecorder.Group rec = recorder;
         long seq = rec != null ? rec.begin(op, false, startOf(d, t)) : 0;
+        FaultInjector fi = faults;
         R result = null;
         try {
+            if (fi != null) {
+                seq = fi.before(op, seq);
+            }
             enter(ctx, d);
             try {
                 result = call.get();
+                if (fi != null) {
+                    fi.after(op, seq);
+                }
             } catch (RuntimeException e) {
                 throw fail(ctx, e);
             }

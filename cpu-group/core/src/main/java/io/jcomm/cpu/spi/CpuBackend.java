@@ -263,6 +263,17 @@ public interface CpuBackend extends AutoCloseable {
         return false;
     }
 
+    /**
+     * Closes every connection of this backend at once without telling the peers (no goodbye, no abort
+     * message), as a crash of this process or a broken connection looks to them, releases its resources
+     * and fails any call in progress; the process lives on. Fault injection's {@code cut}
+     * ({@link io.jcomm.cpu.FaultPlan}) calls it on a group it already poisoned. Idempotent; never blocks
+     * for long. The default is {@link #close()}, whose goodbye (if the backend sends one) peers may see.
+     */
+    default void cutConnections() {
+        close();
+    }
+
     /** Releases resources and fails any call in progress. Idempotent; never blocks for long. */
     @Override
     void close();

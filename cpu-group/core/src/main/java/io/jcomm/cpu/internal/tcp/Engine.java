@@ -11,6 +11,7 @@ import io.jcomm.api.internal.FailureLatch;
 import io.jcomm.cpu.spi.CpuBackendContext;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelOption;
 import io.netty.channel.IoHandlerFactory;
 import io.netty.channel.epoll.Epoll;
 import io.netty.channel.epoll.EpollIoHandler;
@@ -95,6 +96,8 @@ final class Engine {
     private final ReentrantLock driverLock = new ReentrantLock();
     private volatile Thread driver;
     private volatile boolean closed;
+    /** Closing without goodbye: no BYE or ABORT, and a reset instead of an orderly close ({@link #cut()}). */
+    private volatile boolean cut;
     /** The first failure (io.jcomm.api.internal.FailureLatch, the mechanism every module shares). */
     private final FailureLatch failure = new FailureLatch();
     final Progress progress = Progress.shared();
@@ -657,6 +660,15 @@ final class Engine {
         }
     }
 
+    /**
+     * {@link #close()} as a crash looks to the peers: no BYE or ABORT frame, and each connection is
+     * reset (SO_LINGER 0) instead of closed in order; callable from any thread.
+     */
+    void cut() {
+        cut = true;
+        close();
+    }
+
     private void shutdownFromDriver() {
         shutDown = true;
         peerStates.close();
@@ -676,7 +688,15 @@ final class Engine {
         List<ChannelFuture> closing = new ArrayList<>();
         try {
             for (Link l : allLinks) {
-                if (l.channel != null && l.channel.isActive() && l.peer >= 0) {
+                if (cut) {
+                    if (l.channel != null) {
+                        try {
+                            l.channel.config().setOption(ChannelOption.SO_LINGER, 0);
+                        } catch (RuntimeException ignored) {
+                            // closed already: nothing to reset
+                        }
+                    }
+                } else if (l.channel != null && l.channel.isActive() && l.peer >= 0) {
                     try {
                         if (f != null) {
                             l.writeControl(Frame.ABORT, code, 0, reason);

@@ -1311,4 +1311,9 @@ final class TcpBackend implements CpuBackend {
     public void close() {
         e.close();
     }
+
+    @Override
+    public void cutConnections() {
+        e.cut();
+    }
 }
