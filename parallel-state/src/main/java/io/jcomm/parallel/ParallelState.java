@@ -725,36 +725,99 @@ public final class ParallelState implements AutoCloseable {
     private record RollCall(java.util.TreeSet<Integer> alive, java.util.TreeSet<Integer> dead, java.util.Set<Integer> gone) {
     }
 
+    /**
+     * The roll call of a round: every member marks itself alive and watches the others answer, die (their store
+     * connection ended without a goodbye) or turn out gone with their replica earlier. The first member to see
+     * every rank accounted for, or the grace ({@link ParallelStateOptions#rollCallGrace()}) pass with ranks that
+     * neither answered nor died (cut off, stopped), proposes a verdict; the store keeps the first proposal
+     * (compare-and-set) and every member adopts it, so that all of them go on with the same lost ranks. A member
+     * that finds itself lost in the verdict (it answered too late) is out like a dead one.
+     */
     private RollCall rollCall(Store keys, List<Store> watched, List<Integer> members, String base, String roundBase,
                               long deadline, Duration timeout, OpContext ctx) {
         keys.set(roundBase + "alive/" + config.rank(), new byte[] {1});
+        String verdictKey = roundBase + "verdict";
         java.util.TreeSet<Integer> dead = new java.util.TreeSet<>();
-        java.util.Set<Integer> gone = new java.util.HashSet<>();
+        java.util.Set<Integer> gone = new java.util.TreeSet<>();
         java.util.TreeSet<Integer> alive = new java.util.TreeSet<>();
         alive.add(config.rank());
+        long graceEnd = System.nanoTime() + options.rollCallGrace().toNanos();
         while (true) {
-            collectDead(watched, members, dead);
-            for (int r : members) {
-                if (!alive.contains(r) && !dead.contains(r) && !gone.contains(r)) {
-                    if (keys.check(List.of(roundBase + "alive/" + r))) {
-                        alive.add(r);
-                    } else if (keys.check(List.of(base + "left/" + r))) {
-                        gone.add(r);
+            byte[] verdict = keys.check(List.of(verdictKey)) ? keys.get(verdictKey, timeout) : null;
+            if (verdict == null) {
+                collectDead(watched, members, dead);
+                for (int r : members) {
+                    if (!alive.contains(r) && !dead.contains(r) && !gone.contains(r)) {
+                        if (keys.check(List.of(roundBase + "alive/" + r))) {
+                            alive.add(r);
+                        } else if (keys.check(List.of(base + "left/" + r))) {
+                            gone.add(r);
+                        }
                     }
                 }
+                boolean complete = alive.size() + dead.size() + gone.size() >= members.size();
+                if (complete || System.nanoTime() - graceEnd > 0) {
+                    java.util.TreeSet<Integer> lost = new java.util.TreeSet<>(members);
+                    lost.removeAll(alive);
+                    lost.removeAll(gone);
+                    if (!complete) {
+                        java.util.TreeSet<Integer> silent = new java.util.TreeSet<>(lost);
+                        silent.removeAll(dead);
+                        LOG.warn("rank {}: ranks {} neither answered the roll call of round {} nor died within {} ms; "
+                                + "they count as lost", config.rank(), silent, roundBase, options.rollCallGrace().toMillis());
+                    }
+                    byte[] proposal = encodeVerdict(lost, gone);
+                    verdict = keys.compareSet(verdictKey, new byte[0], proposal);
+                }
             }
-            if (alive.size() + dead.size() + gone.size() >= members.size()) {
-                return new RollCall(alive, dead, gone);
+            if (verdict != null) {
+                java.util.TreeSet<Integer> lost = new java.util.TreeSet<>();
+                java.util.Set<Integer> out = new java.util.TreeSet<>();
+                decodeVerdict(verdict, members, lost, out, ctx);
+                java.util.TreeSet<Integer> in = new java.util.TreeSet<>(members);
+                in.removeAll(lost);
+                in.removeAll(out);
+                return new RollCall(in, lost, out);
             }
             if (System.nanoTime() > deadline) {
-                List<Integer> silent = new ArrayList<>(members);
-                silent.removeAll(alive);
-                silent.removeAll(dead);
-                silent.removeAll(gone);
-                throw new io.jcomm.api.CommTimeoutException(ctx, "ranks " + silent + " neither answered the roll call "
-                        + "nor died within " + timeout.toMillis() + " ms (dead: " + dead + ")");
+                throw new io.jcomm.api.CommTimeoutException(ctx, "no roll-call verdict within " + timeout.toMillis() + " ms");
             }
             java.util.concurrent.locks.LockSupport.parkNanos(1_000_000L);
+        }
+    }
+
+    private static byte[] encodeVerdict(java.util.Set<Integer> lost, java.util.Set<Integer> gone) {
+        return ("lost " + join(lost) + " gone " + join(gone)).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    }
+
+    private static String join(java.util.Set<Integer> s) {
+        return s.isEmpty() ? "-" : s.stream().map(String::valueOf).collect(Collectors.joining(","));
+    }
+
+    /** Parses a verdict from the store, checking that it names members only. */
+    private static void decodeVerdict(byte[] v, List<Integer> members, java.util.Set<Integer> lost,
+                                      java.util.Set<Integer> gone, OpContext ctx) {
+        String[] f = v.length > 16 * (members.size() + 4) ? new String[0]
+                : new String(v, java.nio.charset.StandardCharsets.UTF_8).split(" ");
+        if (f.length != 4 || !f[0].equals("lost") || !f[2].equals("gone")) {
+            throw new io.jcomm.api.ProtocolException(ctx, "malformed roll-call verdict");
+        }
+        for (int i : new int[] {1, 3}) {
+            if (f[i].equals("-")) {
+                continue;
+            }
+            for (String r : f[i].split(",")) {
+                int rank;
+                try {
+                    rank = Integer.parseInt(r);
+                } catch (NumberFormatException e) {
+                    throw new io.jcomm.api.ProtocolException(ctx, "malformed rank in a roll-call verdict");
+                }
+                if (!members.contains(rank)) {
+                    throw new io.jcomm.api.ProtocolException(ctx, "roll-call verdict names rank " + rank + ", not a member");
+                }
+                (i == 1 ? lost : gone).add(rank);
+            }
         }
     }
 
@@ -786,6 +849,13 @@ public final class ParallelState implements AutoCloseable {
         RankLayout after;
         if (replace) {
             after = before;
+            if (dead.contains(config.rank())) {
+                // this rank answered too late: the others count it lost and give its place to another process (no
+                // "left" mark: the rank stays a member, served by its replacement)
+                LOG.warn("rank {}: counted lost by the roll call of round {}; it leaves the job", config.rank(), round);
+                return new Recovery(round, new ArrayList<>(dead), lostReplicas, before.ranks(), false, before,
+                        java.time.Duration.ofNanos(System.nanoTime() - t0), List.of());
+            }
             if (!dead.isEmpty() && rc.alive().first() == config.rank()) {
                 postVacancies(keys, round, before, dead);
             }

@@ -43,6 +43,9 @@ import java.util.Objects;
  *       and the writer's broadcasts go over the CPU side until every rank has its queue, then through it
  *       ({@link GroupCoordinator#awaitMessageQueue}); {@code false} makes them during creation, as vLLM does.
  *       Needs a TCP or in-memory store (else the broadcasters are made during creation)</td><td>true</td></tr>
+ *   <tr><td>{@code rollCallGrace}</td><td>how long the roll call of a recovery ({@link ParallelState#shrink},
+ *       {@link ParallelState#replace}) waits for a rank that neither answers nor is known dead (its process may be
+ *       cut off, or stopped) before counting it lost: its replica leaves, or its place is taken</td><td>3 s</td></tr>
  *   <tr><td>{@code messageQueueOptions}</td><td>broadcaster settings (host id, codec, timeout are filled in)</td><td>256 KiB
  *       terms, 32 KiB frames (messages of any size up to 64 MiB are cut into frames)</td></tr>
  *   <tr><td>{@code nodeLocalFastPath}</td><td>barrier and small-object broadcast through shared memory when
@@ -82,6 +85,7 @@ public final class ParallelStateOptions {
     private final boolean tpMessageQueue;
     private final boolean messageQueueAcrossHostsOnly;
     private final boolean broadcasterInBackground;
+    private final Duration rollCallGrace;
     private final MessageQueueOptions messageQueueOptions;
     private final boolean nodeLocalFastPath;
     private final Path shmDirectory;
@@ -105,6 +109,10 @@ public final class ParallelStateOptions {
         this.tpMessageQueue = b.tpMessageQueue;
         this.messageQueueAcrossHostsOnly = b.messageQueueAcrossHostsOnly;
         this.broadcasterInBackground = b.broadcasterInBackground;
+        this.rollCallGrace = Objects.requireNonNull(b.rollCallGrace, "rollCallGrace");
+        if (rollCallGrace.isNegative() || rollCallGrace.isZero()) {
+            throw new IllegalArgumentException("rollCallGrace must be positive, got " + rollCallGrace);
+        }
         this.messageQueueOptions = Objects.requireNonNull(b.messageQueueOptions, "messageQueueOptions");
         this.nodeLocalFastPath = b.nodeLocalFastPath;
         this.shmDirectory = Objects.requireNonNull(b.shmDirectory, "shmDirectory");
@@ -178,6 +186,8 @@ public final class ParallelStateOptions {
     public boolean tpMessageQueue() { return tpMessageQueue; }
     public boolean messageQueueAcrossHostsOnly() { return messageQueueAcrossHostsOnly; }
     public boolean broadcasterInBackground() { return broadcasterInBackground; }
+    /** How long a recovery's roll call waits for a rank neither answering nor known dead before counting it lost. */
+    public Duration rollCallGrace() { return rollCallGrace; }
     public MessageQueueOptions messageQueueOptions() { return messageQueueOptions; }
     public boolean nodeLocalFastPath() { return nodeLocalFastPath; }
     public Path shmDirectory() { return shmDirectory; }
@@ -203,7 +213,7 @@ public final class ParallelStateOptions {
         Builder b = builder().codec(codec).timeout(timeout).cpuBackend(cpuBackend).deviceCommunicator(deviceCommunicator)
                 .device(device).deviceCommunicators(deviceCommunicators).deviceAllocator(deviceAllocator)
                 .tpMessageQueue(tpMessageQueue).messageQueueAcrossHostsOnly(messageQueueAcrossHostsOnly)
-                .broadcasterInBackground(broadcasterInBackground)
+                .broadcasterInBackground(broadcasterInBackground).rollCallGrace(rollCallGrace)
                 .messageQueueOptions(messageQueueOptions).nodeLocalFastPath(nodeLocalFastPath)
                 .shmDirectory(shmDirectory).shmDataBytes(shmDataBytes).concurrentGroupCreation(concurrentGroupCreation)
                 .storePrefix(storePrefix).rendezvous(rendezvous).listener(listener).all2allBackend(all2allBackend)
@@ -236,6 +246,7 @@ public final class ParallelStateOptions {
         private boolean tpMessageQueue = true;
         private boolean messageQueueAcrossHostsOnly;
         private boolean broadcasterInBackground = true;
+        private Duration rollCallGrace = Duration.ofSeconds(3);
         private MessageQueueOptions messageQueueOptions = MessageQueueOptions.builder()
                 .ipcTermLength(MQ_TERM_LENGTH_DEFAULT).ipcMtu(MQ_MTU_DEFAULT).udpTermLength(MQ_TERM_LENGTH_DEFAULT).build();
         private boolean nodeLocalFastPath = true;
@@ -273,6 +284,8 @@ public final class ParallelStateOptions {
         public Builder tpMessageQueue(boolean v) { this.tpMessageQueue = v; return this; }
         public Builder messageQueueAcrossHostsOnly(boolean v) { this.messageQueueAcrossHostsOnly = v; return this; }
         public Builder broadcasterInBackground(boolean v) { this.broadcasterInBackground = v; return this; }
+        /** See {@link ParallelStateOptions#rollCallGrace()}. */
+        public Builder rollCallGrace(Duration v) { this.rollCallGrace = v; return this; }
         public Builder messageQueueOptions(MessageQueueOptions v) { this.messageQueueOptions = v; return this; }
         public Builder nodeLocalFastPath(boolean v) { this.nodeLocalFastPath = v; return this; }
         public Builder shmDirectory(Path v) { this.shmDirectory = v; return this; }
