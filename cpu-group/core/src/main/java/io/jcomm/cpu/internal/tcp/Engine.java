@@ -117,8 +117,14 @@ final class Engine {
     final List<Link> allLinks = new ArrayList<>();
     Channel server;
     long nonce;
-    /** Which incarnation of the group this is (set-up). */
+    /** Which incarnation of the group this is in its store namespace (set-up). */
     long generation;
+    /** The group's generation ({@link io.jcomm.api.ProcessGroup#generation()}): every hello carries it. */
+    final int groupGeneration;
+    /** Connections refused during set-up (tests, diagnostics). */
+    final java.util.concurrent.atomic.AtomicInteger refusedConnections = new java.util.concurrent.atomic.AtomicInteger();
+    /** Why the last one was refused, or null. */
+    volatile io.jcomm.api.CommException lastRefusal;
     /** Set-up of the mesh (its HELLO checks stay valid while accepted connections open). */
     final MeshBootstrap mesh = new MeshBootstrap(this);
     /** Rings and staging regions. */
@@ -129,6 +135,7 @@ final class Engine {
 
     private Engine(CpuBackendContext ctx, TcpConfig cfg) {
         this.group = ctx.groupName();
+        this.groupGeneration = ctx.generation();
         this.rank = ctx.rank();
         this.size = ctx.size();
         this.cfg = cfg;
