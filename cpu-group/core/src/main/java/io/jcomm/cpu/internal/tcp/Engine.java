@@ -121,10 +121,8 @@ final class Engine {
     long generation;
     /** The group's generation ({@link io.jcomm.api.ProcessGroup#generation()}): every hello carries it. */
     final int groupGeneration;
-    /** Connections refused during set-up (tests, diagnostics). */
-    final java.util.concurrent.atomic.AtomicInteger refusedConnections = new java.util.concurrent.atomic.AtomicInteger();
-    /** Why the last one was refused, or null. */
-    volatile io.jcomm.api.CommException lastRefusal;
+    /** Why connections were refused during set-up, the first 16 (tests, diagnostics). */
+    final List<CommException> refusals = java.util.Collections.synchronizedList(new ArrayList<>());
     /** Set-up of the mesh (its HELLO checks stay valid while accepted connections open). */
     final MeshBootstrap mesh = new MeshBootstrap(this);
     /** Rings and staging regions. */

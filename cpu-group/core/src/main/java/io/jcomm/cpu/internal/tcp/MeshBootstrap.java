@@ -395,8 +395,9 @@ final class MeshBootstrap {
 
     /** Counts a refused connection (tests, diagnostics); event-loop thread. */
     private void refused(CommException why) {
-        engine.lastRefusal = why;
-        engine.refusedConnections.incrementAndGet();
+        if (engine.refusals.size() < 16) {
+            engine.refusals.add(why);
+        }
     }
 
     private boolean allConnected() {
