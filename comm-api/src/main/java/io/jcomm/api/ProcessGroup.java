@@ -278,6 +278,55 @@ public interface ProcessGroup extends AutoCloseable {
 
     Work<Void> recvAsync(Tensor tensor, int src, int tag, Duration timeout);
 
+    // ---- recovery ----
+
+    /**
+     * Which incarnation of the group this is: 0 for a group as created, one more than its
+     * predecessor's for a group returned by {@link #shrink}. Every member of a group has the same
+     * generation; keys and connections of one generation are never taken for another's.
+     */
+    default int generation() {
+        return 0;
+    }
+
+    /**
+     * Goes on without {@code excludedRanks} (NCCL's {@code ncclCommShrink} with
+     * {@code NCCL_SHRINK_ABORT}, torchcomms' {@code shrink}): returns a new group of the other
+     * members, in ascending order of their ranks here, renumbered {@code 0..size()-n-1} (their
+     * {@link #globalRanks()} go with them), with this group's name, backend, codec and default
+     * timeout, and generation {@link #generation()} + 1.
+     *
+     * <ul>
+     *   <li>Called by every member that stays, with the same excluded ranks; the excluded ranks do
+     *       not call it (they may be dead, hung or gone) and are never waited for.</li>
+     *   <li>This group is aborted first, on this rank: an operation in progress on it (asynchronous,
+     *       or a call on another thread) fails at once with {@link CommClosedException}, later calls
+     *       too, and peers still blocked with this rank fail fast. It cannot be used again; closing
+     *       it is not needed (but harmless).</li>
+     *   <li>The members check that they agree on the excluded ranks before connecting: a member
+     *       that excluded other ranks fails with {@link CollectiveMismatchException} (naming it),
+     *       and a record left by another generation with {@link ProtocolException}. The new group
+     *       lives in a namespace of its own (store keys, connections), so that nothing of an earlier
+     *       generation is mixed in.</li>
+     *   <li>Bounded by {@code timeout} as a whole: a member that stays but does not call fails the
+     *       others with {@link CommTimeoutException}; a member that dies meanwhile, with
+     *       {@link PeerFailureException} or {@link CommTimeoutException}.</li>
+     * </ul>
+     *
+     * @param excludedRanks ranks of this group to leave out, in any order, without duplicates; not
+     *                      this rank; may be empty (a new generation of the same members)
+     * @throws ProtocolException if an excluded rank is out of range, repeated or this rank (thrown
+     *                           before anything else: the group is left as it was)
+     * @throws UnsupportedByBackendException if the group cannot shrink (the default)
+     */
+    default ProcessGroup shrink(List<Integer> excludedRanks, Duration timeout) {
+        throw new UnsupportedByBackendException(OpContext.of(name(), rank(), "shrink"), backendName(), "shrink");
+    }
+
+    default ProcessGroup shrink(List<Integer> excludedRanks) {
+        return shrink(excludedRanks, defaultTimeout());
+    }
+
     /**
      * True once the group failed (peer death, timeout) or was closed; later calls fail fast. A backend
      * that watches its connections between calls (tcp) reports a peer's death here as soon as it

@@ -2,10 +2,12 @@ package io.jcomm.api.device;
 
 import io.jcomm.api.Device;
 import io.jcomm.api.OpContext;
+import io.jcomm.api.ProcessGroup;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
 import io.jcomm.api.UnsupportedByBackendException;
+import java.time.Duration;
 import java.util.List;
 
 /**
@@ -142,6 +144,39 @@ public interface DeviceCommunicator extends AutoCloseable {
 
     /** Aborts in-flight operations (bounded) and poisons the communicator. Idempotent. */
     void abort();
+
+    /**
+     * {@link #abort()}, waiting at most {@code timeout} for the library to release the communicator
+     * (an abort that does not return by then is abandoned on a helper thread, never waited for). The
+     * default calls {@link #abort()}, which is bounded by the provider's own abort timeout.
+     */
+    default void abort(Duration timeout) {
+        abort();
+    }
+
+    /**
+     * Goes on without {@code excludedRanks} ({@code ncclCommShrink} with {@code NCCL_SHRINK_ABORT}):
+     * returns a communicator of the other ranks over {@code survivors}, the control plane of the
+     * same members made by {@link ProcessGroup#shrink} with the same excluded ranks (ranks
+     * renumbered in ascending order, same device). Called by every rank that stays; the excluded
+     * ranks do not call it (they may be dead).
+     *
+     * <p>This communicator is aborted in any case (operations in flight on it fail, later calls fail
+     * fast) and is of no further use. A provider whose library shrinks natively does so; the others
+     * abort and bootstrap a fresh communicator over {@code survivors} (a new unique id). The whole
+     * call, abort included, is bounded by {@code timeout}.
+     *
+     * @param excludedRanks ranks of this communicator to leave out, without duplicates, not this rank
+     * @param survivors     the CPU group of the remaining ranks ({@code survivors.size()} is
+     *                      {@code worldSize()} less the excluded ranks, and its rank is this rank's
+     *                      new rank)
+     * @throws io.jcomm.api.ProtocolException if the ranks or {@code survivors} do not fit (before anything is done)
+     * @throws UnsupportedByBackendException  if the provider cannot shrink (the default)
+     * @throws io.jcomm.api.CommTimeoutException when the survivors do not all take part in time
+     */
+    default DeviceCommunicator shrink(List<Integer> excludedRanks, ProcessGroup survivors, Duration timeout) {
+        throw unsupported("shrink");
+    }
 
     /** Releases the communicator; never hangs. Idempotent. */
     @Override

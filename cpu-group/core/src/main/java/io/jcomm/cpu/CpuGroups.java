@@ -1,6 +1,7 @@
 package io.jcomm.cpu;
 
 import io.jcomm.api.CommException;
+import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.Deadline;
 import io.jcomm.api.ObjectCodec;
 import io.jcomm.api.OpContext;
@@ -11,10 +12,13 @@ import io.jcomm.api.store.Store;
 import io.jcomm.cpu.codec.ForyCodec;
 import io.jcomm.cpu.internal.DefaultProcessGroup;
 import io.jcomm.cpu.internal.Errors;
+import io.jcomm.cpu.internal.GroupShrink;
 import io.jcomm.cpu.spi.CpuBackend;
 import io.jcomm.cpu.spi.CpuBackendContext;
 import io.jcomm.cpu.spi.CpuBackendProvider;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
 import java.util.Locale;
 
 /**
@@ -61,11 +65,11 @@ public final class CpuGroups {
      */
     public static ProcessGroup create(CpuGroupOptions options, CpuBackendProvider selected) {
         OpContext ctx = OpContext.of(options.groupName(), options.rank(), "create");
+        Store groupStore = new PrefixStore(options.groupName(), options.store());
         if (options.size() == 1) {
             String b = options.backend().toLowerCase(Locale.ROOT);
-            return new DefaultProcessGroup(options.groupName(), 0, 1, options.globalRanks(),
-                    b.equals(CpuBackends.AUTO) ? "local" : b, options.timeout(), options.codec(),
-                    options.maxObjectBytes(), null);
+            return connect(options, null, b.equals(CpuBackends.AUTO) ? "local" : b, groupStore, 0, options.globalRanks(), 0,
+                    Deadline.after(options.timeout()), ctx);
         }
         CpuBackendProvider provider = selected;
         if (provider == null) {
@@ -76,28 +80,49 @@ public final class CpuGroups {
             }
         }
         CpuBackends.checkOptions(provider, options.options());
-        Store groupStore = new PrefixStore(options.groupName(), options.store());
-        CpuBackendContext bctx = new CpuBackendContext(groupStore, options.groupName(), options.rank(), options.size(),
-                options.globalRanks(), options.hostname(), options.timeout(), options.options());
-        CpuBackend backend;
-        try {
-            backend = provider.create(bctx);
-        } catch (RuntimeException e) {
-            throw Errors.wrap(e, ctx);
-        }
-        DefaultProcessGroup group = new DefaultProcessGroup(options.groupName(), options.rank(), options.size(),
-                options.globalRanks(), backend.name(), options.timeout(), options.codec(), options.maxObjectBytes(),
-                backend, options.fault());
+        DefaultProcessGroup group = connect(options, provider, provider.name(), groupStore, options.rank(),
+                options.globalRanks(), 0, Deadline.after(options.timeout()), ctx);
         java.util.Optional<String> fingerprint = options.codec().fingerprint();
         if (fingerprint.isPresent() && Boolean.parseBoolean(options.option(CODEC_CHECK_OPTION, "true"))) {
             try {
-                checkCodecs(backend, options, options.codec(), fingerprint.get(), ctx);
+                checkCodecs(group.backend(), options, options.codec(), fingerprint.get(), ctx);
             } catch (RuntimeException e) {
                 group.close();
                 throw e;
             }
         }
         return group;
+    }
+
+    /**
+     * Connects one member of a group of generation {@code generation} in store namespace {@code namespace}
+     * with {@code options} (all but store, rank, size and global ranks), bounded by {@code deadline}: the
+     * creation of every group, and of every group a {@link ProcessGroup#shrink} makes.
+     */
+    private static DefaultProcessGroup connect(CpuGroupOptions options, CpuBackendProvider provider, String backendName,
+                                               Store namespace, int rank, List<Integer> globalRanks, int generation,
+                                               Deadline deadline, OpContext ctx) {
+        int size = globalRanks.size();
+        GroupShrink.Connector successor = (ns, r, ranks, gen, d) -> connect(options, provider, backendName, ns, r, ranks,
+                gen, d, OpContext.of(options.groupName(), r, "shrink"));
+        if (size == 1) {
+            return new DefaultProcessGroup(options.groupName(), 0, 1, globalRanks, backendName, options.timeout(),
+                    options.codec(), options.maxObjectBytes(), null, options.fault(), generation, namespace, successor);
+        }
+        long left = deadline.remainingNanos();
+        if (left <= 0) {
+            throw new CommTimeoutException(ctx, "no time left to connect generation " + generation);
+        }
+        CpuBackendContext bctx = new CpuBackendContext(namespace, options.groupName(), rank, size, globalRanks,
+                options.hostname(), Duration.ofNanos(left), options.options(), generation);
+        CpuBackend backend;
+        try {
+            backend = provider.create(bctx);
+        } catch (RuntimeException e) {
+            throw Errors.wrap(e, ctx);
+        }
+        return new DefaultProcessGroup(options.groupName(), rank, size, globalRanks, backend.name(), options.timeout(),
+                options.codec(), options.maxObjectBytes(), backend, options.fault(), generation, namespace, successor);
     }
 
     private static void checkCodecs(CpuBackend backend, CpuGroupOptions o, ObjectCodec codec, String fingerprint,

@@ -2,14 +2,18 @@ package io.jcomm.device;
 
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
+import io.jcomm.api.CommTimeoutException;
+import io.jcomm.api.Deadline;
 import io.jcomm.api.Device;
 import io.jcomm.api.OpContext;
+import io.jcomm.api.ProcessGroup;
 import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
 import io.jcomm.api.UnsupportedByBackendException;
 import io.jcomm.api.device.DeviceCommunicator;
 import io.jcomm.api.device.P2POp;
 import io.jcomm.api.internal.FailureLatch;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.EnumMap;
 import java.util.List;
@@ -36,7 +40,8 @@ public abstract class AbstractDeviceCommunicator implements DeviceCommunicator {
     public enum Op {
         ALL_REDUCE("allReduce"), ALL_GATHER("allGather"), REDUCE_SCATTER("reduceScatter"), GATHER("gather"),
         BROADCAST("broadcast"), SEND("send"), RECV("recv"), BATCH_P2P("batchP2P"), ALL_TO_ALL("allToAll"),
-        ALL_TO_ALL_V("allToAllV"), SYNCHRONIZE("synchronize"), INIT("init"), ABORT("abort"), CLOSE("close");
+        ALL_TO_ALL_V("allToAllV"), SYNCHRONIZE("synchronize"), INIT("init"), ABORT("abort"), CLOSE("close"),
+        SHRINK("shrink");
 
         private final String opName;
 
@@ -190,6 +195,49 @@ public abstract class AbstractDeviceCommunicator implements DeviceCommunicator {
             out += outputCounts[p];
         }
         return ops;
+    }
+
+    /**
+     * {@inheritDoc}
+     *
+     * <p>Checks the arguments ({@link DeviceArgs#shrink}), then lets the library shrink
+     * ({@link #shrinkNatively}); a provider whose library cannot is aborted ({@link #abort(Duration)},
+     * within the deadline) and bootstraps a fresh communicator over {@code survivors}
+     * ({@link #recreate}).
+     */
+    @Override
+    public DeviceCommunicator shrink(List<Integer> excludedRanks, ProcessGroup survivors, Duration timeout) {
+        OpContext c = ctx(Op.SHRINK);
+        int[] excluded = DeviceArgs.shrink(c, excludedRanks, survivors, timeout, rank, worldSize);
+        Deadline deadline = Deadline.after(timeout);
+        DeviceCommunicator shrunk = shrinkNatively(excluded, survivors, deadline);
+        if (shrunk != null) {
+            return shrunk;
+        }
+        abort(deadline.remaining());
+        if (deadline.isExpired()) {
+            throw new CommTimeoutException(c, "the abort took the whole shrink timeout of " + timeout.toMillis() + " ms");
+        }
+        return recreate(survivors, deadline);
+    }
+
+    /**
+     * Shrinks through the library ({@code ncclCommShrink}), aborting this communicator, within
+     * {@code deadline}; {@code null} when the library cannot (the default), and then nothing was done.
+     *
+     * @param excluded the excluded ranks, checked and sorted
+     */
+    protected DeviceCommunicator shrinkNatively(int[] excluded, ProcessGroup survivors, Deadline deadline) {
+        return null;
+    }
+
+    /**
+     * A fresh communicator of this provider over {@code survivors} (collective over them: a new unique
+     * id through that group), bootstrapped within {@code deadline}; this one is aborted already. The
+     * default refuses with {@link UnsupportedByBackendException}.
+     */
+    protected DeviceCommunicator recreate(ProcessGroup survivors, Deadline deadline) {
+        throw unsupported("shrink");
     }
 
     @Override

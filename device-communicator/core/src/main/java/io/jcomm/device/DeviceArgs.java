@@ -59,6 +59,48 @@ public final class DeviceArgs {
         }
     }
 
+    /**
+     * The arguments of a {@code shrink}: the excluded ranks sorted, distinct, in range and not this rank;
+     * {@code survivors} a group of the remaining ranks in which this rank has its new number; a
+     * positive timeout.
+     *
+     * @return the excluded ranks, sorted
+     */
+    public static int[] shrink(OpContext ctx, List<Integer> excludedRanks, io.jcomm.api.ProcessGroup survivors,
+                               java.time.Duration timeout, int rank, int worldSize) {
+        if (excludedRanks == null || survivors == null || timeout == null || timeout.isNegative() || timeout.isZero()) {
+            throw new ProtocolException(ctx, "shrink needs the excluded ranks, the survivors' group and a positive timeout");
+        }
+        int[] ex = new int[excludedRanks.size()];
+        for (int i = 0; i < ex.length; i++) {
+            Integer r = excludedRanks.get(i);
+            if (r == null) {
+                throw new ProtocolException(ctx, "excluded rank null");
+            }
+            requireRank(ctx, "excluded", r, worldSize);
+            if (r == rank) {
+                throw new ProtocolException(ctx, "excluded rank " + r + " is this rank: a rank that leaves does not call shrink");
+            }
+            ex[i] = r;
+        }
+        Arrays.sort(ex);
+        int below = 0;
+        for (int i = 0; i < ex.length; i++) {
+            if (i > 0 && ex[i] == ex[i - 1]) {
+                throw new ProtocolException(ctx, "excluded rank " + ex[i] + " given twice");
+            }
+            if (ex[i] < rank) {
+                below++;
+            }
+        }
+        if (survivors.size() != worldSize - ex.length || survivors.rank() != rank - below) {
+            throw new ProtocolException(ctx, "the survivors' group (rank " + survivors.rank() + " of " + survivors.size()
+                    + ") does not fit rank " + rank + " of " + worldSize + " without ranks " + Arrays.toString(ex)
+                    + " (make it with ProcessGroup.shrink and the same excluded ranks)");
+        }
+        return ex;
+    }
+
     /** Input and output of an all-reduce: same device, dtype and element count. */
     public static void allReduce(OpContext ctx, Tensor input, Tensor output, ReduceOp op, Device device) {
         requireOn(ctx, "input", input, device);

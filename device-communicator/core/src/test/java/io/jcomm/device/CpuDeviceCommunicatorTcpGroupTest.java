@@ -36,7 +36,7 @@ class CpuDeviceCommunicatorTcpGroupTest extends DeviceCommunicatorConformanceTes
                         .rank(standIn.rank()).size(worldSize).backend("tcp").timeout(timeout()).build());
                 groups.add(tcp);
                 return new RankSetup(provider.create(new DeviceCommunicatorContext(tcp, Device.CPU, timeout(),
-                        java.util.Map.of())), DeviceMemory.host());
+                        java.util.Map.of())), DeviceMemory.host(), tcp);
             }
 
             @Override

@@ -47,6 +47,11 @@ final class FakeAccelCommunicator extends AbstractDeviceCommunicator {
 
     /** Bootstrap: rank 0's root info goes to every rank over the CPU group; all ranks check they agree. */
     static FakeAccelCommunicator create(String name, DeviceCommunicatorContext ctx) {
+        return create(name, ctx, ctx.timeout());
+    }
+
+    /** {@link #create(String, DeviceCommunicatorContext)} with the bootstrap bounded by {@code bootstrap}. */
+    private static FakeAccelCommunicator create(String name, DeviceCommunicatorContext ctx, Duration bootstrap) {
         ProcessGroup g = ctx.cpuGroup();
         OpContext c = OpContext.of(g.name(), g.rank(), "init");
         Tensor info = Tensor.allocate(DType.U8, ROOT_INFO_BYTES);
@@ -55,13 +60,13 @@ final class FakeAccelCommunicator extends AbstractDeviceCommunicator {
             new Random().nextBytes(b);
             info.buffer().put(b);
         }
-        g.broadcast(info, 0, ctx.timeout());
+        g.broadcast(info, 0, bootstrap);
         byte[] root = info.toByteArray();
         long h = Arrays.hashCode(root);
         Tensor lo = Tensor.ofLongs(h);
         Tensor hi = Tensor.ofLongs(h);
-        g.allReduce(lo, ReduceOp.MIN, ctx.timeout());
-        g.allReduce(hi, ReduceOp.MAX, ctx.timeout());
+        g.allReduce(lo, ReduceOp.MIN, bootstrap);
+        g.allReduce(hi, ReduceOp.MAX, bootstrap);
         if (lo.getLong(0) != hi.getLong(0)) {
             throw new BackendException(c, "ranks disagree on the root info");
         }
@@ -250,6 +255,16 @@ final class FakeAccelCommunicator extends AbstractDeviceCommunicator {
     @Override
     public void abort() {
         poison(new CommClosedException(ctx(Op.ABORT), "aborted"));
+    }
+
+    /**
+     * Shrink: this library cannot shrink a communicator, so (after the abort that the base class does)
+     * a fresh one is bootstrapped over the survivors' CPU group, with new root info, as HCCL would.
+     */
+    @Override
+    protected io.jcomm.api.device.DeviceCommunicator recreate(ProcessGroup survivors, io.jcomm.api.Deadline deadline) {
+        return create(name(), new DeviceCommunicatorContext(survivors, device(), timeout, java.util.Map.of()),
+                deadline.remaining());
     }
 
     @Override

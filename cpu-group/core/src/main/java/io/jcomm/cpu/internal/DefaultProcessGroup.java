@@ -25,6 +25,7 @@ import io.jcomm.cpu.spi.CpuBackend;
 import io.jcomm.cpu.spi.Reductions;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.Objects;
@@ -100,22 +101,38 @@ public final class DefaultProcessGroup implements ProcessGroup {
     private volatile CompletableFuture<Void> asyncTail = DONE;
     private final Set<CompletableWork<?>> inFlight = ConcurrentHashMap.newKeySet();
 
+    /** The group's generation ({@link #generation()}). */
+    private final int generation;
+    /** The store namespace the group was made in, and how to make its successor; null: it cannot shrink. */
+    private final io.jcomm.api.store.Store namespace;
+    private final GroupShrink.Connector successor;
+
     /**
+     * A group of generation 0 that cannot {@link #shrink}.
+     *
      * @param backend the connected backend, or {@code null} when {@code size == 1}
      */
     public DefaultProcessGroup(String name, int rank, int size, List<Integer> globalRanks, String backendName,
                                Duration timeout, ObjectCodec codec, long maxObjectBytes, CpuBackend backend) {
-        this(name, rank, size, globalRanks, backendName, timeout, codec, maxObjectBytes, backend, FaultPlan.NONE);
+        this(name, rank, size, globalRanks, backendName, timeout, codec, maxObjectBytes, backend, FaultPlan.NONE, 0, null,
+                null);
     }
 
     /**
-     * @param backend the connected backend, or {@code null} when {@code size == 1}
-     * @param faults  faults to inject ({@link FaultPlan#NONE}: none); those targeting this group on this
-     *                rank (by its global rank) are armed, in a group of more than one rank
+     * @param backend    the connected backend, or {@code null} when {@code size == 1}
+     * @param faults     faults to inject ({@link FaultPlan#NONE}: none); those targeting this group on this
+     *                   rank (by its global rank) are armed, in a group of more than one rank
+     * @param generation the group's generation
+     * @param namespace  the store namespace it was made in (what the backend got), or null
+     * @param successor  makes a member of its successor ({@link #shrink}), or null: it cannot shrink
      */
     public DefaultProcessGroup(String name, int rank, int size, List<Integer> globalRanks, String backendName,
                                Duration timeout, ObjectCodec codec, long maxObjectBytes, CpuBackend backend,
-                               FaultPlan faults) {
+                               FaultPlan faults, int generation, io.jcomm.api.store.Store namespace,
+                               GroupShrink.Connector successor) {
+        this.generation = generation;
+        this.namespace = namespace;
+        this.successor = namespace != null ? successor : null;
         this.name = Objects.requireNonNull(name, "name");
         this.rank = rank;
         this.size = size;
@@ -171,6 +188,11 @@ public final class DefaultProcessGroup implements ProcessGroup {
     }
 
     @Override
+    public int generation() {
+        return generation;
+    }
+
+    @Override
     public boolean isPoisoned() {
         return closed || poison.isTripped() || (backend != null && backend.hasFailed());
     }
@@ -187,7 +209,8 @@ public final class DefaultProcessGroup implements ProcessGroup {
 
     @Override
     public String toString() {
-        return "ProcessGroup(" + name + ", rank " + rank + "/" + size + ", " + backendName + ")";
+        return "ProcessGroup(" + name + ", rank " + rank + "/" + size + ", " + backendName
+                + (generation > 0 ? ", generation " + generation : "") + ")";
     }
 
     private OpContext ctx(String op) {
@@ -1027,14 +1050,37 @@ public final class DefaultProcessGroup implements ProcessGroup {
 
     // ---------------------------------------------------------------- lifecycle
 
+    /**
+     * {@inheritDoc}
+     *
+     * <p>The members that stay agree through the store the group was made with, then connect as a
+     * group made by {@link io.jcomm.cpu.CpuGroups#create}, with the same options (see {@link GroupShrink}).
+     */
+    @Override
+    public ProcessGroup shrink(List<Integer> excludedRanks, Duration timeout) {
+        OpContext ctx = ctx("shrink");
+        Deadline d = deadline(timeout, ctx);
+        int[] excluded = GroupShrink.checkExcluded(excludedRanks, rank, size, ctx);
+        if (successor == null) {
+            throw new UnsupportedByBackendException(ctx, backendName, "shrink");
+        }
+        long incarnation = backend != null ? backend.incarnation() : 0;
+        abort(ctx, "aborted: shrinking to generation " + (generation + 1) + " without rank(s) " + Arrays.toString(excluded));
+        return GroupShrink.shrink(namespace, incarnation, generation, rank, globalRanks, excluded, successor, ctx, d);
+    }
+
     @Override
     public void close() {
+        abort(ctx("close"), "group closed");
+    }
+
+    /** Closes the group: later calls, and calls in progress, fail with {@link CommClosedException} saying {@code why}. */
+    private void abort(OpContext ctx, String why) {
         if (closed) {
             return;
         }
         closed = true;
-        OpContext ctx = ctx("close");
-        poison.tripFirst(new CommClosedException(ctx, "group closed"));
+        poison.tripFirst(new CommClosedException(ctx, why));
         if (backend != null) {
             try {
                 backend.close();
@@ -1048,7 +1094,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
             }
         }
         for (CompletableWork<?> w : inFlight) {
-            w.fail(new CommClosedException(w.context(), "group closed before the operation completed"));
+            w.fail(new CommClosedException(w.context(), why + " before the operation completed"));
         }
     }
 }

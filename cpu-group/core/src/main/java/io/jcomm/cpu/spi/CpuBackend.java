@@ -274,6 +274,16 @@ public interface CpuBackend extends AutoCloseable {
         close();
     }
 
+    /**
+     * A number every member of this incarnation of the group shares and that differs between the
+     * incarnations a backend may make in one store namespace (tcp counts them there); 0 for a
+     * backend that needs a fresh namespace per incarnation (gloo). A group's
+     * {@link io.jcomm.api.ProcessGroup#shrink} makes its successor's namespace from it.
+     */
+    default long incarnation() {
+        return 0;
+    }
+
     /** Releases resources and fails any call in progress. Idempotent; never blocks for long. */
     @Override
     void close();

@@ -18,9 +18,12 @@ import java.util.Objects;
  * @param timeout     deadline for connection set-up
  * @param options     backend-specific options, e.g. {@code gloo.devices}, {@code gloo.ifname},
  *                    {@code tcp.transport} (immutable copy)
+ * @param generation  the group's generation ({@link io.jcomm.api.ProcessGroup#generation()}: 0 as
+ *                    created, +1 per shrink); a backend that identifies its connections binds them
+ *                    to it, so that a peer of another generation is refused
  */
 public record CpuBackendContext(Store store, String groupName, int rank, int size, List<Integer> globalRanks,
-                                String hostname, Duration timeout, Map<String, String> options) {
+                                String hostname, Duration timeout, Map<String, String> options, int generation) {
 
     public CpuBackendContext {
         Objects.requireNonNull(store, "store");
@@ -32,6 +35,15 @@ public record CpuBackendContext(Store store, String groupName, int rank, int siz
         if (size < 1 || rank < 0 || rank >= size || globalRanks.size() != size) {
             throw new IllegalArgumentException("inconsistent group: rank " + rank + " size " + size + " ranks " + globalRanks);
         }
+        if (generation < 0) {
+            throw new IllegalArgumentException("generation must be >= 0, got " + generation);
+        }
+    }
+
+    /** A context of generation 0 (a group as created). */
+    public CpuBackendContext(Store store, String groupName, int rank, int size, List<Integer> globalRanks,
+                             String hostname, Duration timeout, Map<String, String> options) {
+        this(store, groupName, rank, size, globalRanks, hostname, timeout, options, 0);
     }
 
     /** An option's value or {@code def}. */

@@ -665,4 +665,184 @@ public abstract class CpuGroupConformanceKit {
         assertInstanceOf(ProtocolException.class, e.getCause(), String.valueOf(e.getCause()));
         assertTrue(e.getCause().getMessage().contains("different classes"), e.getCause().getMessage());
     }
+
+    // ---------------------------------------------------------------- shrink (survive a rank loss)
+
+    /** Closes every group in {@code outcomes} (from the test thread, after every rank returned). */
+    private static void closeGroups(List<Object> outcomes) {
+        for (Object o : outcomes) {
+            if (o instanceof ProcessGroup g) {
+                g.close();
+            }
+        }
+    }
+
+    /** Rank {@code r}'s rank in the group without {@code excluded} (ascending, renumbered). */
+    private static int rankWithout(int r, int... excluded) {
+        int n = r;
+        for (int e : excluded) {
+            if (e < r) {
+                n--;
+            }
+        }
+        return n;
+    }
+
+    /**
+     * A world of 4 without rank 2, which is alive but never calls: the others shrink, and the new group
+     * has ranks 0, 1, 2 (old 0, 1, 3), global ranks [0, 1, 3], generation 1, the same name and backend;
+     * its all-reduce, all-gather and object broadcast give the values of the new ranks; the old group
+     * refuses every call at once.
+     */
+    @Test
+    void shrinkWithoutAnIdleRankMakesANewGroupThatComputes() {
+        try (ThreadRanks t = startThreads(4)) {
+            List<Object> out = t.outcomes(g -> {
+                if (g.rank() == 2) {
+                    return "idle";
+                }
+                long s = System.nanoTime();
+                ProcessGroup n = g.shrink(List.of(2), Duration.ofSeconds(20));
+                long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - s);
+                assertTrue(ms < 10_000, "shrink took " + ms + " ms");
+                assertEquals(rankWithout(g.rank(), 2), n.rank());
+                assertEquals(3, n.size());
+                assertEquals(List.of(0, 1, 3), n.globalRanks());
+                assertEquals(1, n.generation());
+                assertEquals(0, g.generation());
+                assertEquals(g.name(), n.name());
+                assertEquals(backend(), n.backendName());
+                assertFalse(n.isPoisoned());
+                Tensor x = Tensor.ofFloats(g.rank() + 1, 10 * (g.rank() + 1));
+                n.allReduce(x, ReduceOp.SUM);
+                assertEquals(1 + 2 + 4, x.getDouble(0));
+                assertEquals(10 + 20 + 40, x.getDouble(1));
+                Tensor all = Tensor.allocate(DType.I32, 3);
+                n.allGather(all, Tensor.ofInts(1000 * n.rank() + g.rank()));
+                assertEquals(List.of(0L, 1001L, 2003L), List.of(all.getLong(0), all.getLong(1), all.getLong(2)));
+                assertEquals("from old rank 3", n.broadcastObject("from old rank " + g.rank(), 2, String.class));
+                // the old group is aborted: every call fails at once
+                assertTrue(g.isPoisoned());
+                long b = System.nanoTime();
+                assertThrows(CommClosedException.class, () -> g.barrier(Duration.ofSeconds(20)));
+                assertTrue(System.nanoTime() - b < TimeUnit.SECONDS.toNanos(1), "the old group did not fail fast");
+                n.barrier();
+                return n;
+            }, Duration.ofSeconds(60));
+            try {
+                assertEquals("idle", out.get(2));
+                for (int r : new int[] {0, 1, 3}) {
+                    assertInstanceOf(ProcessGroup.class, out.get(r), "rank " + r + ": " + out.get(r));
+                }
+            } finally {
+                closeGroups(out);
+            }
+        }
+    }
+
+    /**
+     * An operation pending on the old group (an all-reduce that the idle rank never joins, 30 s timeout)
+     * fails with {@link CommClosedException} within a second of the shrink, and the new group works.
+     */
+    @Test
+    void shrinkFailsAPendingOperationOfTheOldGroupFast() {
+        try (ThreadRanks t = startThreads(3)) {
+            List<Object> out = t.outcomes(g -> {
+                if (g.rank() == 2) {
+                    return "idle";
+                }
+                io.jcomm.api.work.Work<Void> pending = g.allReduceAsync(Tensor.ofFloats(1), ReduceOp.SUM, Duration.ofSeconds(30));
+                try {
+                    Thread.sleep(200);
+                } catch (InterruptedException e) {
+                    throw new AssertionError(e);
+                }
+                assertFalse(pending.isDone(), "the all-reduce cannot complete without rank 2");
+                long s = System.nanoTime();
+                ProcessGroup n = g.shrink(List.of(2), Duration.ofSeconds(20));
+                CommException e = assertThrows(CommException.class, () -> pending.await(Duration.ofSeconds(5)));
+                assertInstanceOf(CommClosedException.class, e, String.valueOf(e));
+                assertTrue(System.nanoTime() - s < TimeUnit.SECONDS.toNanos(5), "the pending operation did not fail fast");
+                Tensor x = Tensor.ofInts(g.rank() + 1);
+                n.allReduce(x, ReduceOp.SUM);
+                assertEquals(3, x.getLong(0));
+                n.barrier();
+                return n;
+            }, Duration.ofSeconds(60));
+            try {
+                assertInstanceOf(ProcessGroup.class, out.get(0), String.valueOf(out.get(0)));
+                assertInstanceOf(ProcessGroup.class, out.get(1), String.valueOf(out.get(1)));
+            } finally {
+                closeGroups(out);
+            }
+        }
+    }
+
+    /**
+     * Rank 2 is idle; ranks 0 and 1 exclude it, rank 3 excludes ranks 1 and 2: every caller fails with
+     * {@link CollectiveMismatchException} long before the 20 s timeout.
+     */
+    @Test
+    void survivorsThatDisagreeOnTheExcludedRanksFailTyped() {
+        try (ThreadRanks t = startThreads(4)) {
+            long start = System.nanoTime();
+            List<Object> out = t.outcomes(g -> {
+                if (g.rank() == 2) {
+                    return "idle";
+                }
+                return g.shrink(g.rank() == 3 ? List.of(1, 2) : List.of(2), Duration.ofSeconds(20));
+            }, Duration.ofSeconds(60));
+            try {
+                for (int r : new int[] {0, 1, 3}) {
+                    assertInstanceOf(CollectiveMismatchException.class, out.get(r), "rank " + r + ": " + out.get(r));
+                    assertTrue(((Throwable) out.get(r)).getMessage().contains("excluded="), String.valueOf(out.get(r)));
+                }
+                assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(10), "disagreement was not found fast");
+            } finally {
+                closeGroups(out);
+            }
+        }
+    }
+
+    /**
+     * Bad arguments fail locally with {@link ProtocolException} and leave the group usable; then rank 1
+     * closes its group (it is gone), ranks 0 and 2 shrink without it within a 5 s deadline, and shrink
+     * the new group again without excluding anyone (generation 2, same members).
+     */
+    @Test
+    void shrinkWithoutAClosedRankCompletesWithinItsDeadline() {
+        try (ThreadRanks t = startThreads(3)) {
+            t.run(g -> {
+                assertThrows(ProtocolException.class, () -> g.shrink(List.of(g.rank())));
+                assertThrows(ProtocolException.class, () -> g.shrink(List.of(3)));
+                assertThrows(ProtocolException.class, () -> g.shrink(List.of((g.rank() + 1) % 3, (g.rank() + 1) % 3)));
+                assertFalse(g.isPoisoned());
+                g.barrier();
+            }, Duration.ofSeconds(30));
+            t.group(1).close();
+            List<Object> out = t.outcomes(g -> {
+                if (g.rank() == 1) {
+                    return "gone";
+                }
+                long s = System.nanoTime();
+                ProcessGroup n = g.shrink(List.of(1), Duration.ofSeconds(5));
+                assertTrue(System.nanoTime() - s < TimeUnit.SECONDS.toNanos(5));
+                assertEquals(List.of(0, 2), n.globalRanks());
+                ProcessGroup again = n.shrink(List.of(), Duration.ofSeconds(5));
+                assertEquals(2, again.generation());
+                assertEquals(n.rank(), again.rank());
+                assertTrue(n.isPoisoned());
+                List<Integer> ranks = again.allGatherObject(g.rank(), Integer.class);
+                assertEquals(List.of(0, 2), ranks);
+                again.barrier();
+                return again;
+            }, Duration.ofSeconds(60));
+            try {
+                assertInstanceOf(ProcessGroup.class, out.get(0), String.valueOf(out.get(0)));
+                assertInstanceOf(ProcessGroup.class, out.get(2), String.valueOf(out.get(2)));
+            } finally {
+                closeGroups(out);
+            }
+        }
+    }
 }

@@ -249,6 +249,12 @@ public final class CpuDeviceCommunicator extends AbstractDeviceCommunicator {
         poison(new CommClosedException(ctx(Op.ABORT), "aborted"));
     }
 
+    /** A communicator over the survivors' group (nothing to bootstrap: the group is connected). */
+    @Override
+    protected io.jcomm.api.device.DeviceCommunicator recreate(ProcessGroup survivors, io.jcomm.api.Deadline deadline) {
+        return new CpuDeviceCommunicator(name(), survivors, timeout);
+    }
+
     @Override
     public void close() {
         poison(new CommClosedException(ctx(Op.CLOSE), "closed"));

@@ -38,12 +38,20 @@ public final class ConformanceCases {
         public final int world;
         public final StreamHandle stream;
 
+        /** The control plane of the communicator's members (the shrink case makes the survivors' from it), or null. */
+        public final io.jcomm.api.ProcessGroup cpuGroup;
+
         public Rank(DeviceCommunicator comm, DeviceMemory mem) {
+            this(comm, mem, null);
+        }
+
+        public Rank(DeviceCommunicator comm, DeviceMemory mem, io.jcomm.api.ProcessGroup cpuGroup) {
             this.comm = comm;
             this.mem = mem;
             this.rank = comm.rank();
             this.world = comm.worldSize();
             this.stream = mem.stream();
+            this.cpuGroup = cpuGroup;
         }
 
         /** A device tensor whose element i (flat) is {@code f(rank, i)}. */
@@ -524,5 +532,89 @@ public final class ConformanceCases {
             expectThrows(CommClosedException.class, "batchP2P after close", () -> r.comm.batchP2P(List.of(), r.stream));
         }));
         return List.copyOf(cases);
+    }
+
+    // ---- shrink: run after every other case (it aborts the communicator and the CPU group) ----
+
+    /**
+     * The cases that end a communicator: {@link DeviceCommunicator#shrink} after a rank loss. Every rank
+     * runs them after {@link #all()}, each reporting for itself (the group they would agree over is
+     * gone): see {@link ConformanceRunner#runShrink}.
+     */
+    public static List<Case> shrinkCases() {
+        return List.of(new Case("shrink without the last rank", ConformanceCases::shrinkWithoutTheLastRank));
+    }
+
+    /**
+     * The last rank is excluded and does not call (it could be dead). The others first get
+     * {@link ProtocolException} for bad arguments (this rank excluded, a survivors' group that does not
+     * fit) with the communicator still usable; then they shrink the CPU group and the communicator
+     * within 20 s: the old communicator is closed and refuses operations with
+     * {@link CommClosedException}; the new one has the same rank and device, one rank less, the
+     * survivors' group name, and its all-reduce and all-gather give the survivors' values.
+     */
+    private static void check(boolean ok, String what) {
+        if (!ok) {
+            throw new AssertionError(what);
+        }
+    }
+
+    static void shrinkWithoutTheLastRank(Rank r) {
+        if (r.cpuGroup == null) {
+            throw new AssertionError("the shrink case needs the CPU group (ConformanceRunner.runShrink)");
+        }
+        java.time.Duration t = java.time.Duration.ofSeconds(20);
+        List<Integer> excluded = r.world > 1 ? List.of(r.world - 1) : List.of();
+        if (r.world > 1 && r.rank == r.world - 1) {
+            return; // excluded: it does not call shrink
+        }
+        expectThrows(ProtocolException.class, "shrink without this rank", () -> r.comm.shrink(List.of(r.rank), r.cpuGroup, t));
+        if (r.world > 1) {
+            expectThrows(ProtocolException.class, "survivors' group that does not fit",
+                    () -> r.comm.shrink(excluded, r.cpuGroup, t));
+        }
+        check(!r.comm.isClosed(), "bad shrink arguments left the communicator usable");
+        long start = System.nanoTime();
+        io.jcomm.api.ProcessGroup survivors = r.cpuGroup.shrink(excluded, t);
+        try {
+            DeviceCommunicator shrunk = r.comm.shrink(excluded, survivors, t);
+            try {
+                long ms = (System.nanoTime() - start) / 1_000_000;
+                check(ms < t.toMillis(), "shrink took " + ms + " ms");
+                check(r.comm.isClosed(), "the old communicator is closed after a shrink");
+                Tensor x = r.device(DType.F32, new long[] {4}, (q, i) -> q);
+                expectThrows(CommClosedException.class, "the old communicator after shrink",
+                        () -> r.comm.allReduce(x, x, ReduceOp.SUM, r.stream));
+                int w = Math.max(1, r.world - 1);
+                check(shrunk.rank() == r.rank, "new rank " + shrunk.rank() + ", expected " + r.rank);
+                check(shrunk.worldSize() == w, "new world size " + shrunk.worldSize() + ", expected " + w);
+                check(shrunk.device().equals(r.comm.device()), "new device " + shrunk.device());
+                check(shrunk.groupName().equals(survivors.name()), "group name " + shrunk.groupName());
+                Rank n = new Rank(shrunk, r.mem, survivors);
+                Value f = (q, i) -> (q + 1) * 10 + i;
+                Tensor sum = n.device(DType.F32, new long[] {6}, f);
+                shrunk.allReduce(sum, sum, ReduceOp.SUM, n.stream);
+                Tensor got = n.read(sum);
+                for (long i = 0; i < 6; i++) {
+                    double e = 0;
+                    for (int q = 0; q < w; q++) {
+                        e += f.at(q, i);
+                    }
+                    check(got.getDouble(i) == e, "all-reduce after shrink [" + i + "] = " + got.getDouble(i) + ", expected " + e);
+                }
+                Tensor in = n.device(DType.I32, new long[] {2, 3}, f);
+                Tensor out = n.mem.allocate(DType.I32, new long[] {2L * w, 3});
+                shrunk.allGather(in, out, 0, n.stream);
+                Tensor all = n.read(out);
+                for (long i = 0; i < all.numel(); i++) {
+                    double e = concatValue(i, new long[] {2, 3}, 0, w, f);
+                    check(all.getDouble(i) == e, "all-gather after shrink [" + i + "] = " + all.getDouble(i) + ", expected " + e);
+                }
+            } finally {
+                shrunk.close();
+            }
+        } finally {
+            survivors.close();
+        }
     }
 }

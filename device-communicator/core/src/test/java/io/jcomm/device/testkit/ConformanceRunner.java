@@ -74,6 +74,41 @@ public final class ConformanceRunner {
         return results;
     }
 
+    /**
+     * Runs {@link ConformanceCases#shrinkCases()} on this rank, after {@link #run}: they abort {@code comm}
+     * and shrink {@code cpuGroup}, so each rank reports for itself (no agreement over the CPU group).
+     *
+     * @return case name to {@code null} (passed) or the failure text
+     */
+    public static Map<String, String> runShrink(DeviceCommunicator comm, DeviceMemory mem, ProcessGroup cpuGroup,
+                                                PrintStream out) {
+        Map<String, String> results = new LinkedHashMap<>();
+        ConformanceCases.Rank rank = new ConformanceCases.Rank(comm, mem, cpuGroup);
+        for (ConformanceCases.Case c : ConformanceCases.shrinkCases()) {
+            String failure = null;
+            try {
+                c.body().run(rank);
+            } catch (Throwable t) {
+                failure = describe(t);
+            }
+            results.put(c.name(), failure);
+            if (out != null) {
+                out.println(failure == null ? PASS + c.name() : FAIL + c.name() + ": " + failure.replace('\n', ' '));
+                out.flush();
+            }
+        }
+        return results;
+    }
+
+    /** The names of the shrink cases ({@link #runShrink}). */
+    public static List<String> shrinkCaseNames() {
+        List<String> names = new ArrayList<>();
+        for (ConformanceCases.Case c : ConformanceCases.shrinkCases()) {
+            names.add(c.name());
+        }
+        return names;
+    }
+
     private static String describe(Throwable t) {
         StringWriter sw = new StringWriter();
         t.printStackTrace(new PrintWriter(sw));

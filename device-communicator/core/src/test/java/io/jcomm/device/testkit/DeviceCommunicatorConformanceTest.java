@@ -20,7 +20,7 @@ import org.junit.jupiter.api.TestFactory;
  * The conformance kit of the {@link DeviceCommunicator} SPI with ranks as threads of this JVM, over a
  * {@link ThreadRanksGroup} control plane. A provider re-runs it by extending this class (Netty
  * style) and saying how to build a world; each world size becomes a container with one test per
- * case of {@link ConformanceCases}.
+ * case of {@link ConformanceCases}, then the shrink cases ({@link ConformanceRunner#runShrink}).
  *
  * <p>The same cases run across real JVMs through {@link ConformanceRunner} in a worker main (see the
  * integration tests); that is what proves distributed behaviour. This class is for logic and for
@@ -28,8 +28,15 @@ import org.junit.jupiter.api.TestFactory;
  */
 public abstract class DeviceCommunicatorConformanceTest {
 
-    /** A communicator and the memory the kit uses for it, on one rank. */
-    public record RankSetup(DeviceCommunicator comm, DeviceMemory memory) {
+    /**
+     * A communicator and the memory the kit uses for it, on one rank, and the CPU group it runs over
+     * when that is not the kit's stand-in (the shrink case shrinks it), else null.
+     */
+    public record RankSetup(DeviceCommunicator comm, DeviceMemory memory, ProcessGroup cpuGroup) {
+
+        public RankSetup(DeviceCommunicator comm, DeviceMemory memory) {
+            this(comm, memory, null);
+        }
     }
 
     /** Builds the ranks of one world; {@link #rank} is called on each rank's thread, concurrently. */
@@ -61,7 +68,8 @@ public abstract class DeviceCommunicatorConformanceTest {
 
     @TestFactory
     Stream<DynamicNode> conformance() {
-        List<String> names = ConformanceRunner.caseNames();
+        List<String> names = new ArrayList<>(ConformanceRunner.caseNames());
+        names.addAll(ConformanceRunner.shrinkCaseNames());
         return Arrays.stream(worldSizes()).mapToObj(w -> DynamicContainer.dynamicContainer("world size " + w,
                 Stream.of(w).flatMap(ws -> {
                     List<Map<String, String>> perRank = runWorld(ws);
@@ -91,6 +99,7 @@ public abstract class DeviceCommunicatorConformanceTest {
     /** Runs every case on {@code worldSize} threads; a rank that cannot even start reports that. */
     private List<Map<String, String>> runWorld(int worldSize) {
         List<ThreadRanksGroup> groups = cpuGroups("conformance-" + worldSize, worldSize);
+        List<ThreadRanksGroup> shrinkGroups = cpuGroups("conformance-shrink-" + worldSize, worldSize);
         AtomicReferenceArray<Map<String, String>> results = new AtomicReferenceArray<>(worldSize);
         PrintStream log = System.out;
         try (World world = newWorld(worldSize)) {
@@ -101,7 +110,20 @@ public abstract class DeviceCommunicatorConformanceTest {
                     try {
                         RankSetup setup = world.rank(groups.get(rank));
                         try {
-                            results.set(rank, ConformanceRunner.run(setup.comm(), setup.memory(), groups.get(rank), null));
+                            Map<String, String> res = new LinkedHashMap<>(
+                                    ConformanceRunner.run(setup.comm(), setup.memory(), groups.get(rank), null));
+                            if (!res.containsValue(ConformanceRunner.NOT_RUN)) {
+                                // last, on a communicator and CPU group of their own (the cases closed the first;
+                                // a shrink aborts both)
+                                RankSetup fresh = world.rank(shrinkGroups.get(rank));
+                                try {
+                                    res.putAll(ConformanceRunner.runShrink(fresh.comm(), fresh.memory(),
+                                            fresh.cpuGroup() != null ? fresh.cpuGroup() : shrinkGroups.get(rank), null));
+                                } finally {
+                                    fresh.comm().close();
+                                }
+                            }
+                            results.set(rank, res);
                         } finally {
                             setup.comm().close();
                         }
@@ -112,6 +134,7 @@ public abstract class DeviceCommunicatorConformanceTest {
                         log.println("rank " + rank + " of world " + worldSize + " failed: " + e);
                         e.printStackTrace(log);
                         groups.get(rank).poison(new io.jcomm.api.CommClosedException("rank " + rank + " failed"));
+                        shrinkGroups.get(rank).poison(new io.jcomm.api.CommClosedException("rank " + rank + " failed"));
                     }
                 }, "conformance-w" + worldSize + "-r" + r);
                 t.setDaemon(true);

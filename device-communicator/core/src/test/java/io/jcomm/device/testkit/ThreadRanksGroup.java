@@ -79,8 +79,19 @@ public final class ThreadRanksGroup implements ProcessGroup {
         final Map<String, LinkedBlockingQueue<Object>> mailboxes = new ConcurrentHashMap<>();
         final ExecutorService[] async;
         volatile CommException poison;
+        /** Global rank of each rank; the group's generation ({@link ThreadRanksGroup#shrink}). */
+        final List<Integer> ranks;
+        final int epoch;
+        /** The fabrics made by shrinks of this one, by excluded ranks. */
+        final Map<String, Fabric> successors = new ConcurrentHashMap<>();
 
         Fabric(String name, int size, Duration timeout, boolean allToAll) {
+            this(name, size, timeout, allToAll, null, 0);
+        }
+
+        Fabric(String name, int size, Duration timeout, boolean allToAll, List<Integer> ranks, int epoch) {
+            this.ranks = ranks;
+            this.epoch = epoch;
             this.name = name;
             this.size = size;
             this.timeout = timeout;
@@ -182,7 +193,42 @@ public final class ThreadRanksGroup implements ProcessGroup {
     }
 
     @Override
+    public int generation() {
+        return fabric.epoch;
+    }
+
+    /**
+     * The survivors' group: a fabric shared by the ranks that call with the same excluded ranks (ranks
+     * that disagree end up on different fabrics and time out: no agreement check here). Poisons this
+     * fabric, for every rank, like the abort of a real group that peers notice.
+     */
+    @Override
+    public ProcessGroup shrink(List<Integer> excludedRanks, Duration timeout) {
+        OpContext c = ctx("shrink");
+        java.util.TreeSet<Integer> ex = new java.util.TreeSet<>();
+        for (Integer r : excludedRanks) {
+            if (r == null || r < 0 || r >= fabric.size || r == rank || !ex.add(r)) {
+                throw new ProtocolException(c, "bad excluded rank " + r + " in " + excludedRanks);
+            }
+        }
+        List<Integer> global = globalRanks();
+        List<Integer> stay = new ArrayList<>();
+        for (int r = 0; r < fabric.size; r++) {
+            if (!ex.contains(r)) {
+                stay.add(global.get(r));
+            }
+        }
+        Fabric next = fabric.successors.computeIfAbsent(ex.toString(),
+                k -> new Fabric(fabric.name, stay.size(), fabric.timeout, fabric.allToAll, List.copyOf(stay), fabric.epoch + 1));
+        poison(new CommClosedException(c, "aborted: shrinking without ranks " + ex));
+        return new ThreadRanksGroup(next, stay.indexOf(global.get(rank)));
+    }
+
+    @Override
     public List<Integer> globalRanks() {
+        if (fabric.ranks != null) {
+            return fabric.ranks;
+        }
         List<Integer> l = new ArrayList<>();
         for (int i = 0; i < fabric.size; i++) {
             l.add(i);

@@ -120,8 +120,12 @@ final class Engine {
     final List<Link> allLinks = new ArrayList<>();
     Channel server;
     long nonce;
-    /** Which incarnation of the group this is (set-up). */
+    /** Which incarnation of the group this is in its store namespace (set-up). */
     long generation;
+    /** The group's generation ({@link io.jcomm.api.ProcessGroup#generation()}): every hello carries it. */
+    final int groupGeneration;
+    /** Why connections were refused during set-up, the first 16 (tests, diagnostics). */
+    final List<CommException> refusals = java.util.Collections.synchronizedList(new ArrayList<>());
     /** Set-up of the mesh (its HELLO checks stay valid while accepted connections open). */
     final MeshBootstrap mesh = new MeshBootstrap(this);
     /** Rings and staging regions. */
@@ -132,6 +136,7 @@ final class Engine {
 
     private Engine(CpuBackendContext ctx, TcpConfig cfg) {
         this.group = ctx.groupName();
+        this.groupGeneration = ctx.generation();
         this.rank = ctx.rank();
         this.size = ctx.size();
         this.cfg = cfg;

@@ -19,8 +19,13 @@ import io.netty.buffer.ByteBuf;
  * 24 i32 root, or tag for point-to-point
  * 28 i32 index of this message within the operation (for this sender/receiver pair)
  * 32 i32 payload bytes that follow (through the socket, or through shared memory when flagged)
- * 36 i32 credit: bytes
+ * 36 i32 credit: bytes (hello: the sender's group generation, {@link io.jcomm.api.ProcessGroup#generation()})
  * </pre>
+ *
+ * <p>A {@link #HELLO} binds a new connection to one incarnation of the group: {@code seq} is the
+ * receiver's nonce (published in this incarnation's namespace only), {@code count} the incarnation
+ * counted in that namespace, {@code root} the sender's rank, {@code index} the receiver's, and the
+ * last field the group's generation; a hello that differs in any of them is refused.</p>
  *
  * <p>The credit fields of a data message return flow-control credit to its receiver for the messages
  * the sender consumed from it (see {@link Link}): traffic in both directions needs no {@link #CREDIT}

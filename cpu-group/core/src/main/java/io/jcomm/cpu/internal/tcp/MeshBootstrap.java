@@ -311,6 +311,7 @@ final class MeshBootstrap {
                 hello.root = engine.rank;
                 hello.count = engine.generation;
                 hello.index = r;
+                hello.creditBytes = engine.groupGeneration;
                 engine.links[r].write(hello, null, true);
                 engine.links[r].helloSeen = true;
                 return;
@@ -359,21 +360,44 @@ final class MeshBootstrap {
     void rejectUnbound(Link l, CommException why) {
         LOG.warn("group {} rank {}: dropping a connection from {} that did not start with a valid hello: {}", engine.group, engine.rank,
                 l.channel.remoteAddress(), why.detail());
+        refused(why);
         l.channel.close();
     }
 
     void onHello(Link l, Frame f) {
-        int from = f.root;
-        boolean ok = f.seq == engine.nonce && f.count == engine.generation && f.index == engine.rank && from > engine.rank && from < engine.size
-                && engine.links[from] == null && l.peer < 0;
-        if (!ok) {
-            LOG.debug("group {} rank {}: rejecting a connection with a stale or foreign hello from {}", engine.group, engine.rank,
-                    l.channel.remoteAddress());
+        ProtocolException why = helloRefusal(f, l);
+        if (why != null) {
+            LOG.debug("group {} rank {}: refusing a connection from {}: {}", engine.group, engine.rank,
+                    l.channel.remoteAddress(), why.detail());
+            refused(why);
             l.channel.close();
             return;
         }
-        l.peer = from;
-        engine.links[from] = l;
+        l.peer = f.root;
+        engine.links[f.root] = l;
+    }
+
+    /** Why a hello is refused, or null when it is one of this incarnation's and its connection is expected. */
+    private ProtocolException helloRefusal(Frame f, Link l) {
+        int from = f.root;
+        String why = null;
+        if (f.creditBytes != engine.groupGeneration) {
+            why = "a hello of generation " + f.creditBytes + " where generation " + engine.groupGeneration + " was expected";
+        } else if (f.seq != engine.nonce || f.count != engine.generation) {
+            why = "a hello of another incarnation of the group (nonce or incarnation " + f.count + " differ)";
+        } else if (f.index != engine.rank || from <= engine.rank || from >= engine.size) {
+            why = "a hello from rank " + from + " to rank " + f.index + ", which this rank does not accept";
+        } else if (engine.links[from] != null || l.peer >= 0) {
+            why = "a second hello from rank " + from;
+        }
+        return why == null ? null : new ProtocolException(engine.ctx(), why + ": refused");
+    }
+
+    /** Counts a refused connection (tests, diagnostics); event-loop thread. */
+    private void refused(CommException why) {
+        if (engine.refusals.size() < 16) {
+            engine.refusals.add(why);
+        }
     }
 
     private boolean allConnected() {

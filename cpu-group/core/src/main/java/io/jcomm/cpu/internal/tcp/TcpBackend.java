@@ -115,6 +115,12 @@ final class TcpBackend implements CpuBackend {
         return ((long) op.code << 24) | (root << 32) | ALGO_SHARED;
     }
 
+    /** The incarnation the mesh set-up counted in the group's namespace. */
+    @Override
+    public long incarnation() {
+        return e.generation;
+    }
+
     /** The transport (tests of this package). */
     Engine engine() {
         return e;

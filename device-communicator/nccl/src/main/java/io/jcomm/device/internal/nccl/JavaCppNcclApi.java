@@ -6,6 +6,7 @@ import org.bytedeco.cuda.cudart.CUstream_st;
 import org.bytedeco.cuda.global.cudart;
 import org.bytedeco.cuda.global.nccl;
 import org.bytedeco.cuda.nccl.ncclComm;
+import org.bytedeco.cuda.nccl.ncclConfig_t;
 import org.bytedeco.cuda.nccl.ncclUniqueId;
 import org.bytedeco.javacpp.BytePointer;
 import org.bytedeco.javacpp.Loader;
@@ -284,6 +285,16 @@ public final class JavaCppNcclApi implements NcclApi {
         @Override
         public int abort() {
             return nccl.ncclCommAbort(comm);
+        }
+
+        @Override
+        public int shrink(int[] excludeRanks, NcclComm[] out, int flags) {
+            ncclComm shrunk = new ncclComm();
+            int r = nccl.ncclCommShrink(comm, excludeRanks, excludeRanks.length, shrunk, (ncclConfig_t) null, flags);
+            if (r == NcclConstants.SUCCESS) {
+                out[0] = new Comm(shrunk);
+            }
+            return r;
         }
     }
 }

@@ -111,5 +111,13 @@ public interface NcclApi {
 
         /** {@code ncclCommAbort}: frees the communicator, aborting in-flight operations. */
         int abort();
+
+        /**
+         * {@code ncclCommShrink(comm, excludeRanks, n, &out[0], NULL, flags)}: a communicator of the ranks
+         * not in {@code excludeRanks}; blocks until every one of them took part. Only on a library of
+         * {@link NcclConstants#SHRINK_MIN_VERSION_CODE} or later (an older one lacks the symbol). This
+         * communicator stays to be aborted or destroyed.
+         */
+        int shrink(int[] excludeRanks, NcclComm[] out, int flags);
     }
 }

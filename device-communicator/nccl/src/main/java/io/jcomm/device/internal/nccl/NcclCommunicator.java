@@ -51,6 +51,10 @@ import org.slf4j.LoggerFactory;
  *   <li><b>Watchdog</b>: a daemon thread polls {@code ncclCommGetAsyncError} and the completion
  *       events of operations in flight ({@link OpTracker}); on an asynchronous error or an operation
  *       past its deadline it poisons the communicator and aborts it. Later calls fail fast.</li>
+ *   <li><b>Shrink</b> ({@link #shrink}) is {@code ncclCommShrink} with {@code NCCL_SHRINK_ABORT} on a
+ *       library that has it (2.27 or later, read with {@code ncclGetVersion}), else an abort and a fresh
+ *       communicator over the survivors' CPU group (a new unique id); both on helper threads bounded by
+ *       the shrink's timeout.</li>
  *   <li><b>Teardown</b> is {@code ncclCommAbort} on a helper thread with a bounded wait, so that
  *       {@link #close()} never hangs, even with dead peers.</li>
  * </ul>
@@ -71,6 +75,8 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
     private final ReentrantLock opLock = new ReentrantLock();
     private volatile Thread watchdog;
     private volatile boolean abortReturned;
+    /** The loaded library's version code ({@code ncclGetVersion}; 0 when unknown): whether it has {@code ncclCommShrink}. */
+    private final int libraryVersion;
 
     private NcclCommunicator(String name, NcclApi api, NcclComm comm, ProcessGroup group, Device device,
                              NcclSettings settings, OpTracker tracker) {
@@ -79,6 +85,8 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
         this.comm = comm;
         this.settings = settings;
         this.tracker = tracker;
+        int[] v = new int[1];
+        this.libraryVersion = api.getVersion(v) == NcclConstants.SUCCESS ? v[0] : 0;
     }
 
     /**
@@ -90,18 +98,22 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
      */
     public static NcclCommunicator create(String providerName, NcclApi api, DeviceCommunicatorContext context) {
         NcclSettings settings = NcclSettings.from(context);
-        ProcessGroup group = context.cpuGroup();
-        Device device = context.device();
+        return create(providerName, api, context.cpuGroup(), context.device(), settings,
+                Deadline.after(settings.initTimeout()));
+    }
+
+    /** Bootstraps a communicator for the members of {@code group} within {@code deadline}. */
+    private static NcclCommunicator create(String providerName, NcclApi api, ProcessGroup group, Device device,
+                                           NcclSettings settings, Deadline deadline) {
         OpContext c = OpContext.of(group.name(), group.rank(), "init");
         if (!"cuda".equals(device.type())) {
             throw new BackendException(c, "NCCL moves cuda tensors, not " + device + " tensors");
         }
-        Deadline deadline = Deadline.after(settings.initTimeout());
         int[] cur = new int[1];
         int previous = api.cudaGetDevice(cur) == NcclConstants.CUDA_SUCCESS ? cur[0] : -1;
         cuda(api, c, api.cudaSetDevice(device.index()), "cudaSetDevice(" + device.index() + ")");
         try {
-            return bootstrap(providerName, api, context, settings, c, deadline);
+            return bootstrap(providerName, api, group, device, settings, c, deadline);
         } finally {
             if (previous >= 0 && previous != device.index()) {
                 api.cudaSetDevice(previous);
@@ -109,17 +121,21 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
         }
     }
 
-    private static NcclCommunicator bootstrap(String providerName, NcclApi api, DeviceCommunicatorContext context,
+    private static NcclCommunicator bootstrap(String providerName, NcclApi api, ProcessGroup group, Device device,
                                               NcclSettings settings, OpContext c, Deadline deadline) {
-        ProcessGroup group = context.cpuGroup();
-        Device device = context.device();
         byte[] id = exchangeUniqueId(api, group, c, deadline);
         NcclComm comm = initRank(api, group.size(), id, group.rank(), device.index(), c, deadline);
+        return start(providerName, api, comm, group, device, settings, c, deadline);
+    }
+
+    /** Wraps a new NCCL communicator of the members of {@code group}: warm-up within {@code deadline}, watchdog. */
+    private static NcclCommunicator start(String providerName, NcclApi api, NcclComm comm, ProcessGroup group,
+                                          Device device, NcclSettings settings, OpContext c, Deadline deadline) {
         OpTracker tracker;
         try {
             tracker = settings.trackOps() ? new OpTracker(api, settings.maxTrackedOps()) : null;
         } catch (IllegalStateException e) {
-            boundedAbort(comm, api, settings, group.name(), group.rank(), null);
+            boundedAbort(comm, api, settings.abortTimeout(), group.name(), group.rank(), null);
             throw new BackendException(c, e.getMessage(), e);
         }
         NcclCommunicator nc = new NcclCommunicator(providerName, api, comm, group, device, settings, tracker);
@@ -165,6 +181,19 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
 
     /** {@code ncclCommInitRank} on a helper thread (it blocks until every rank joined), bounded by {@code deadline}. */
     static NcclComm initRank(NcclApi api, int nranks, byte[] id, int rank, int deviceIndex, OpContext c, Deadline deadline) {
+        return makeComm(api, deviceIndex, c, deadline, out -> api.commInitRank(out, nranks, id, rank),
+                "ncclCommInitRank(nranks=" + nranks + ", rank=" + rank + ", device=" + deviceIndex + ")",
+                "ncclCommInitRank did not complete within the init timeout (are all " + nranks
+                        + " ranks initialising, each on its own GPU?)");
+    }
+
+    /**
+     * A call that makes a communicator and blocks until every rank took part ({@code ncclCommInitRank},
+     * {@code ncclCommShrink}), on a helper thread whose current device is {@code deviceIndex}, bounded by
+     * {@code deadline}; a communicator that comes after the caller gave up is aborted.
+     */
+    private static NcclComm makeComm(NcclApi api, int deviceIndex, OpContext c, Deadline deadline,
+                                     java.util.function.ToIntFunction<NcclComm[]> call, String what, String timedOut) {
         AtomicBoolean abandoned = new AtomicBoolean();
         CompletableFuture<NcclComm> done = new CompletableFuture<>();
         Thread t = new Thread(() -> {
@@ -176,10 +205,10 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
                     return;
                 }
                 NcclComm[] out = new NcclComm[1];
-                r = api.commInitRank(out, nranks, id, rank);
+                r = call.applyAsInt(out);
                 if (r != NcclConstants.SUCCESS) {
-                    done.completeExceptionally(new BackendException(c, "ncclCommInitRank(nranks=" + nranks + ", rank=" + rank
-                            + ", device=" + deviceIndex + ") failed: " + api.getErrorString(r) + " (ncclResult " + r + ")"));
+                    done.completeExceptionally(new BackendException(c, what + " failed: " + api.getErrorString(r)
+                            + " (ncclResult " + r + ")"));
                     return;
                 }
                 if (abandoned.get() || !done.complete(out[0])) {
@@ -188,7 +217,7 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
             } catch (RuntimeException | Error e) {
                 done.completeExceptionally(e);
             }
-        }, "jcomm-nccl-init-" + c.group() + "-" + rank);
+        }, "jcomm-nccl-" + c.operation() + "-" + c.group() + "-" + c.rank());
         t.setDaemon(true);
         t.start();
         try {
@@ -196,19 +225,18 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
         } catch (TimeoutException e) {
             abandoned.set(true);
             done.cancel(false);
-            throw new CommTimeoutException(c, "ncclCommInitRank did not complete within the init timeout (are all "
-                    + nranks + " ranks initialising, each on its own GPU?)");
+            throw new CommTimeoutException(c, timedOut);
         } catch (ExecutionException e) {
             Throwable cause = e.getCause();
             if (cause instanceof RuntimeException) {
                 throw (RuntimeException) cause;
             }
-            throw new BackendException(c, "ncclCommInitRank failed: " + cause, cause);
+            throw new BackendException(c, what + " failed: " + cause, cause);
         } catch (InterruptedException e) {
             abandoned.set(true);
             done.cancel(false);
             Thread.currentThread().interrupt();
-            throw new CommClosedException(c, "interrupted during ncclCommInitRank", e);
+            throw new CommClosedException(c, "interrupted during " + what, e);
         }
     }
 
@@ -675,6 +703,64 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
         abortComm();
     }
 
+    /** {@link #abort()} waiting at most {@code timeout} (or the abort timeout, if shorter) for {@code ncclCommAbort}. */
+    @Override
+    public void abort(java.time.Duration timeout) {
+        poison(new CommClosedException(ctx(Op.ABORT), "aborted"));
+        stopWatchdog();
+        abortComm(timeout);
+    }
+
+    /** Whether the loaded library has {@code ncclCommShrink} (NCCL 2.27 or later). */
+    public boolean shrinksNatively() {
+        return libraryVersion >= NcclConstants.SHRINK_MIN_VERSION_CODE;
+    }
+
+    /**
+     * {@code ncclCommShrink} with {@code NCCL_SHRINK_ABORT} where the library has it (operations in flight
+     * are aborted; no unique id is exchanged), on a helper thread within {@code deadline}; then this
+     * communicator is aborted ({@code ncclCommAbort}, bounded). Null on an older library.
+     */
+    @Override
+    protected io.jcomm.api.device.DeviceCommunicator shrinkNatively(int[] excluded, ProcessGroup survivors,
+                                                                   Deadline deadline) {
+        if (!shrinksNatively()) {
+            return null;
+        }
+        OpContext c = ctx(Op.SHRINK);
+        poison(new CommClosedException(c, "shrunk without rank(s) " + java.util.Arrays.toString(excluded)));
+        stopWatchdog();
+        NcclComm shrunk;
+        // an operation in progress leaves at once: NCCL_SHRINK_ABORT aborts what is in flight
+        boolean locked = false;
+        try {
+            locked = opLock.tryLock(Math.max(1, Math.min(2000, deadline.remainingMillis() / 4)), TimeUnit.MILLISECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        try {
+            int[] list = excluded.clone();
+            shrunk = makeComm(api, device().index(), c, deadline,
+                    out -> comm.shrink(list, out, NcclConstants.SHRINK_ABORT),
+                    "ncclCommShrink(excluded=" + java.util.Arrays.toString(excluded) + ", NCCL_SHRINK_ABORT)",
+                    "ncclCommShrink did not complete within the shrink timeout (are all " + survivors.size()
+                            + " remaining ranks shrinking with the same excluded ranks?)");
+        } finally {
+            if (locked) {
+                opLock.unlock();
+            }
+            abortComm(deadline.remaining());
+        }
+        OpContext init = OpContext.of(survivors.name(), survivors.rank(), "init");
+        return start(name(), api, shrunk, survivors, device(), settings, init, deadline);
+    }
+
+    /** A fresh communicator over {@code survivors}: a new unique id through that group, {@code ncclCommInitRank}. */
+    @Override
+    protected io.jcomm.api.device.DeviceCommunicator recreate(ProcessGroup survivors, Deadline deadline) {
+        return create(name(), api, survivors, device(), settings, deadline);
+    }
+
     /** Aborts the communicator ({@code ncclCommAbort}, bounded). Never hangs. Idempotent. */
     @Override
     public void close() {
@@ -696,20 +782,26 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
     }
 
     private void abortComm() {
+        abortComm(settings.abortTimeout());
+    }
+
+    /** Aborts the communicator, waiting at most {@code limit} (and the abort timeout) for {@code ncclCommAbort}. */
+    private void abortComm(java.time.Duration limit) {
         if (!aborted.compareAndSet(false, true)) {
             return;
         }
+        java.time.Duration wait = limit.compareTo(settings.abortTimeout()) < 0 ? limit : settings.abortTimeout();
         // The communicator is already poisoned, so no new operation enters it. Wait (bounded) for an
         // operation in progress to leave before freeing the communicator; if one is stuck inside
         // NCCL, abort anyway: ncclCommAbort is what unblocks it.
         boolean locked = false;
         try {
-            locked = opLock.tryLock(Math.min(2000, Math.max(1, settings.abortTimeout().toMillis() / 4)), TimeUnit.MILLISECONDS);
+            locked = opLock.tryLock(Math.min(2000, Math.max(1, wait.toMillis() / 4)), TimeUnit.MILLISECONDS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
         try {
-            abortReturned = boundedAbort(comm, api, settings, groupName(), rank(), tracker);
+            abortReturned = boundedAbort(comm, api, wait, groupName(), rank(), tracker);
         } finally {
             if (locked) {
                 opLock.unlock();
@@ -722,7 +814,8 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
      *
      * @return true if it returned in time
      */
-    static boolean boundedAbort(NcclComm comm, NcclApi api, NcclSettings settings, String group, int rank, OpTracker tracker) {
+    static boolean boundedAbort(NcclComm comm, NcclApi api, java.time.Duration limit, String group, int rank,
+                                OpTracker tracker) {
         AtomicBoolean returned = new AtomicBoolean();
         Thread t = new Thread(() -> {
             int r = comm.abort();
@@ -737,13 +830,13 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
         t.setDaemon(true);
         t.start();
         try {
-            t.join(Math.max(1, settings.abortTimeout().toMillis()));
+            t.join(Math.max(1, limit.toMillis()));
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
         if (t.isAlive()) {
             LOG.warn("ncclCommAbort of group {} rank {} did not return within {} ms; abandoning it",
-                    group, rank, settings.abortTimeout().toMillis());
+                    group, rank, limit.toMillis());
         }
         return returned.get();
     }

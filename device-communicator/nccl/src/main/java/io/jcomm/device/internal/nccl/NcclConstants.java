@@ -27,6 +27,16 @@ public final class NcclConstants {
      */
     public static final int MIN_VERSION_CODE = 21400;
 
+    /**
+     * The first release with {@code ncclCommShrink} (2.27.0): {@link JavaCppNcclApi} calls it only on a
+     * library of this version or later (checked at run time), not counted in {@link #MIN_VERSION_CODE}.
+     */
+    public static final int SHRINK_MIN_VERSION_CODE = 22700;
+    /** {@code NCCL_SHRINK_DEFAULT}: shrink a healthy communicator. */
+    public static final int SHRINK_DEFAULT = 0;
+    /** {@code NCCL_SHRINK_ABORT}: shrink after an error, aborting the parent's operations in flight. */
+    public static final int SHRINK_ABORT = 1;
+
     public static final int UNIQUE_ID_BYTES = 128;
 
     // ncclResult_t

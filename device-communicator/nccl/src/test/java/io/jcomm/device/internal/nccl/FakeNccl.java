@@ -350,9 +350,13 @@ public class FakeNccl implements NcclApi {
             return NcclConstants.INVALID_ARGUMENT;
         }
         sleep(initDelay);
-        String key = Arrays.toString(uniqueId);
-        Group g = groups.computeIfAbsent(key, k -> new Group(uniqueId.clone(), nranks));
-        int device = currentDevice.get();
+        return join(out, uniqueId, nranks, rank, currentDevice.get());
+    }
+
+    /** Joins rank {@code rank} to the group of {@code id}, waiting until all {@code nranks} joined. */
+    private int join(NcclComm[] out, byte[] id, int nranks, int rank, int device) {
+        String key = Arrays.toString(id);
+        Group g = groups.computeIfAbsent(key, k -> new Group(id.clone(), nranks));
         Comm c = new Comm(g, rank, device);
         synchronized (g) {
             if (g.nranks != nranks || g.members[rank] != null) {
@@ -839,6 +843,48 @@ public class FakeNccl implements NcclApi {
         public int destroy() {
             aborted = true;
             return 0;
+        }
+
+        /**
+         * {@code ncclCommShrink}: a new group of the other ranks (keyed by this group's id and the
+         * excluded ranks), joined like {@code ncclCommInitRank}; refused on a library older than 2.27.
+         * This communicator stays valid until it is aborted.
+         */
+        @Override
+        public int shrink(int[] excludeRanks, NcclComm[] out, int flags) {
+            log("ncclCommShrink");
+            if (version < NcclConstants.SHRINK_MIN_VERSION_CODE) {
+                violations.add("ncclCommShrink on NCCL " + NcclConstants.versionString(version) + ", which lacks it");
+                return NcclConstants.INVALID_USAGE;
+            }
+            if (aborted) {
+                violations.add("ncclCommShrink on rank " + rank + " after ncclCommAbort");
+                return NcclConstants.INVALID_USAGE;
+            }
+            int f = injected("ncclCommShrink");
+            if (f != 0) {
+                return f;
+            }
+            if (flags != NcclConstants.SHRINK_DEFAULT && flags != NcclConstants.SHRINK_ABORT) {
+                return NcclConstants.INVALID_ARGUMENT;
+            }
+            int below = 0;
+            for (int e : excludeRanks) {
+                if (e < 0 || e >= group.nranks || e == rank) {
+                    return NcclConstants.INVALID_ARGUMENT;
+                }
+                if (e < rank) {
+                    below++;
+                }
+            }
+            synchronized (group) {
+                group.notifyAll(); // NCCL_SHRINK_ABORT: operations in flight on this communicator give up
+            }
+            int[] sorted = excludeRanks.clone();
+            Arrays.sort(sorted);
+            byte[] id = ("shrink " + Arrays.toString(group.id) + " without " + Arrays.toString(sorted))
+                    .getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            return join(out, id, group.nranks - excludeRanks.length, rank - below, device);
         }
 
         @Override
