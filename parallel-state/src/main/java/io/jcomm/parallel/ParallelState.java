@@ -763,8 +763,8 @@ public final class ParallelState implements AutoCloseable {
                     if (!complete) {
                         java.util.TreeSet<Integer> silent = new java.util.TreeSet<>(lost);
                         silent.removeAll(dead);
-                        LOG.warn("rank {}: ranks {} neither answered the roll call of round {} nor died within {} ms; "
-                                + "they count as lost", config.rank(), silent, roundBase, options.rollCallGrace().toMillis());
+                        LOG.warn("rank {}: ranks {} neither answered the roll call ({}) nor died within {} ms; they "
+                                + "count as lost", config.rank(), silent, ctx.operation(), options.rollCallGrace().toMillis());
                     }
                     byte[] proposal = encodeVerdict(lost, gone);
                     verdict = keys.compareSet(verdictKey, new byte[0], proposal);

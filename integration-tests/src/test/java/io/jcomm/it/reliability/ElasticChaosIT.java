@@ -32,8 +32,9 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * {@code kill -9} chaos against {@code commrun ... demo --elastic --tp 2} (two DP replicas of two TP ranks, 4 worker
- * JVMs, commrun in this JVM hosting the store, as an operator runs it), under each recovery policy, at random
+ * {@code kill -9} chaos against {@code commrun ... demo --elastic --moe --tp 2} (two DP replicas of two TP ranks, 4
+ * worker JVMs, an MoE layer over the EP group of all of them each step, commrun in this JVM hosting the store, as
+ * an operator runs it), under each recovery policy, at random
  * moments of serving and of recovery. The kinds of trial, taken in turn:
  * <ul>
  *   <li>{@code shrink}: {@code --max-lost 2}, one random rank: the other replica serves every request;</li>
@@ -136,7 +137,7 @@ class ElasticChaosIT {
             case "restart": case "restart-spent": args.addAll(List.of("--max-restarts", "1")); break;
             default: args.addAll(List.of("--max-restarts", "2")); break;
         }
-        args.addAll(List.of("demo", "--elastic", "--tp", "2", "--steps", "16000", "--hidden", "256"));
+        args.addAll(List.of("demo", "--elastic", "--moe", "--tp", "2", "--steps", "12000", "--hidden", "256"));
         try (LiveJob job = LiveJob.start(Map.of(DistributedConfig.TIMEOUT_MS, "10000"), args)) {
             for (int r = 0; r < 4; r++) {
                 int rank = r;

@@ -104,6 +104,58 @@ class TwoHostIT {
         }
     }
 
+    /**
+     * Two DP replicas of TP 2, one per host, serving ({@code demo --elastic}); the link is cut: the store's host
+     * sees the other host's ranks neither answer nor die, counts them lost after the roll call's grace, and its
+     * replica shrinks and serves every request with every value checked; the cut-off host fails typed.
+     */
+    @Test
+    void aCutLinkLeavesTheStoreHostsReplicaServing() throws Exception {
+        try (NetnsHosts h = NetnsHosts.create(prefix())) {
+            Path[] logs = new Path[2];
+            Process[] p = new Process[2];
+            for (int n = 0; n < 2; n++) {
+                logs[n] = log("elastic-cut", n);
+                p[n] = h.start(n + 1, commrun(h, n, List.of("demo", "--elastic", "--tp", "2", "--steps", "40000",
+                        "--hidden", "256"), 200), Map.of("JCOMM_HOST_ID", "h" + (n + 1), "JCOMM_TIMEOUT_MS", "4000"), logs[n]);
+            }
+            try {
+                long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
+                while (!(serving(logs[0]) && serving(logs[1]))) {
+                    assertTrue(System.nanoTime() < end && p[0].isAlive() && p[1].isAlive(),
+                            "the job did not start serving:\n" + Files.readString(logs[0]) + Files.readString(logs[1]));
+                    Thread.sleep(20);
+                }
+                Thread.sleep(300);
+                long cut = System.nanoTime();
+                h.cut();
+                assertTrue(p[0].waitFor(90, TimeUnit.SECONDS), "the store's host did not finish:\n" + Files.readString(logs[0]));
+                long ms0 = (System.nanoTime() - cut) / 1_000_000;
+                assertTrue(p[1].waitFor(60, TimeUnit.SECONDS), "the cut-off host still runs:\n" + Files.readString(logs[1]));
+                String out0 = Files.readString(logs[0]);
+                String out1 = Files.readString(logs[1]);
+                System.out.println("two hosts, elastic: the store's host finished " + ms0 + " ms after the cut, exit "
+                        + p[0].exitValue() + "; the other exit " + p[1].exitValue());
+                assertEquals(0, p[0].exitValue(), out0);
+                assertTrue(out0.contains("values: all exact") && out0.contains("recoveries: 1")
+                        && out0.contains("2 rank(s) at the end"), out0);
+                assertTrue(out0.contains("lost [2, 3]"), out0);
+                assertTrue(p[1].exitValue() != 0, out1);
+                assertTrue(TYPED.matcher(out1).find() || out1.contains("io.jcomm.parallel.NoReplicaLeftException"),
+                        "the cut-off host exited without a typed error:\n" + out1);
+            } finally {
+                for (Process q : p) {
+                    q.toHandle().descendants().forEach(ProcessHandle::destroyForcibly);
+                    q.destroyForcibly();
+                }
+            }
+        }
+    }
+
+    private static boolean serving(Path log) throws java.io.IOException {
+        return Files.exists(log) && Files.readString(log).split("demo: elastic serving", -1).length >= 3;
+    }
+
     private static boolean stepping(Path log) throws java.io.IOException {
         return Files.exists(log) && Files.readString(log).contains("demo: phase steps");
     }

@@ -22,16 +22,21 @@ import java.util.Map;
  * ({@code bin/commrun --nproc-per-node 4 --max-lost 2 demo --elastic --tp 2}). Each step every surviving
  * replica answers one request: its TP rank 0 broadcasts the request (a tensor dict) to its TP group,
  * every TP rank computes its shard, the TP all-reduce gives the answer, and every value of it is checked;
- * then the replicas agree over DP on how many requests are answered ({@code dpAgree}, which also brings
- * every rank to notice a loss within a step). On a failure every rank still alive calls
- * {@link ParallelState#shrink()}: the replicas that lost a rank leave (their ranks exit 0 with a line
- * saying so), the others agree on the last request all of them completed and go on. The lowest surviving
- * rank prints the report: requests answered, values verified, and every recovery with its time.
+ * with {@code --moe} every rank then runs a mixture-of-experts layer over the EP group (a fixed number of
+ * experts placed over whatever EP group the last recovery made, every combined value checked); then the
+ * replicas agree over DP on how many requests are answered ({@code dpAgree}, which also brings every rank to
+ * notice a loss within a step). On a failure every rank still alive calls {@link ParallelState#recover()}:
+ * with the default policy the replicas that lost a rank leave (their ranks exit 0 with a line saying so) and
+ * the others go on; under {@code commrun --spares K} or {@code --max-restarts N} (policy replace) a spare or the
+ * restarted process takes the lost rank's place, and the job goes on with every replica. The survivors agree on
+ * the last request all of them completed and go on from there. The lowest rank prints the report: requests
+ * answered, values verified, and every recovery with its time.
  *
- * <p>Lines for tests: {@code demo: elastic serving} once the groups are ready,
- * {@code demo: elastic recovered round R at EPOCH_MS (shrink S ms, lost [..])} when a
+ * <p>Lines for tests: {@code demo: elastic serving (pid P)} once the groups are ready,
+ * {@code demo: elastic joined as rank R in round N (.., pid P)} for a replacement,
+ * {@code demo: elastic recovered round R at EPOCH_MS (shrink|replace S ms, ..., lost [..])} when a
  * rank's first collective of a new generation completed, {@code demo: elastic left ...} for a rank whose
- * replica was lost.
+ * replica was lost, {@code demo: elastic spare not needed ...} for a spare the job did not use.
  */
 final class ElasticServing {
 
@@ -41,8 +46,14 @@ final class ElasticServing {
     private final int requests;
     private final PrintStream out;
 
-    ElasticServing(int tp, int hidden, int requests, PrintStream out) {
+    /** With {@code --moe}: a mixture-of-experts layer over the EP group every step. */
+    private final boolean moe;
+    /** Experts of the MoE layer: fixed, so that a recovery places them again over the EP group it makes. */
+    static final int MOE_EXPERTS = 8;
+
+    ElasticServing(int tp, int hidden, int requests, boolean moe, PrintStream out) {
         this.tp = tp;
+        this.moe = moe;
         this.hidden = hidden;
         this.requests = requests;
         this.out = out;
@@ -127,6 +138,9 @@ final class ElasticServing {
                             answered++;
                         }
                     }
+                    if (moe) {
+                        checked += moeStep(ps.ep(), next);
+                    }
                     // how far every replica got: the minimum of what each says, so a step is done everywhere
                     long agreed = ps.dpAgree(new long[] {next + replicas}, ReduceOp.MIN)[0];
                     next = Math.min(agreed, requests);
@@ -186,6 +200,56 @@ final class ElasticServing {
             }
         }
         throw lastFailure;
+    }
+
+    /**
+     * One MoE layer over the EP group ({@link #MOE_EXPERTS} experts in contiguous blocks over its ranks, however
+     * many a recovery left): every token to two experts, expert e computing {@code x * (e + 1)}, every combined
+     * value checked. Returns the values checked.
+     */
+    private static long moeStep(GroupCoordinator ep, long step) {
+        if (MOE_EXPERTS % ep.worldSize() != 0) {
+            return 0; // an EP group the experts do not divide (a layout the demo does not make)
+        }
+        int s = (int) (step % 1_000_003);
+        int r = ep.rankInGroup();
+        int tokens = PipelineDemo.Stage.MOE_TOKENS;
+        int width = PipelineDemo.Stage.MOE_HIDDEN;
+        Tensor in = Tensor.allocate(DType.F32, tokens, width);
+        int[] ids = new int[tokens * 2];
+        float[] weights = new float[tokens * 2];
+        for (int t = 0; t < tokens; t++) {
+            for (int h = 0; h < width; h++) {
+                in.setDouble((long) t * width + h, PipelineDemo.Stage.moeInput(s, r, t, h));
+            }
+            for (int j = 0; j < 2; j++) {
+                ids[t * 2 + j] = PipelineDemo.Stage.moeExpert(s, r, t, j, MOE_EXPERTS);
+                weights[t * 2 + j] = 0.5f;
+            }
+        }
+        io.jcomm.parallel.DispatchResult d = ep.dispatch(in, io.jcomm.parallel.ExpertRouting.topK(MOE_EXPERTS, 2, ids,
+                weights));
+        Tensor rows = d.tokens();
+        int[] rowExperts = d.expertIds();
+        int perRank = MOE_EXPERTS / ep.worldSize();
+        Tensor expertOut = Tensor.allocate(DType.F32, d.rows(), width);
+        for (int row = 0; row < d.rows(); row++) {
+            // this rank holds experts [r * perRank, (r + 1) * perRank) of the current EP group
+            check(rowExperts[row] / perRank, r, "expert placement", row);
+            for (int h = 0; h < width; h++) {
+                long at = (long) row * width + h;
+                expertOut.setDouble(at, rows.getDouble(at) * (rowExperts[row] + 1));
+            }
+        }
+        Tensor out = ep.combine(d, expertOut);
+        for (int t = 0; t < tokens; t++) {
+            for (int h = 0; h < width; h++) {
+                long x = PipelineDemo.Stage.moeInput(s, r, t, h);
+                long twice = x * (ids[t * 2] + 1) + x * (ids[t * 2 + 1] + 1);
+                check((long) (2 * out.getDouble((long) t * width + h)), twice, "moe value x2", t * width + h);
+            }
+        }
+        return (long) tokens * width;
     }
 
     private void report(ParallelState ps, long checked, long answered, List<String> recoveries) {

@@ -84,7 +84,8 @@ public final class PipelineDemo implements Callable<Integer> {
 
     @Option(names = "--moe", description = "also run a mixture-of-experts layer each step over the EP group (the TP "
             + "ranks): a deterministic router sends every token to 2 of 2 x EP experts, dispatch, an expert function, "
-            + "combine, every value verified")
+            + "combine, every value verified (with --elastic: 8 experts over the EP group of every rank, placed again by "
+            + "each recovery)")
     boolean moe;
 
     @Option(names = "--device",
@@ -118,7 +119,7 @@ public final class PipelineDemo implements Callable<Integer> {
     @Override
     public Integer call() {
         if (elastic) {
-            return new ElasticServing(tp, hidden, steps, out).run();
+            return new ElasticServing(tp, hidden, steps, moe, out).run();
         }
         DistributedConfig cfg = DistributedConfig.fromEnvironment();
         if (tp < 1 || pp < 1 || cfg.worldSize() % (tp * pp) != 0) {
