@@ -137,7 +137,7 @@ class ElasticChaosIT {
             case "restart": case "restart-spent": args.addAll(List.of("--max-restarts", "1")); break;
             default: args.addAll(List.of("--max-restarts", "2")); break;
         }
-        args.addAll(List.of("demo", "--elastic", "--moe", "--tp", "2", "--steps", "12000", "--hidden", "256"));
+        args.addAll(List.of("demo", "--elastic", "--moe", "--tp", "2", "--steps", "8000", "--hidden", "256"));
         try (LiveJob job = LiveJob.start(Map.of(DistributedConfig.TIMEOUT_MS, "10000"), args)) {
             for (int r = 0; r < 4; r++) {
                 int rank = r;

@@ -152,6 +152,52 @@ class TwoHostIT {
         }
     }
 
+    /**
+     * {@code --nnodes 1:2}: the whole second host dies (its launcher and workers killed with SIGKILL) while a DP2
+     * elastic job serves; the first host's launcher says the node was lost and goes on, its replica shrinks and
+     * serves every request.
+     */
+    @Test
+    void anElasticJobGoesOnWithoutALostNode() throws Exception {
+        try (NetnsHosts h = NetnsHosts.create(prefix())) {
+            Path[] logs = new Path[2];
+            Process[] p = new Process[2];
+            for (int n = 0; n < 2; n++) {
+                logs[n] = log("elastic-node", n);
+                List<String> cmd = new ArrayList<>(commrun(h, n, List.of("demo", "--elastic", "--tp", "2", "--steps",
+                        "40000", "--hidden", "256"), 200));
+                cmd.set(cmd.indexOf("--nnodes") + 1, "1:2");
+                p[n] = h.start(n + 1, cmd, Map.of("JCOMM_HOST_ID", "h" + (n + 1), "JCOMM_TIMEOUT_MS", "10000"), logs[n]);
+            }
+            try {
+                long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
+                while (!(serving(logs[0]) && serving(logs[1]))) {
+                    assertTrue(System.nanoTime() < end && p[0].isAlive() && p[1].isAlive(),
+                            "the job did not start serving:\n" + Files.readString(logs[0]) + Files.readString(logs[1]));
+                    Thread.sleep(20);
+                }
+                Thread.sleep(300);
+                long killed = System.nanoTime();
+                p[1].toHandle().descendants().forEach(ProcessHandle::destroyForcibly);
+                p[1].destroyForcibly();
+                assertTrue(p[0].waitFor(90, TimeUnit.SECONDS), "the first host did not finish:\n" + Files.readString(logs[0]));
+                long ms = (System.nanoTime() - killed) / 1_000_000;
+                String out0 = Files.readString(logs[0]);
+                System.out.println("two hosts, node lost: the first host finished " + ms + " ms after the kill, exit "
+                        + p[0].exitValue());
+                assertEquals(0, p[0].exitValue(), out0);
+                assertTrue(out0.contains("commrun: node 1 was lost") && out0.contains("1 of 2 nodes left"), out0);
+                assertTrue(out0.contains("values: all exact") && out0.contains("recoveries: 1")
+                        && out0.contains("lost [2, 3]"), out0);
+            } finally {
+                for (Process q : p) {
+                    q.toHandle().descendants().forEach(ProcessHandle::destroyForcibly);
+                    q.destroyForcibly();
+                }
+            }
+        }
+    }
+
     private static boolean serving(Path log) throws java.io.IOException {
         return Files.exists(log) && Files.readString(log).split("demo: elastic serving", -1).length >= 3;
     }

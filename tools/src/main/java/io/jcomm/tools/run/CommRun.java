@@ -55,8 +55,13 @@ public final class CommRun implements Callable<Integer> {
             description = "workers on this node (default ${DEFAULT-VALUE})")
     int nprocPerNode;
 
-    @Option(names = "--nnodes", defaultValue = "1", description = "nodes of the job (default ${DEFAULT-VALUE})")
+    @Option(names = "--nnodes", defaultValue = "1", description = "nodes of the job, N or MIN:MAX (torchrun's syntax): "
+            + "the job starts with MAX nodes and goes on while at least MIN are left, each node's workers recovering "
+            + "without the lost ones (ParallelState.recover); below MIN every launcher stops its workers "
+            + "(default ${DEFAULT-VALUE})")
+    String nnodesSpec;
     int nnodes;
+    int minNodes;
 
     @Option(names = {"--node-rank", "--node_rank"}, defaultValue = "0", description = "this node's rank (default ${DEFAULT-VALUE})")
     int nodeRank;
@@ -152,6 +157,7 @@ public final class CommRun implements Callable<Integer> {
 
     /** The plan of this node from the parsed options (with port 0 meaning "pick one when binding"). */
     RunPlan plan() {
+        parseNodes();
         String cp = System.getProperty("java.class.path");
         String[] resolved;
         if (target.endsWith(".java")) {
@@ -175,12 +181,29 @@ public final class CommRun implements Callable<Integer> {
             token = env == null || env.isBlank() ? null : Path.of(env.trim());
         }
         int port = masterPort != null ? masterPort : nnodes > 1 ? RunPlan.MULTI_NODE_PORT_DEFAULT : 0;
-        return RunPlan.builder().nprocPerNode(nprocPerNode).nnodes(nnodes).nodeRank(nodeRank).masterAddr(masterAddr)
+        return RunPlan.builder().nprocPerNode(nprocPerNode).nnodes(nnodes).minNodes(minNodes).nodeRank(nodeRank).masterAddr(masterAddr)
                 .masterPort(port).tokenFile(token).mainClass(resolved[0]).programArgs(programArgs)
                 .classPath(prefix.isEmpty() ? cp : prefix + File.pathSeparator + cp).jvmArgs(jvmArgs)
                 .grace(Duration.ofSeconds(graceSeconds)).maxLost(maxLost)
                 .maxRestarts(maxRestarts).spares(spares)
                 .cpuBinding(cpuBinding(), CpuBinding.findTaskset()).build();
+    }
+
+    /** {@code --nnodes N} or {@code MIN:MAX} into {@link #nnodes} and {@link #minNodes}. */
+    private void parseNodes() {
+        String v = nnodesSpec.trim();
+        int colon = v.indexOf(':');
+        try {
+            if (colon < 0) {
+                nnodes = Integer.parseInt(v);
+                minNodes = nnodes;
+            } else {
+                minNodes = Integer.parseInt(v.substring(0, colon).trim());
+                nnodes = Integer.parseInt(v.substring(colon + 1).trim());
+            }
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("--nnodes must be N or MIN:MAX, not '" + nnodesSpec + "'");
+        }
     }
 
     /** The CPUs to slice among the workers: the launcher's own ones with {@code --cpu-bind auto}, none otherwise. */
@@ -254,6 +277,16 @@ public final class CommRun implements Callable<Integer> {
             }
             return 2;
         }
+        NodeWatch nodes = null;
+        if (plan.minNodes() < plan.nnodes()) {
+            String jobId = DistributedConfig.fromEnvironment(parentEnv).jobId();
+            LocalJob j = job;
+            Duration stopGrace = plan.grace();
+            nodes = new NodeWatch(plan, jobId, err, () -> {
+                j.requestStop();
+                j.stop(stopGrace);
+            }).start();
+        }
         CountDownLatch finished = new CountDownLatch(1);
         Duration grace = plan.grace();
         Thread hook = new Thread(() -> {
@@ -278,6 +311,9 @@ public final class CommRun implements Callable<Integer> {
             code = r.exitCode();
             summarize(plan, r, c, (System.nanoTime() - t0) / 1e9);
         } finally {
+            if (nodes != null) {
+                nodes.close();
+            }
             if (server != null) {
                 server.close();
             }

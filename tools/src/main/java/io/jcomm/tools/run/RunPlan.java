@@ -43,6 +43,7 @@ public final class RunPlan {
 
     private final int nprocPerNode;
     private final int nnodes;
+    private final int minNodes;
     private final int nodeRank;
     private final String masterAddr;
     private final int masterPort;
@@ -63,6 +64,7 @@ public final class RunPlan {
     private RunPlan(Builder b) {
         this.nprocPerNode = b.nprocPerNode;
         this.nnodes = b.nnodes;
+        this.minNodes = b.minNodes < 0 ? b.nnodes : b.minNodes;
         this.nodeRank = b.nodeRank;
         this.masterAddr = Objects.requireNonNull(b.masterAddr, "masterAddr");
         this.masterPort = b.masterPort;
@@ -95,6 +97,9 @@ public final class RunPlan {
         if (nnodes < 1) {
             throw new IllegalArgumentException("--nnodes must be >= 1, got " + nnodes);
         }
+        if (minNodes < 1 || minNodes > nnodes) {
+            throw new IllegalArgumentException("--nnodes MIN:MAX needs 1 <= MIN <= MAX, got " + minNodes + ":" + nnodes);
+        }
         if (nodeRank < 0 || nodeRank >= nnodes) {
             throw new IllegalArgumentException("--node-rank " + nodeRank + " not in [0, " + nnodes + ")");
         }
@@ -119,6 +124,14 @@ public final class RunPlan {
 
     public int nnodes() {
         return nnodes;
+    }
+
+    /**
+     * The fewest nodes the job goes on with ({@code --nnodes MIN:MAX}): below it every launcher stops its workers
+     * ({@link NodeWatch}); {@link #nnodes()} when the job is not elastic.
+     */
+    public int minNodes() {
+        return minNodes;
     }
 
     public int nodeRank() {
@@ -314,7 +327,7 @@ public final class RunPlan {
     }
 
     public Builder toBuilder() {
-        return builder().nprocPerNode(nprocPerNode).nnodes(nnodes).nodeRank(nodeRank).masterAddr(masterAddr)
+        return builder().nprocPerNode(nprocPerNode).nnodes(nnodes).minNodes(minNodes).nodeRank(nodeRank).masterAddr(masterAddr)
                 .masterPort(masterPort).tokenFile(tokenFile).mainClass(mainClass).programArgs(programArgs)
                 .classPath(classPath).jvmArgs(jvmArgs).javaBinary(javaBinary).grace(grace).maxLost(maxLost)
                 .maxRestarts(maxRestarts).spares(spares).cpuBinding(cpus, taskset);
@@ -370,6 +383,7 @@ public final class RunPlan {
     public static final class Builder {
         private int nprocPerNode = 1;
         private int nnodes = 1;
+        private int minNodes = -1;
         private int nodeRank;
         private String masterAddr = DistributedConfig.MASTER_ADDR_DEFAULT;
         private int masterPort;
@@ -391,6 +405,8 @@ public final class RunPlan {
 
         public Builder nprocPerNode(int v) { this.nprocPerNode = v; return this; }
         public Builder nnodes(int v) { this.nnodes = v; return this; }
+        /** The fewest nodes the job goes on with; -1 (default): all of them. */
+        public Builder minNodes(int v) { this.minNodes = v; return this; }
         public Builder nodeRank(int v) { this.nodeRank = v; return this; }
         public Builder masterAddr(String v) { this.masterAddr = v; return this; }
         /** 0: an ephemeral port chosen when the store binds (single node only). */

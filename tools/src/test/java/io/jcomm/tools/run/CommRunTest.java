@@ -504,4 +504,46 @@ class CommRunTest {
         }
         throw new AssertionError("no line starting with '" + start + "' in\n" + out);
     }
+
+    @Test
+    void aFailedWorkerIsStartedAgainWithItsRankUntilTheRestartsAreUsedUp() {
+        Captured c = new Captured();
+        int code = run(c, env(), "--nproc-per-node", "3", "--max-restarts", "1", JobWorker.class.getName(), "replace", "1",
+                "7", "1500");
+        assertEquals(0, code, c.err());
+        assertTrue(c.err().contains("commrun: rank 1 exited with 7; starting it again (restart 1 of 1, --max-restarts)"),
+                c.err());
+        assertTrue(c.out().contains("[rank 1] RESTARTED 1 count 1 recovery REPLACE"), c.out());
+        assertTrue(c.err().contains("commrun: 3 ranks exited 0 (1 restart, --max-restarts 1)"), c.err());
+
+        Captured twice = new Captured();
+        code = run(twice, env(), "--nproc-per-node", "3", "--max-restarts", "1", "--grace", "1", JobWorker.class.getName(),
+                "replace", "1", "7", "20000", "again");
+        assertEquals(7, code, twice.err());
+        assertTrue(twice.err().contains("commrun: rank 1 exited with 7; stopping the other ranks"), twice.err());
+    }
+
+    @Test
+    void waitingSparesAreToldThroughTheStoreWhenTheWorkersAreDone() {
+        Captured c = new Captured();
+        long t0 = System.nanoTime();
+        int code = run(c, env(), "--nproc-per-node", "2", "--spares", "2", JobWorker.class.getName(), "replace", "-1", "7",
+                "500");
+        double seconds = (System.nanoTime() - t0) / 1e9;
+        assertEquals(0, code, c.err());
+        for (int i = 0; i < 2; i++) {
+            assertTrue(c.out().contains("[spare " + i + "] SPARE TOLD"), c.out());
+        }
+        assertTrue(c.err().contains("commrun: 2 ranks exited 0"), c.err());
+        assertTrue(seconds < 9, "the spares exited by themselves, before the 10 s grace: " + seconds + " s");
+        assertTrue(c.err().contains("no processes or /dev/shm files left behind"), c.err());
+
+        Captured both = new Captured();
+        assertEquals(2, run(both, env(), "--nproc-per-node", "2", "--spares", "1", "--max-restarts", "1",
+                JobWorker.class.getName(), "replace", "-1", "7", "10"));
+        assertTrue(both.err().contains("choose one"), both.err());
+        Captured nodes = new Captured();
+        assertEquals(2, run(nodes, env(), "--nproc-per-node", "2", "--nnodes", "2:x", JobWorker.class.getName(), "sleep"));
+        assertTrue(nodes.err().contains("--nnodes must be N or MIN:MAX"), nodes.err());
+    }
 }

@@ -31,6 +31,9 @@ import java.util.TreeMap;
  *   <li>{@code jar}: prints the jar it was started from, its class path and whether Agrona's buffers work;</li>
  *   <li>{@code jit}: prints the JVM's {@code CompileThresholdScaling};</li>
  *   <li>{@code sleep}: prints "READY" and sleeps.</li>
+ *   <li>{@code replace F CODE MS [again]}: rank F exits with CODE, the others work MS ms and exit 0; a restarted
+ *       process says so (and with {@code again} fails like the first); a spare waits until the launcher says the
+ *       job is over.</li>
  * </ul>
  */
 public final class JobWorker {
@@ -179,6 +182,35 @@ public final class JobWorker {
                     Thread.sleep(100L * cfg.rank()); // one after the other
                     System.out.println("failing with " + args[2]);
                     System.exit(Integer.parseInt(args[2]));
+                }
+                Thread.sleep(Long.parseLong(args[3]));
+                System.out.println("done");
+                return;
+            }
+            case "replace": {
+                int code = Integer.parseInt(args[2]);
+                if (cfg.role() == DistributedConfig.Role.SPARE) {
+                    try (TcpStore store = TcpRendezvous.connect(cfg, TcpRendezvous.Options.builder().hostServer(false)
+                            .declareMember(false).build())) {
+                        System.out.println("SPARE WAITING");
+                        long deadline = System.nanoTime() + 30_000_000_000L;
+                        while (!store.check(List.of(DistributedConfig.LAUNCHER_DONE_KEY)) && System.nanoTime() < deadline) {
+                            Thread.sleep(5);
+                        }
+                        System.out.println(store.check(List.of(DistributedConfig.LAUNCHER_DONE_KEY)) ? "SPARE TOLD"
+                                : "SPARE NOT TOLD");
+                    }
+                    return;
+                }
+                if (cfg.role() == DistributedConfig.Role.RESTARTED) {
+                    System.out.println("RESTARTED " + cfg.rank() + " count " + System.getenv("TORCHELASTIC_RESTART_COUNT")
+                            + " recovery " + cfg.recovery());
+                    if (args.length > 4 && args[4].equals("again")) {
+                        System.exit(code);
+                    }
+                } else if (cfg.rank() == Integer.parseInt(args[1])) {
+                    System.out.println("failing with " + code);
+                    System.exit(code);
                 }
                 Thread.sleep(Long.parseLong(args[3]));
                 System.out.println("done");

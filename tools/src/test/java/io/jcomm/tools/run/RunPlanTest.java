@@ -151,4 +151,18 @@ class RunPlanTest {
                 "restarts and spares are two ways to replace one loss");
         assertThrows(IllegalArgumentException.class, () -> twoNodes().spares(-1).build());
     }
+
+    @Test
+    void anElasticJobKeepsItsMinimumOfNodes() {
+        assertEquals(2, twoNodes().build().minNodes(), "not elastic: every node");
+        RunPlan elastic = twoNodes().minNodes(1).build();
+        assertEquals(1, elastic.minNodes());
+        assertEquals(8, elastic.worldSize(), "the job starts with MAX nodes");
+        assertThrows(IllegalArgumentException.class, () -> twoNodes().minNodes(3).build());
+        assertThrows(IllegalArgumentException.class, () -> twoNodes().minNodes(0).build());
+        assertFalse(NodeWatch.tooFew(2, 1, 1));
+        assertTrue(NodeWatch.tooFew(2, 2, 1));
+        assertTrue(NodeWatch.tooFew(4, 2, 3));
+        assertFalse(NodeWatch.tooFew(4, 2, 2));
+    }
 }
