@@ -302,18 +302,28 @@ public final class ParallelState implements AutoCloseable {
             registry.requireFree(s.name());
         }
         epoch++;
-        boolean wantMedia = needsHostMedia(options, l, topology);
-        if (hostMedia == null && wantMedia && !factory.lateBroadcasters) {
-            hostMedia = startHostMedia(factory, topology, generation, false);
-        }
-        GroupCoordinator[] made = createGroups(factory, topology, jobNonce, specs, hostMedia);
-        if (wantMedia && factory.lateBroadcasters) {
-            if (hostMedia == null) {
-                hostMedia = startHostMedia(factory, topology, generation, true);
-            }
-            startLateBroadcasters(factory, specs, made, hostMedia, generation);
-        }
+        GroupCoordinator[] made = createWithMedia(factory, specs, needsHostMedia(options, l, topology), "m" + generation);
         adoptModelParallel(l, made);
+    }
+
+    /**
+     * Creates the groups of {@code specs} with this host's media driver for their broadcasters when they want
+     * one: started first (broadcasters made with the groups) or after the groups (made in the background), under
+     * {@code mediaName} unless this state already has it.
+     */
+    private GroupCoordinator[] createWithMedia(GroupFactory f, List<GroupFactory.Spec> specs, boolean wantMedia,
+                                               String mediaName) {
+        if (hostMedia == null && wantMedia && !f.lateBroadcasters) {
+            hostMedia = startHostMedia(f, topology, mediaName, false);
+        }
+        GroupCoordinator[] made = createGroups(f, topology, jobNonce, specs, hostMedia);
+        if (wantMedia && f.lateBroadcasters) {
+            if (hostMedia == null) {
+                hostMedia = startHostMedia(f, topology, mediaName, true);
+            }
+            startLateBroadcasters(f, specs, made, hostMedia, generation);
+        }
+        return made;
     }
 
     /**
@@ -755,11 +765,9 @@ public final class ParallelState implements AutoCloseable {
                         }
                     }
                 }
-                boolean complete = alive.size() + dead.size() + gone.size() >= members.size();
+                boolean complete = accountedFor(members, alive, dead, gone);
                 if (complete || System.nanoTime() - graceEnd > 0) {
-                    java.util.TreeSet<Integer> lost = new java.util.TreeSet<>(members);
-                    lost.removeAll(alive);
-                    lost.removeAll(gone);
+                    java.util.TreeSet<Integer> lost = lostRanks(members, alive, dead, gone);
                     if (!complete) {
                         java.util.TreeSet<Integer> silent = new java.util.TreeSet<>(lost);
                         silent.removeAll(dead);
@@ -784,6 +792,29 @@ public final class ParallelState implements AutoCloseable {
             }
             java.util.concurrent.locks.LockSupport.parkNanos(1_000_000L);
         }
+    }
+
+    /** Whether every member answered, died or is gone (a rank that answered and died since counts once). */
+    static boolean accountedFor(List<Integer> members, java.util.Set<Integer> alive, java.util.Set<Integer> dead,
+                                java.util.Set<Integer> gone) {
+        for (int r : members) {
+            if (!alive.contains(r) && !dead.contains(r) && !gone.contains(r)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** The members a verdict counts lost: dead ones (even if they answered first), and those that never answered. */
+    static java.util.TreeSet<Integer> lostRanks(List<Integer> members, java.util.Set<Integer> alive,
+                                                java.util.Set<Integer> dead, java.util.Set<Integer> gone) {
+        java.util.TreeSet<Integer> lost = new java.util.TreeSet<>();
+        for (int r : members) {
+            if (dead.contains(r) || !alive.contains(r) && !gone.contains(r)) {
+                lost.add(r);
+            }
+        }
+        return lost;
     }
 
     private static byte[] encodeVerdict(java.util.Set<Integer> lost, java.util.Set<Integer> gone) {
@@ -909,10 +940,7 @@ public final class ParallelState implements AutoCloseable {
 
     /** Posts one vacancy per dead rank, with what a replacement needs to join ({@link Vacancy}). */
     private void postVacancies(Store keys, int round, RankLayout before, java.util.Set<Integer> dead) {
-        List<String> hosts = new ArrayList<>();
-        for (int r = 0; r < config.worldSize(); r++) {
-            hosts.add(topology.hostOf(r));
-        }
+        List<String> hosts = topologyHosts(topology);
         Vacancy v = new Vacancy(round, generation, jobNonce, before.tensorParallelSize(), before.pipelineParallelSize(),
                 before.ranks(), new ArrayList<>(dead), hosts);
         keys.set("ps/rec/" + generation + "/" + round + "/vacancy", v.encode());
@@ -1023,17 +1051,7 @@ public final class ParallelState implements AutoCloseable {
             hostMedia = null;
             old.close(true);
         }
-        String mediaName = mediaName(round, replaced);
-        if (hostMedia == null && wantMedia && !nextFactory.lateBroadcasters) {
-            hostMedia = startHostMedia(nextFactory, topology, mediaName, false);
-        }
-        GroupCoordinator[] made = createGroups(nextFactory, topology, jobNonce, specs, hostMedia);
-        if (wantMedia && nextFactory.lateBroadcasters) {
-            if (hostMedia == null) {
-                hostMedia = startHostMedia(nextFactory, topology, mediaName, true);
-            }
-            startLateBroadcasters(nextFactory, specs, made, hostMedia, generation);
-        }
+        GroupCoordinator[] made = createWithMedia(nextFactory, specs, wantMedia, mediaName(round, replaced));
         world = made[0];
         registry.register(world);
         options.listener().created(world);
@@ -1059,10 +1077,7 @@ public final class ParallelState implements AutoCloseable {
     /** The topology with the hosts the replacements of {@code replaced} said they are on. */
     private HostTopology withHosts(HostTopology t, Store keys, String roundBase, java.util.Set<Integer> replaced,
                                    OpContext ctx) {
-        List<String> hosts = new ArrayList<>();
-        for (int r = 0; r < t.worldSize(); r++) {
-            hosts.add(t.hostOf(r));
-        }
+        List<String> hosts = topologyHosts(t);
         for (int d : replaced) {
             byte[] h = keys.get(roundBase + "host/" + d, factory.timeout);
             if (h.length == 0 || h.length > HostExchange.MAX_HOST_ID_BYTES) {
@@ -1074,6 +1089,7 @@ public final class ParallelState implements AutoCloseable {
         return hosts.equals(topologyHosts(t)) ? t : HostTopology.of(hosts);
     }
 
+    /** Every configured rank's host id, by global rank. */
     private static List<String> topologyHosts(HostTopology t) {
         List<String> hosts = new ArrayList<>();
         for (int r = 0; r < t.worldSize(); r++) {
@@ -1100,6 +1116,10 @@ public final class ParallelState implements AutoCloseable {
             ObjectCodec codec = options.codec() != null ? options.codec() : ParallelStateOptions.defaultCodec();
             DeviceCommunicators devices = options.deviceCommunicators() != null ? options.deviceCommunicators()
                     : ParallelStateOptions.defaultDeviceCommunicators();
+            if (role == DistributedConfig.Role.SPARE) {
+                // while nothing is lost: load and compile what joining will run, so that the survivors wait less
+                SpareWarmup.run(config, options, codec, devices, Duration.ofSeconds(10));
+            }
             // a restarted rank waits for its vacancy as long as a collective would; a spare for as long as the job
             long deadline = role == DistributedConfig.Role.SPARE ? Long.MAX_VALUE
                     : System.nanoTime() + config.timeout().toNanos();

@@ -113,20 +113,8 @@ class TwoHostIT {
     void aCutLinkLeavesTheStoreHostsReplicaServing() throws Exception {
         try (NetnsHosts h = NetnsHosts.create(prefix())) {
             Path[] logs = new Path[2];
-            Process[] p = new Process[2];
-            for (int n = 0; n < 2; n++) {
-                logs[n] = log("elastic-cut", n);
-                p[n] = h.start(n + 1, commrun(h, n, List.of("demo", "--elastic", "--tp", "2", "--steps", "40000",
-                        "--hidden", "256"), 200), Map.of("JCOMM_HOST_ID", "h" + (n + 1), "JCOMM_TIMEOUT_MS", "4000"), logs[n]);
-            }
+            Process[] p = startElastic(h, "elastic-cut", "2", 4000, logs);
             try {
-                long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
-                while (!(serving(logs[0]) && serving(logs[1]))) {
-                    assertTrue(System.nanoTime() < end && p[0].isAlive() && p[1].isAlive(),
-                            "the job did not start serving:\n" + Files.readString(logs[0]) + Files.readString(logs[1]));
-                    Thread.sleep(20);
-                }
-                Thread.sleep(300);
                 long cut = System.nanoTime();
                 h.cut();
                 assertTrue(p[0].waitFor(90, TimeUnit.SECONDS), "the store's host did not finish:\n" + Files.readString(logs[0]));
@@ -161,22 +149,8 @@ class TwoHostIT {
     void anElasticJobGoesOnWithoutALostNode() throws Exception {
         try (NetnsHosts h = NetnsHosts.create(prefix())) {
             Path[] logs = new Path[2];
-            Process[] p = new Process[2];
-            for (int n = 0; n < 2; n++) {
-                logs[n] = log("elastic-node", n);
-                List<String> cmd = new ArrayList<>(commrun(h, n, List.of("demo", "--elastic", "--tp", "2", "--steps",
-                        "40000", "--hidden", "256"), 200));
-                cmd.set(cmd.indexOf("--nnodes") + 1, "1:2");
-                p[n] = h.start(n + 1, cmd, Map.of("JCOMM_HOST_ID", "h" + (n + 1), "JCOMM_TIMEOUT_MS", "10000"), logs[n]);
-            }
+            Process[] p = startElastic(h, "elastic-node", "1:2", 10_000, logs);
             try {
-                long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
-                while (!(serving(logs[0]) && serving(logs[1]))) {
-                    assertTrue(System.nanoTime() < end && p[0].isAlive() && p[1].isAlive(),
-                            "the job did not start serving:\n" + Files.readString(logs[0]) + Files.readString(logs[1]));
-                    Thread.sleep(20);
-                }
-                Thread.sleep(300);
                 long killed = System.nanoTime();
                 p[1].toHandle().descendants().forEach(ProcessHandle::destroyForcibly);
                 p[1].destroyForcibly();
@@ -195,6 +169,41 @@ class TwoHostIT {
                     q.destroyForcibly();
                 }
             }
+        }
+    }
+
+    /**
+     * Starts {@code demo --elastic --tp 2} on both hosts ({@code --nnodes nodes}, op deadline {@code timeoutMs}) and
+     * returns once both serve, 300 ms in; the logs go to {@code logs}.
+     */
+    private static Process[] startElastic(NetnsHosts h, String name, String nodes, long timeoutMs, Path[] logs)
+            throws Exception {
+        Process[] p = new Process[2];
+        try {
+            for (int n = 0; n < 2; n++) {
+                logs[n] = log(name, n);
+                List<String> cmd = new ArrayList<>(commrun(h, n, List.of("demo", "--elastic", "--tp", "2", "--steps",
+                        "40000", "--hidden", "256"), 200));
+                cmd.set(cmd.indexOf("--nnodes") + 1, nodes);
+                p[n] = h.start(n + 1, cmd, Map.of("JCOMM_HOST_ID", "h" + (n + 1), "JCOMM_TIMEOUT_MS",
+                        Long.toString(timeoutMs)), logs[n]);
+            }
+            long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
+            while (!(serving(logs[0]) && serving(logs[1]))) {
+                assertTrue(System.nanoTime() < end && p[0].isAlive() && p[1].isAlive(),
+                        "the job did not start serving:\n" + Files.readString(logs[0]) + Files.readString(logs[1]));
+                Thread.sleep(20);
+            }
+            Thread.sleep(300);
+            return p;
+        } catch (Exception | AssertionError e) {
+            for (Process q : p) {
+                if (q != null) {
+                    q.toHandle().descendants().forEach(ProcessHandle::destroyForcibly);
+                    q.destroyForcibly();
+                }
+            }
+            throw e;
         }
     }
 
