@@ -34,7 +34,7 @@ class TcpStoreClientWireTest {
 
     private static final byte[] PROBE = f().u8(4).u64(1).str("\0jcomm-store/v1").bytes();
     /** After a READY probe: does the server keep its keys (and track request ids)? */
-    private static final byte[] DURABLE = f().u8(4).u64(1).str("\0jcomm-durable/v1").bytes();
+    private static final byte[] DURABLE = f().u8(4).u64(1).str("\0jcomm-dur/v1").bytes();
 
     /** A one-connection-at-a-time scripted server. */
     private static final class FakeServer implements AutoCloseable {
@@ -323,7 +323,7 @@ class TcpStoreClientWireTest {
     @Test
     void againstADurableServerAChangeCarriesARequestIdAndIsResentWithTheSameOneAfterABrokenConnection()
             throws Exception {
-        byte[] tagPrefix = f().u8(4).u64(2).str("\0jcomm-request/v1").u64(24).bytes();
+        byte[] tagPrefix = f().u8(4).u64(2).str("\0jcomm-req/v1").u64(24).bytes();
         byte[] addFrame = f().u8(3).str("/n").u64(5).bytes();
         try (FakeServer fs = new FakeServer()) {
             CompletableFuture<TcpStore> cf = CompletableFuture.supplyAsync(() -> TcpStore.connect(cfg(fs,

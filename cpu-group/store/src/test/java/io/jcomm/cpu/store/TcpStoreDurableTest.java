@@ -175,8 +175,8 @@ class TcpStoreDurableTest {
     @Test
     void aRequestIdIsAppliedOnceEvenWhenSentAgainAndAfterARestart() throws Exception {
         byte[] probe = f().u8(4).u64(1).str("\0jcomm-store/v1").bytes();
-        byte[] durable = f().u8(4).u64(1).str("\0jcomm-durable/v1").bytes();
-        RawConn.F tag = f().u8(4).u64(2).str("\0jcomm-request/v1").u64(24).u64(0x1111).u64(0x2222).u64(7);
+        byte[] durable = f().u8(4).u64(1).str("\0jcomm-dur/v1").bytes();
+        RawConn.F tag = f().u8(4).u64(2).str("\0jcomm-req/v1").u64(24).u64(0x1111).u64(0x2222).u64(7);
         byte[] add = f().u8(3).str("/n").u64(5).bytes();
         int port = FreePorts.find();
         try (TcpStoreServer server = start(port)) {
@@ -191,7 +191,7 @@ class TcpStoreDurableTest {
         try (TcpStoreServer server = start(port); RawConn c = new RawConn(server.port())) {
             c.send(probe).expect(hex("00"));
             c.send(tag).send(add).expect(f().u8(0).u64(5)); // remembered in the data file
-            RawConn.F next = f().u8(4).u64(2).str("\0jcomm-request/v1").u64(24).u64(0x1111).u64(0x2222).u64(8);
+            RawConn.F next = f().u8(4).u64(2).str("\0jcomm-req/v1").u64(24).u64(0x1111).u64(0x2222).u64(8);
             c.send(next).send(add).expect(f().u8(0).u64(15));
             // a request id before something that is not a change closes the connection
             c.send(next).send(hex("06")).expectClosed();
@@ -203,7 +203,7 @@ class TcpStoreDurableTest {
         try (TcpStoreServer mem = TcpStoreServer.start(TcpStoreServerConfig.builder().port(0).build());
              RawConn c = new RawConn(mem.port())) {
             c.send(f().u8(4).u64(1).str("\0jcomm-store/v1")).expect(hex("00"));
-            c.send(f().u8(4).u64(1).str("\0jcomm-durable/v1")).expect(hex("02"));
+            c.send(f().u8(4).u64(1).str("\0jcomm-dur/v1")).expect(hex("02"));
         }
         int port = FreePorts.find();
         TcpStoreServer server = start(port);

@@ -924,7 +924,9 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
                 return;
             }
             if (n == 1 && keyIs(q, Wire.DURABLE_KEY)) {
-                replyU8(engine.log() != null ? Wire.CHECK_READY : Wire.DURABLE_NO);
+                // request ids are keys of a CHECK: without room for them the server offers none
+                replyU8(sc.maxKeyBytes < Wire.REQUEST_ID_BYTES ? Wire.CHECK_NOT_READY
+                        : engine.log() != null ? Wire.CHECK_READY : Wire.DURABLE_NO);
                 return;
             }
             if (n == 2 && keyIs(q, Wire.REQUEST_KEY)) {

@@ -83,9 +83,10 @@ public final class Wire {
      * Durability query: a CHECK of exactly this one key is answered {@link #CHECK_READY} by a server
      * that keeps its keys in a data directory (they survive its restart), {@link #DURABLE_NO} by one
      * that keeps them in memory only; both understand request ids ({@link #REQUEST_KEY}). An older
-     * jcomm server or a torch server answers NOT_READY: no request ids.
+     * jcomm server or a torch server answers NOT_READY: no request ids (so does a server whose
+     * {@code maxKeyBytes} is below {@link #REQUEST_ID_BYTES}).
      */
-    public static final byte[] DURABLE_KEY = "\0jcomm-durable/v1".getBytes(StandardCharsets.US_ASCII);
+    public static final byte[] DURABLE_KEY = "\0jcomm-dur/v1".getBytes(StandardCharsets.US_ASCII);
 
     /** Reply to the durability query of a server in memory only that understands request ids. */
     public static final int DURABLE_NO = 2;
@@ -100,7 +101,7 @@ public final class Wire {
      * A request id whose change the server made already (a retry after a lost reply) is answered with
      * the first outcome and not applied again.
      */
-    public static final byte[] REQUEST_KEY = "\0jcomm-request/v1".getBytes(StandardCharsets.US_ASCII);
+    public static final byte[] REQUEST_KEY = "\0jcomm-req/v1".getBytes(StandardCharsets.US_ASCII);
 
     public static final int REQUEST_ID_BYTES = 16 + 8;
     public static final int REQUEST_OK = 0;
