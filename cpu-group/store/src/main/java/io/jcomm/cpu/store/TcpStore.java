@@ -70,7 +70,22 @@ import java.util.concurrent.locks.ReentrantLock;
  * rides over a server that starts late or restarts. Idempotent calls (get, set, check, wait,
  * numKeys, multiGet, multiSet) are retried on a fresh connection when the connection breaks
  * mid-call; the others (add, compareSet, deleteKey, append) are never sent twice: they fail with a
- * {@link StoreException}. Before every request the client checks (one non-blocking read) that the
+ * {@link StoreException}. A server that served this client and then refuses connections for 250 ms
+ * is taken for gone ({@link StoreException}) instead of being retried until the deadline.
+ *
+ * <h2>Riding over a restart of the server ({@link TcpStoreConfig.Reconnect})</h2>
+ * By default ({@code AUTO}) a client asks a jcomm server at connect whether it is durable (it keeps
+ * its keys in a data directory, {@link TcpStoreServerConfig#dataDir()}); against a durable server
+ * every call reconnects until its own deadline when the server goes away (killed, restarted),
+ * re-sends the handshake (token, member declaration) and the call: waits are issued again, reads and
+ * sets are sent again, and changes carry a request id ({@code internal.Wire#REQUEST_KEY}) that the
+ * server remembers with the change, so a retried {@code add}, {@code compareSet}, {@code append} or
+ * {@code deleteKey} whose first attempt was applied before the reply was lost returns the first
+ * outcome and is not applied twice. Changes then wait for the server's acknowledgment (a {@code set}
+ * that returned is in the server's data file), and a change the server refuses (store or data file
+ * full, an {@code add} on a non-integer) throws {@link StoreRefusedException} and leaves the
+ * connection usable. Against torch's server, an older jcomm server or a server in memory only,
+ * nothing of this applies (the failure handling above). Before every request the client checks (one non-blocking read) that the
  * idle connection is still open, so a request is not sent into a connection the server has closed.
  * A server that demands a job token the client lacks, or refuses its token, fails at once with a
  * {@link StoreException} (no retry). Timeouts throw {@link CommTimeoutException} naming the keys.

@@ -74,6 +74,24 @@ import java.util.concurrent.TimeoutException;
  * reply. A death is final for the server's life (no elasticity: a rank that declares itself again
  * is accepted, but its job stays failed). Wire format: {@code internal.Wire#MEMBER_KEY}.
  *
+ * <h2>Durability (beyond PyTorch)</h2>
+ * With {@link TcpStoreServerConfig#dataDir()} set, every change (set, add, compareSet, append,
+ * deleteKey, multiSet) is written to an append-only, checksummed file in that directory before the
+ * server replies, and a server started on the directory loads every key back before it listens.
+ * What survives: a kill of the server process, {@code kill -9} included, loses nothing a client saw
+ * acknowledged (the file's pages are in the operating system's cache, which outlives the process);
+ * a crash of the machine or a power loss may lose the last changes unless
+ * {@link TcpStoreServerConfig#dataFsync()} forces each change to the device before the reply (one
+ * device flush per change). A record cut short by a crash is detected by its checksum and dropped at
+ * start. The file is bounded ({@link TcpStoreServerConfig#maxDataBytes()}): it is rewritten with the
+ * live keys when it has doubled, and a change that would not fit even then is refused: jcomm clients
+ * that ride over restarts get {@link StoreRefusedException} and keep their connection, others (torch)
+ * see their connection closed, as for a full store; the server goes on serving. Member liveness is not
+ * durable: after a restart each jcomm client declares itself again when it reconnects, and a rank that
+ * died while the server was down is not seen dying: its peers' waits on it run to their deadlines.
+ * Jcomm clients ride over the restart ({@link TcpStoreConfig.Reconnect}); torch clients fail as with
+ * torch's own server (they do not reconnect).
+ *
  * <h2>Job token (beyond PyTorch)</h2>
  * With a token configured, every connection must first pass a mutual HMAC-SHA256 challenge-response
  * over fresh nonces (see {@code internal.Auth}); a connection that starts with anything else is
