@@ -384,11 +384,12 @@ public final class StoreLog implements AutoCloseable {
         rec.putInt(0, len - RECORD_HEADER_BYTES).putInt(4, (int) crc.getValue());
         if (size + len > compactAt || size + len > maxBytes) {
             long est = live.estimatedBytes();
-            if (est + len > maxBytes) {
+            if (est + len <= maxBytes) {
+                rewrite(live);
+            } else if (size + len > maxBytes) {
                 throw new StoreFault("store data file full: the live keys need up to " + est + " bytes and this "
                         + "change " + len + " more, over maxDataBytes " + maxBytes + " (" + file + ")");
-            }
-            rewrite(live);
+            } // else a rewrite could not promise room, but the record fits as the file is
         }
         rec.limit(len).position(0);
         long at = size;
