@@ -22,7 +22,12 @@ final class StoreServerProcess implements AutoCloseable {
     }
 
     static StoreServerProcess start(String... extraArgs) {
-        List<String> args = new ArrayList<>(List.of("--port", "0"));
+        return startOn(0, extraArgs);
+    }
+
+    /** On {@code port} (0: an ephemeral one). */
+    static StoreServerProcess startOn(int port, String... extraArgs) {
+        List<String> args = new ArrayList<>(List.of("--port", Integer.toString(port)));
         args.addAll(List.of(extraArgs));
         MultiJvm jvm = MultiJvm.builder().name("commstore").worldSize(1).mainClass(CommStoreCommand.class)
                 .args(args.toArray(new String[0])).maxHeap("256m").deadline(Duration.ofMinutes(3)).start();

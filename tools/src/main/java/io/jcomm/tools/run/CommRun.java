@@ -78,6 +78,11 @@ public final class CommRun implements Callable<Integer> {
             + "(default: $JCOMM_TOKEN_FILE if set)")
     Path tokenFile;
 
+    @Option(names = "--store-data", description = "keep the store's keys in this directory (the node that hosts the "
+            + "store): a launcher restarted on it and the same port resumes with every key, and the workers' store "
+            + "clients ride over the restart. Default: in memory only")
+    Path storeData;
+
     @Option(names = {"-cp", "--classpath"}, description = "class path of the program, in front of the tools' own")
     String classPath;
 
@@ -244,7 +249,8 @@ public final class CommRun implements Callable<Integer> {
         TcpStoreServer server = null;
         if (plan.hostsStore()) {
             TcpStoreServerConfig.Builder sb = TcpStoreServerConfig.builder().host(plan.masterAddr())
-                    .port(plan.masterPort()).logConnections(false).name("commrun").expectedClients(plan.worldSize());
+                    .port(plan.masterPort()).logConnections(false).name("commrun").expectedClients(plan.worldSize())
+                    .dataDir(storeData);
             if (plan.tokenFile() != null) {
                 try {
                     sb.token(JobToken.read(plan.tokenFile()));

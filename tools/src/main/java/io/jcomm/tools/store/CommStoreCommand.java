@@ -17,6 +17,10 @@ import picocli.CommandLine.Option;
  * ({@code commstore: listening on HOST:PORT ...}) and one line per connection event: open, and
  * close with the dialect, the remote address and the reason when the server dropped it.
  *
+ * <p>With {@code --data DIR} the keys are kept in {@code DIR}: a commstore killed (even with
+ * {@code kill -9}) and started again on the same directory and port resumes with every key, and jcomm
+ * clients that were waiting reconnect and go on within their deadlines.
+ *
  * <p>With {@code --token-file} every client must authenticate with the job token; torch clients
  * cannot, so they are all refused.
  */
@@ -86,6 +90,19 @@ public final class CommStoreCommand implements Callable<Integer> {
     @Option(names = "--transport", defaultValue = "AUTO", description = "AUTO, EPOLL, NIO (default ${DEFAULT-VALUE})")
     TcpStoreServerConfig.Transport transport;
 
+    @Option(names = "--data", description = "keep the keys in this directory (created when absent): every change is "
+            + "written to its data file before the reply, and a commstore started again on it resumes with every key; "
+            + "jcomm clients ride over the restart. Default: in memory only")
+    Path dataDir;
+
+    @Option(names = "--max-data-bytes", defaultValue = "4294967296",
+            description = "bound of the data file; a change that does not fit is refused (default ${DEFAULT-VALUE})")
+    long maxDataBytes;
+
+    @Option(names = "--data-fsync", description = "force every change to the device before the reply (survives a "
+            + "machine crash, not only a killed store; one device flush per change)")
+    boolean dataFsync;
+
     @Option(names = "--quiet", description = "do not log every connection")
     boolean quiet;
 
@@ -113,7 +130,7 @@ public final class CommStoreCommand implements Callable<Integer> {
                 .expectedClients(worldSize)
                 .incompleteRequestTimeout(Duration.ofMillis(incompleteRequestTimeoutMs))
                 .handshakeTimeout(Duration.ofMillis(handshakeTimeoutMs)).legacyMode(legacyMode).transport(transport)
-                .logConnections(!quiet);
+                .logConnections(!quiet).dataDir(dataDir).maxDataBytes(maxDataBytes).dataFsync(dataFsync);
         if (tokenFile != null) {
             b.tokenFile(tokenFile);
         }

@@ -105,6 +105,24 @@ class CommRunTest {
     }
 
     @Test
+    void withStoreDataTheHostedStoresKeysOutliveTheLauncher(@TempDir Path dir) throws Exception {
+        Path data = dir.resolve("store-data");
+        Captured c = new Captured();
+        int code = run(c, env(), "--nproc-per-node", "2", "--store-data", data.toString(), JobWorker.class.getName(),
+                "env");
+        assertEquals(0, code, c.err());
+        assertTrue(Files.exists(data.resolve("store.log")), "no data file in " + data);
+        // a store started on the directory has the job's keys
+        try (io.jcomm.cpu.store.TcpStoreServer server = io.jcomm.cpu.store.TcpStoreServer.start(
+                io.jcomm.cpu.store.TcpStoreServerConfig.builder().dataDir(data).build());
+             io.jcomm.cpu.store.TcpStore s = io.jcomm.cpu.store.TcpStore.connect(
+                     io.jcomm.cpu.store.TcpStoreConfig.builder().port(server.port()).timeout(java.time.Duration.ofSeconds(10))
+                             .build())) {
+            assertEquals("2", new String(s.get("up"), StandardCharsets.UTF_8));
+        }
+    }
+
+    @Test
     void workersLoadNettysLibraryFromTheLaunchersCopy(@TempDir Path dir) throws Exception {
         Path cache = dir.resolve("cache");
         for (int launch = 0; launch < 2; launch++) {

@@ -70,7 +70,22 @@ import java.util.concurrent.locks.ReentrantLock;
  * rides over a server that starts late or restarts. Idempotent calls (get, set, check, wait,
  * numKeys, multiGet, multiSet) are retried on a fresh connection when the connection breaks
  * mid-call; the others (add, compareSet, deleteKey, append) are never sent twice: they fail with a
- * {@link StoreException}. Before every request the client checks (one non-blocking read) that the
+ * {@link StoreException}. A server that served this client and then refuses connections for 250 ms
+ * is taken for gone ({@link StoreException}) instead of being retried until the deadline.
+ *
+ * <h2>Riding over a restart of the server ({@link TcpStoreConfig.Reconnect})</h2>
+ * By default ({@code AUTO}) a client asks a jcomm server at connect whether it is durable (it keeps
+ * its keys in a data directory, {@link TcpStoreServerConfig#dataDir()}); against a durable server
+ * every call reconnects until its own deadline when the server goes away (killed, restarted),
+ * re-sends the handshake (token, member declaration) and the call: waits are issued again, reads and
+ * sets are sent again, and changes carry a request id ({@code internal.Wire#REQUEST_KEY}) that the
+ * server remembers with the change, so a retried {@code add}, {@code compareSet}, {@code append} or
+ * {@code deleteKey} whose first attempt was applied before the reply was lost returns the first
+ * outcome and is not applied twice. Changes then wait for the server's acknowledgment (a {@code set}
+ * that returned is in the server's data file), and a change the server refuses (store or data file
+ * full, an {@code add} on a non-integer) throws {@link StoreRefusedException} and leaves the
+ * connection usable. Against torch's server, an older jcomm server or a server in memory only,
+ * nothing of this applies (the failure handling above). Before every request the client checks (one non-blocking read) that the
  * idle connection is still open, so a request is not sent into a connection the server has closed.
  * A server that demands a job token the client lacks, or refuses its token, fails at once with a
  * {@link StoreException} (no retry). Timeouts throw {@link CommTimeoutException} naming the keys.
@@ -100,6 +115,8 @@ public final class TcpStore implements Store {
     private static final long BACKOFF_START_NANOS = TimeUnit.MICROSECONDS.toNanos(100);
     private static final long BACKOFF_MAX_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
     private static final int MAX_RETRIES = 3;
+    /** Retries of one call while riding over a restart (each after a pause; the deadline bounds them first). */
+    private static final int MAX_RECONNECT_RETRIES = 10_000;
     /**
      * How long a server that already served this client (or the client it was made from) may refuse
      * connections before the client takes it for gone: nothing listens on its port any more, so its
@@ -125,11 +142,29 @@ public final class TcpStore implements Store {
     /** Whether the server answered this client, or the client it was made from ({@link #newClient()}). */
     private volatile boolean serverSeen;
 
+    // riding over server restarts (TcpStoreConfig.Reconnect)
+    /** The last server this client talked to said it is durable; kept while disconnected. */
+    private boolean durableSeen;
+    /** The current connection's server understands request ids. */
+    private boolean requestIds;
+    /** This client's id for request ids: random, one per client object. */
+    private final long clientHi;
+    private final long clientLo;
+    /** Sequence number of the change in flight (one per call, the same on each retry). */
+    private long seq;
+    /** The call in flight was sent before, on a connection that broke. */
+    private boolean resending;
+    /** The last attempt of the call in flight carried a request id. */
+    private boolean lastAttemptTagged;
+
     private TcpStore(TcpStoreConfig config, AutoCloseable owned) {
         this.config = config;
         this.owned = owned;
         this.where = config.host() + ":" + config.port();
         this.numbering = config.dialect().numbering();
+        java.util.UUID id = java.util.UUID.randomUUID();
+        this.clientHi = id.getMostSignificantBits();
+        this.clientLo = id.getLeastSignificantBits();
     }
 
     /**
@@ -255,11 +290,15 @@ public final class TcpStore implements Store {
     @Override
     public void set(String key, byte[] value) {
         checkValue(value, "set");
-        call("set", Deadline.after(timeout()), true, (c, d) -> {
-            c.begin().u8(code(Op.SET));
+        call("set", Deadline.after(timeout()), true, true, (c, d) -> {
+            boolean t = tag(c.begin(), "set");
+            c.u8(code(Op.SET));
             putKey(c, key, "set");
             c.bytes(value);
             c.send(d);
+            if (t) {
+                status(c, d, "set");
+            }
             return null;
         });
     }
@@ -289,20 +328,28 @@ public final class TcpStore implements Store {
 
     @Override
     public long add(String key, long delta) {
-        return call("add", Deadline.after(timeout()), false, (c, d) -> {
-            c.begin().u8(code(Op.ADD));
+        return call("add", Deadline.after(timeout()), false, true, (c, d) -> {
+            boolean t = tag(c.begin(), "add");
+            c.u8(code(Op.ADD));
             putKey(c, key, "add");
             c.i64(delta);
             c.send(d);
+            if (t) {
+                status(c, d, "add");
+            }
             return c.readI64(d);
         });
     }
 
     /** ADD on a key sent as is (no "/" prefix): torch's {@code init/} worker counter. */
     long addUnprefixed(byte[] wireKey, long delta) {
-        return call("add", Deadline.after(timeout()), false, (c, d) -> {
-            c.begin().u8(code(Op.ADD)).bytes(wireKey).i64(delta);
+        return call("add", Deadline.after(timeout()), false, true, (c, d) -> {
+            boolean t = tag(c.begin(), "add");
+            c.u8(code(Op.ADD)).bytes(wireKey).i64(delta);
             c.send(d);
+            if (t) {
+                status(c, d, "add");
+            }
             return c.readI64(d);
         });
     }
@@ -311,11 +358,15 @@ public final class TcpStore implements Store {
     public byte[] compareSet(String key, byte[] expected, byte[] desired) {
         checkValue(expected, "compareSet");
         checkValue(desired, "compareSet");
-        return call("compareSet", Deadline.after(timeout()), false, (c, d) -> {
-            c.begin().u8(code(Op.COMPARE_SET));
+        return call("compareSet", Deadline.after(timeout()), false, true, (c, d) -> {
+            boolean t = tag(c.begin(), "compareSet");
+            c.u8(code(Op.COMPARE_SET));
             putKey(c, key, "compareSet");
             c.bytes(expected).bytes(desired);
             c.send(d);
+            if (t) {
+                status(c, d, "compareSet");
+            }
             return c.readBytes(config.maxValueBytes(), d);
         });
     }
@@ -355,10 +406,14 @@ public final class TcpStore implements Store {
 
     @Override
     public boolean deleteKey(String key) {
-        return call("deleteKey", Deadline.after(timeout()), false, (c, d) -> {
-            c.begin().u8(code(Op.DELETE_KEY));
+        return call("deleteKey", Deadline.after(timeout()), false, true, (c, d) -> {
+            boolean t = tag(c.begin(), "deleteKey");
+            c.u8(code(Op.DELETE_KEY));
             putKey(c, key, "deleteKey");
             c.send(d);
+            if (t) {
+                status(c, d, "deleteKey");
+            }
             return c.readI64(d) > 0;
         });
     }
@@ -425,8 +480,11 @@ public final class TcpStore implements Store {
         for (byte[] v : values) {
             checkValue(v, "multiSet");
         }
-        call("multiSet", Deadline.after(timeout()), true, (c, d) -> {
-            c.begin();
+        call("multiSet", Deadline.after(timeout()), true, true, (c, d) -> {
+            boolean t = numbering.supports(Op.MULTI_SET) && tag(c.begin(), "multiSet");
+            if (!t) {
+                c.begin();
+            }
             if (numbering.supports(Op.MULTI_SET)) {
                 c.u8(code(Op.MULTI_SET)).i64(keys.size());
                 for (int i = 0; i < keys.size(); i++) {
@@ -441,6 +499,9 @@ public final class TcpStore implements Store {
                 }
             }
             c.send(d);
+            if (t) {
+                status(c, d, "multiSet");
+            }
             return null;
         });
     }
@@ -448,14 +509,18 @@ public final class TcpStore implements Store {
     @Override
     public void append(String key, byte[] value) {
         checkValue(value, "append");
-        Boolean done = call("append", Deadline.after(timeout()), false, (c, d) -> {
+        Boolean done = call("append", Deadline.after(timeout()), false, true, (c, d) -> {
             if (!numbering.supports(Op.APPEND)) {
                 return Boolean.FALSE;
             }
-            c.begin().u8(code(Op.APPEND));
+            boolean t = tag(c.begin(), "append");
+            c.u8(code(Op.APPEND));
             putKey(c, key, "append");
             c.bytes(value);
             c.send(d);
+            if (t) {
+                status(c, d, "append");
+            }
             return Boolean.TRUE;
         });
         if (!done) {
@@ -656,9 +721,25 @@ public final class TcpStore implements Store {
     }
 
     private <T> T call(String op, Deadline d, boolean retryable, Body<T> body) {
+        return call(op, d, retryable, false, body);
+    }
+
+    /**
+     * Runs {@code body} on a connection; on a broken connection, runs it again on a new one when that
+     * is safe: {@code retryable} calls always (up to a few times, or until the deadline while riding
+     * over a restart), others only when the broken attempt carried a request id. {@code change}: the
+     * call changes the store and gets a sequence number for its request id.
+     */
+    private <T> T call(String op, Deadline d, boolean retryable, boolean change, Body<T> body) {
         lock.lock();
         try {
             int retries = 0;
+            long pause = BACKOFF_START_NANOS;
+            if (change) {
+                seq++;
+            }
+            resending = false;
+            lastAttemptTagged = false;
             while (true) {
                 checkOpen(op);
                 ClientChannel c = connection(d, op);
@@ -677,9 +758,17 @@ public final class TcpStore implements Store {
                     if (Thread.currentThread().isInterrupted()) {
                         throw new StoreException(ctx(op), "interrupted", e);
                     }
-                    if (!retryable || d.isExpired() || ++retries > MAX_RETRIES) {
+                    boolean riding = reconnecting();
+                    if (!(retryable || lastAttemptTagged) || d.isExpired()
+                            || ++retries > (riding ? MAX_RECONNECT_RETRIES : MAX_RETRIES)) {
                         throw new StoreException(ctx(op), "connection to the store server at " + where
                                 + " failed during " + op + ": " + e.getMessage(), e);
+                    }
+                    resending = true;
+                    if (riding && retries > 1) {
+                        // the server accepts but the connection breaks again: do not spin
+                        LockSupport.parkNanos(Math.min(pause, Math.max(0, d.remainingNanos())));
+                        pause = Math.min(pause * 2, BACKOFF_MAX_NANOS);
                     }
                 } catch (RuntimeException e) {
                     if (conn == c && c.pending() > 0) {
@@ -743,7 +832,7 @@ public final class TcpStore implements Store {
                 drop();
                 last = e;
                 address = null;
-                if (serverSeen && e instanceof java.net.ConnectException) {
+                if (serverSeen && e instanceof java.net.ConnectException && !reconnecting()) {
                     long now = System.nanoTime();
                     if (refusedSince == 0) {
                         refusedSince = now;
@@ -852,24 +941,98 @@ public final class TcpStore implements Store {
         if (jcomm && num == Numbering.TORCH_1_13) {
             num = Numbering.TORCH_2_1; // the probe upgraded the connection on the server
         }
-        boolean member = jcomm && config.member().isPresent() && declare(c, num, config.member().get(), d);
+        boolean member = false;
+        int durable = -1;
+        if (jcomm) {
+            // the durability query and the member declaration in one round trip
+            boolean ask = config.reconnect() != TcpStoreConfig.Reconnect.NEVER;
+            TcpStoreConfig.Member m = config.member().orElse(null);
+            c.begin();
+            if (ask) {
+                c.u8(num.code(Op.CHECK)).i64(1).bytes(Wire.DURABLE_KEY);
+            }
+            if (m != null) {
+                // armed before sending: from now on every close of this connection says goodbye, so that a
+                // declaration the server took is never followed by a silent close
+                c.armGoodbye(Wire.goodbyeFrame(num));
+                c.u8(num.code(Op.CHECK)).i64(3).bytes(Wire.MEMBER_KEY)
+                        .bytes(m.jobId().getBytes(StandardCharsets.UTF_8)).i64(Wire.MEMBER_RANK_BYTES).u32(m.rank());
+            }
+            if (c.pending() > 0) {
+                c.send(d);
+                if (ask) {
+                    durable = firstReplyByte(c, d);
+                    if (durable != Wire.CHECK_READY && durable != Wire.CHECK_NOT_READY && durable != Wire.DURABLE_NO) {
+                        throw new IOException("unexpected reply " + durable + " to the durability query");
+                    }
+                }
+                if (m != null) {
+                    member = declared(c, d);
+                }
+            }
+        }
         this.numbering = num;
         this.jcommServer = jcomm;
         this.declared = member;
+        this.requestIds = durable == Wire.CHECK_READY || durable == Wire.DURABLE_NO;
+        if (durable >= 0) {
+            this.durableSeen = durable == Wire.CHECK_READY;
+        }
+    }
+
+    /** Whether calls ride over a restart of the server now ({@link TcpStoreConfig.Reconnect}). Lock held. */
+    private boolean reconnecting() {
+        return switch (config.reconnect()) {
+            case ALWAYS -> true;
+            case AUTO -> durableSeen;
+            case NEVER -> false;
+        };
     }
 
     /**
-     * Declares this client a member on a jcomm connection: {@code CHECK [MEMBER_KEY, jobId, rank u32]}.
-     * True when the server took it (READY); false when it does not know the extension (NOT_READY).
+     * Puts the request id of the change in flight in front of it when this client rides over restarts
+     * and the server tracks request ids; returns whether it did (the reply then starts with a status).
+     *
+     * @throws StoreException when the change was sent before on a broken connection and cannot be sent
+     *                        again safely (the server it reconnected to does not track request ids)
      */
-    private boolean declare(ClientChannel c, Numbering num, TcpStoreConfig.Member m, Deadline d)
-            throws IOException, TimeoutSignal, Refused {
-        // armed before sending: from now on every close of this connection says goodbye, so that a
-        // declaration the server took is never followed by a silent close
-        c.armGoodbye(Wire.goodbyeFrame(num));
-        c.begin().u8(num.code(Op.CHECK)).i64(3).bytes(Wire.MEMBER_KEY)
-                .bytes(m.jobId().getBytes(StandardCharsets.UTF_8)).i64(Wire.MEMBER_RANK_BYTES).u32(m.rank());
-        c.send(d);
+    private boolean tag(ClientChannel c, String op) {
+        boolean t = requestIds && reconnecting();
+        if (!t && resending && lastAttemptTagged) {
+            throw new StoreException(ctx(op), "the connection to the store server at " + where + " broke during "
+                    + op + " and the server now does not track request ids: not sent again (it may or may not "
+                    + "have been applied)");
+        }
+        lastAttemptTagged = t;
+        if (t) {
+            c.u8(code(Op.CHECK)).i64(2).bytes(Wire.REQUEST_KEY).i64(Wire.REQUEST_ID_BYTES).i64(clientHi).i64(clientLo)
+                    .i64(seq);
+        }
+        return t;
+    }
+
+    /** Reads the status in front of the reply of a change with a request id. */
+    private void status(ClientChannel c, Deadline d, String op) throws IOException, TimeoutSignal {
+        int s = c.readU8(d);
+        if (s == Wire.REQUEST_OK) {
+            return;
+        }
+        if (s != Wire.REQUEST_REFUSED) {
+            throw new IOException("unexpected status " + s + " of a change");
+        }
+        int len = c.readU32(d);
+        if (len < 0 || len > Wire.MAX_REFUSAL_BYTES) {
+            throw new IOException("refusal of " + Integer.toUnsignedString(len) + " bytes");
+        }
+        String why = new String(c.readRaw(len, d), StandardCharsets.UTF_8);
+        throw new StoreRefusedException(ctx(op), "the store server at " + where + " refused " + op + ": " + why);
+    }
+
+    /**
+     * Reads the reply to a member declaration ({@code CHECK [MEMBER_KEY, jobId, rank u32]}): true when
+     * the server took it (READY); false when it does not know the extension (NOT_READY).
+     */
+    private boolean declared(ClientChannel c, Deadline d) throws IOException, TimeoutSignal, Refused {
         int r = firstReplyByte(c, d);
         if (r == Wire.CHECK_READY) {
             return true;

@@ -30,11 +30,48 @@ import java.util.Optional;
  *       waits of J's other declared clients fail at once instead of at their timeout. Clients made
  *       from this configuration (e.g. {@code TcpStore.connect(store.config())}) declare the same
  *       identity. Nothing is sent for it to a torch server</td></tr>
+ *   <tr><td>{@code reconnect}</td><td>{@link Reconnect#AUTO}</td><td>whether a call rides over a restart of
+ *       the server: reconnects until its deadline and goes on (see {@link Reconnect})</td></tr>
  * </table>
  */
 public final class TcpStoreConfig {
 
     public static final Duration TIMEOUT_DEFAULT = Duration.ofSeconds(60);
+
+    /**
+     * What a client does when the server it was talking to goes away (its connection breaks and new
+     * ones are refused).
+     *
+     * <p>Riding over a restart means: every call keeps trying to reconnect to the same address until
+     * its own deadline (a wait's timeout, else {@link TcpStoreConfig#timeout()}), then re-sends the
+     * handshake (token, member declaration) and the call. Reads, waits, {@code set} and
+     * {@code multiSet} are simply sent again. Changes that must not happen twice ({@code add},
+     * {@code compareSet}, {@code append}, {@code deleteKey}) carry a request id that a jcomm server
+     * remembers with the change (in its data file when it has one): a retry of a change that was made
+     * before the reply was lost is answered with the first outcome and not applied again. Changes also
+     * wait for the server's acknowledgment, so a {@code set} that returned is in the store (and in its
+     * data file).
+     */
+    public enum Reconnect {
+        /**
+         * Ride over a restart only of a server that said, when this client connected, that it is durable
+         * (it keeps its keys in a data directory, so a restarted one has them all); any other server
+         * (a torch server, a jcomm server in memory only) is taken for gone once it has refused
+         * connections for about 0.25 s, as torch's own client would fail: the launcher or elastic agent
+         * then decides what happens to the job.
+         */
+        AUTO,
+        /**
+         * Ride over a restart of any server until the call's deadline. A server in memory only comes back
+         * empty: waits for keys set before its restart then run to their timeout.
+         */
+        ALWAYS,
+        /**
+         * Never: the behaviour of torch's client. The handshake does not ask whether the server is
+         * durable, and changes that must not happen twice are never sent again.
+         */
+        NEVER
+    }
 
     /**
      * A job member's identity, declared to a jcomm server (the member-liveness extension).
@@ -74,6 +111,7 @@ public final class TcpStoreConfig {
     private final String group;
     private final int rank;
     private final Member member;
+    private final Reconnect reconnect;
 
     private TcpStoreConfig(Builder b) {
         this.host = Objects.requireNonNull(b.host, "host");
@@ -88,6 +126,7 @@ public final class TcpStoreConfig {
         this.group = Objects.requireNonNull(b.group, "group");
         this.rank = b.rank;
         this.member = b.member;
+        this.reconnect = Objects.requireNonNull(b.reconnect, "reconnect");
         if (port < 1 || port > 65535) {
             throw new IllegalArgumentException("port out of range: " + port);
         }
@@ -166,8 +205,14 @@ public final class TcpStoreConfig {
         return Optional.ofNullable(member);
     }
 
+    /** What a call does when the server goes away ({@link Reconnect}). */
+    public Reconnect reconnect() {
+        return reconnect;
+    }
+
     public Builder toBuilder() {
         Builder b = new Builder();
+        b.reconnect = reconnect;
         b.host = host;
         b.port = port;
         b.dialect = dialect;
@@ -187,7 +232,8 @@ public final class TcpStoreConfig {
     public String toString() {
         return "TcpStoreConfig{" + host + ":" + port + ", " + dialect + ", timeout=" + timeout
                 + (token != null ? ", token" : "") + (probe ? "" : ", no probe")
-                + (member != null ? ", member " + member : "") + "}";
+                + (member != null ? ", member " + member : "")
+                + (reconnect != Reconnect.AUTO ? ", reconnect " + reconnect : "") + "}";
     }
 
     /** Mutable builder. */
@@ -204,9 +250,13 @@ public final class TcpStoreConfig {
         private String group = "store";
         private int rank = -1;
         private Member member;
+        private Reconnect reconnect = Reconnect.AUTO;
 
         private Builder() {
         }
+
+        /** What a call does when the server goes away (default {@link Reconnect#AUTO}). */
+        public Builder reconnect(Reconnect v) { this.reconnect = v; return this; }
 
         public Builder host(String v) { this.host = v; return this; }
         public Builder port(int v) { this.port = v; return this; }

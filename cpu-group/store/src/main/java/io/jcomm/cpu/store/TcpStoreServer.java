@@ -74,6 +74,24 @@ import java.util.concurrent.TimeoutException;
  * reply. A death is final for the server's life (no elasticity: a rank that declares itself again
  * is accepted, but its job stays failed). Wire format: {@code internal.Wire#MEMBER_KEY}.
  *
+ * <h2>Durability (beyond PyTorch)</h2>
+ * With {@link TcpStoreServerConfig#dataDir()} set, every change (set, add, compareSet, append,
+ * deleteKey, multiSet) is written to an append-only, checksummed file in that directory before the
+ * server replies, and a server started on the directory loads every key back before it listens.
+ * What survives: a kill of the server process, {@code kill -9} included, loses nothing a client saw
+ * acknowledged (the file's pages are in the operating system's cache, which outlives the process);
+ * a crash of the machine or a power loss may lose the last changes unless
+ * {@link TcpStoreServerConfig#dataFsync()} forces each change to the device before the reply (one
+ * device flush per change). A record cut short by a crash is detected by its checksum and dropped at
+ * start. The file is bounded ({@link TcpStoreServerConfig#maxDataBytes()}): it is rewritten with the
+ * live keys when it has doubled, and a change that would not fit even then is refused: jcomm clients
+ * that ride over restarts get {@link StoreRefusedException} and keep their connection, others (torch)
+ * see their connection closed, as for a full store; the server goes on serving. Member liveness is not
+ * durable: after a restart each jcomm client declares itself again when it reconnects, and a rank that
+ * died while the server was down is not seen dying: its peers' waits on it run to their deadlines.
+ * Jcomm clients ride over the restart ({@link TcpStoreConfig.Reconnect}); torch clients fail as with
+ * torch's own server (they do not reconnect).
+ *
  * <h2>Job token (beyond PyTorch)</h2>
  * With a token configured, every connection must first pass a mutual HMAC-SHA256 challenge-response
  * over fresh nonces (see {@code internal.Auth}); a connection that starts with anything else is
@@ -146,6 +164,18 @@ public final class TcpStoreServer implements AutoCloseable {
                 config.incompleteRequestTimeout().toNanos(), ServerContext.LegacyPolicy.valueOf(config.legacyMode().name()),
                 config.logConnections());
         ChannelGroup connections = new DefaultChannelGroup("jcomm-" + config.name(), group.next());
+        long loadNanos = 0;
+        if (config.dataDir().isPresent()) {
+            long t0 = System.nanoTime();
+            try {
+                ctx.openLog(config.dataDir().get(), config.maxDataBytes(), config.dataFsync());
+            } catch (java.io.UncheckedIOException e) {
+                group.shutdownGracefully(0, 1, TimeUnit.SECONDS);
+                throw new StoreException(OpContext.of("store", -1, "serverStart"), "cannot open the store's data: "
+                        + e.getMessage(), e);
+            }
+            loadNanos = System.nanoTime() - t0;
+        }
         try {
             ServerBootstrap b = new ServerBootstrap()
                     .group(group)
@@ -171,10 +201,11 @@ public final class TcpStoreServer implements AutoCloseable {
             }
             TcpStoreServer server = new TcpStoreServer(config, group, connections, f.channel(), ctx, epoll ? "epoll" : "nio",
                     capacity);
-            ServerContextLog.started(server);
+            ServerContextLog.started(server, loadNanos);
             return server;
         } catch (RuntimeException e) {
-            group.shutdownGracefully(0, 1, TimeUnit.SECONDS);
+            group.shutdownGracefully(0, 1, TimeUnit.SECONDS).awaitUninterruptibly(10, TimeUnit.SECONDS);
+            ctx.engine().closeLog();
             throw e;
         }
     }
@@ -257,7 +288,7 @@ public final class TcpStoreServer implements AutoCloseable {
         return new Stats(s.connectionsOpened(), s.connectionsOpen(), s.connectionsFaulted(), s.commands(),
                 s.droppedWaits(), e[0], e[1], e[2], s.largestRequestBytes(), s.peakBufferedBytes(),
                 s.peakBufferCapacity(), e[3], s.pendingEvicted(), s.incompleteDropped(), s.memberDeaths(),
-                s.memberFailuresSent());
+                s.memberFailuresSent(), s.retriesAnswered(), s.changesRefused());
     }
 
     /**
@@ -279,11 +310,16 @@ public final class TcpStoreServer implements AutoCloseable {
      * @param incompleteRequestsDropped connections closed for holding an incomplete request too long
      * @param memberDeaths       declared connections that ended without a goodbye
      * @param memberFailuresSent WAITs answered with the member-failure reply
+     * @param retriesAnswered    changes of reconnecting clients that had been applied already, answered
+     *                           again without applying them twice
+     * @param changesRefused     changes of jcomm clients refused with a typed reply (store or data file
+     *                           full, ADD on a non-integer); the connection stayed open
      */
     public record Stats(long connectionsOpened, long connectionsOpen, long connectionsFaulted, long commands,
                         long droppedWaits, long keys, long storedBytes, long pendingWaits, long largestRequestBytes,
                         long peakBufferedBytes, long peakBufferCapacity, long pendingConnections, long pendingEvicted,
-                        long incompleteRequestsDropped, long memberDeaths, long memberFailuresSent) {
+                        long incompleteRequestsDropped, long memberDeaths, long memberFailuresSent,
+                        long retriesAnswered, long changesRefused) {
     }
 
     /** Stops listening, closes every connection and stops the event loop. Idempotent; bounded. */
@@ -297,6 +333,7 @@ public final class TcpStoreServer implements AutoCloseable {
         serverChannel.close().awaitUninterruptibly(5, TimeUnit.SECONDS);
         connections.close().awaitUninterruptibly(5, TimeUnit.SECONDS);
         group.shutdownGracefully(0, 2, TimeUnit.SECONDS).awaitUninterruptibly(10, TimeUnit.SECONDS);
+        context.engine().closeLog(); // after the loop: no change is being written
         ServerContextLog.stopped(this);
     }
 
@@ -309,8 +346,14 @@ public final class TcpStoreServer implements AutoCloseable {
     private static final class ServerContextLog {
         private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(TcpStoreServer.class);
 
-        static void started(TcpStoreServer s) {
+        static void started(TcpStoreServer s, long loadNanos) {
             Capacity c = s.capacity;
+            io.jcomm.cpu.store.internal.StoreLog log = s.context.engine().log();
+            if (log != null) {
+                LOG.info("{}: durable: keys kept in {} ({} keys, {} bytes of data file, loaded in {} ms; fsync {}, "
+                                + "max {} bytes)", s.config.name(), log.directory(), s.context.engine().size(),
+                        log.size(), loadNanos / 1_000_000, log.fsync() ? "on" : "off", log.maxBytes());
+            }
             LOG.info("{}: listening on {}:{} ({}, token {}); holds {} connections (descriptor limit {}, {} open at "
                             + "start), backlog {}", s.config.name(), s.address.getAddress().getHostAddress(),
                     s.address.getPort(), s.transport, s.config.hasToken() ? "required" : "off", c.maxOpenConnections(),

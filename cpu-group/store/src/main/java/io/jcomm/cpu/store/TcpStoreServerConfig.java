@@ -52,6 +52,16 @@ import java.util.Optional;
  *   <tr><td>{@code transport}</td><td>{@code AUTO}</td><td>epoll when available, else NIO</td></tr>
  *   <tr><td>{@code logConnections}</td><td>false</td><td>log open/close of every connection at INFO
  *       (otherwise DEBUG)</td></tr>
+ *   <tr><td>{@code dataDir}</td><td>none (memory only)</td><td>keep the keys in this directory: every
+ *       change is written through to an append-only, checksummed file ({@code store.log}) before the
+ *       reply, and a server started on the directory resumes with every key (see {@link TcpStoreServer},
+ *       "Durability"). One server per directory at a time</td></tr>
+ *   <tr><td>{@code maxDataBytes}</td><td>4 GiB</td><td>bound of the data file; it is rewritten with the
+ *       live keys when it has doubled since the last rewrite, and a change that would not fit even
+ *       then is refused ("data file full"; the server goes on serving)</td></tr>
+ *   <tr><td>{@code dataFsync}</td><td>false</td><td>force each change to the device before the reply:
+ *       without it a killed store process loses nothing, but a crash of the machine may lose the last
+ *       changes</td></tr>
  * </table>
  */
 public final class TcpStoreServerConfig {
@@ -92,6 +102,9 @@ public final class TcpStoreServerConfig {
     public static final int MAX_PENDING_CONNECTIONS_DEFAULT = 256;
     public static final Duration HANDSHAKE_TIMEOUT_DEFAULT = Duration.ofSeconds(10);
     public static final Duration INCOMPLETE_REQUEST_TIMEOUT_DEFAULT = Duration.ofSeconds(10);
+    public static final long MAX_DATA_BYTES_DEFAULT = 4L << 30;
+    /** Smallest data file bound accepted. */
+    public static final long MAX_DATA_BYTES_MIN = 1L << 20;
 
     private final String host;
     private final int port;
@@ -112,6 +125,9 @@ public final class TcpStoreServerConfig {
     private final Transport transport;
     private final boolean logConnections;
     private final String name;
+    private final Path dataDir;
+    private final long maxDataBytes;
+    private final boolean dataFsync;
 
     private TcpStoreServerConfig(Builder b) {
         this.host = Objects.requireNonNull(b.host, "host");
@@ -133,6 +149,12 @@ public final class TcpStoreServerConfig {
         this.transport = Objects.requireNonNull(b.transport, "transport");
         this.logConnections = b.logConnections;
         this.name = Objects.requireNonNull(b.name, "name");
+        this.dataDir = b.dataDir;
+        this.maxDataBytes = b.maxDataBytes;
+        this.dataFsync = b.dataFsync;
+        if (maxDataBytes < MAX_DATA_BYTES_MIN) {
+            throw new IllegalArgumentException("maxDataBytes " + maxDataBytes + " is below " + MAX_DATA_BYTES_MIN);
+        }
         if (port < 0 || port > 65535) {
             throw new IllegalArgumentException("port out of range: " + port);
         }
@@ -256,8 +278,26 @@ public final class TcpStoreServerConfig {
         return name;
     }
 
+    /** The directory the keys are kept in; empty: in memory only (lost with the process). */
+    public Optional<Path> dataDir() {
+        return Optional.ofNullable(dataDir);
+    }
+
+    /** Bound of the data file. */
+    public long maxDataBytes() {
+        return maxDataBytes;
+    }
+
+    /** Whether every change is forced to the device before the reply. */
+    public boolean dataFsync() {
+        return dataFsync;
+    }
+
     public Builder toBuilder() {
         Builder b = new Builder();
+        b.dataDir = dataDir;
+        b.maxDataBytes = maxDataBytes;
+        b.dataFsync = dataFsync;
         b.host = host;
         b.port = port;
         b.token = token;
@@ -287,7 +327,9 @@ public final class TcpStoreServerConfig {
                 + maxRequestBytes + ", maxStore=" + maxStoreBytes + ", maxConnections=" + maxConnections
                 + ", maxPending=" + maxPendingConnections + ", maxOpen=" + maxOpenConnections + ", backlog=" + backlog
                 + ", expectedClients=" + expectedClients + ", incompleteRequestTimeout=" + incompleteRequestTimeout
-                + ", legacy=" + legacyMode + ", transport=" + transport + "}";
+                + ", legacy=" + legacyMode + ", transport=" + transport
+                + (dataDir != null ? ", data=" + dataDir + " (max " + maxDataBytes + (dataFsync ? ", fsync" : "") + ")" : "")
+                + "}";
     }
 
     /** Mutable builder. */
@@ -311,9 +353,19 @@ public final class TcpStoreServerConfig {
         private Transport transport = Transport.AUTO;
         private boolean logConnections;
         private String name = "store";
+        private Path dataDir;
+        private long maxDataBytes = MAX_DATA_BYTES_DEFAULT;
+        private boolean dataFsync;
 
         private Builder() {
         }
+
+        /** Keep the keys in {@code dir} (created when absent); {@code null}: in memory only (the default). */
+        public Builder dataDir(Path dir) { this.dataDir = dir; return this; }
+        /** Bound of the data file (at least {@link #MAX_DATA_BYTES_MIN}). */
+        public Builder maxDataBytes(long v) { this.maxDataBytes = v; return this; }
+        /** Force every change to the device before the reply (survives a machine crash; slower). */
+        public Builder dataFsync(boolean v) { this.dataFsync = v; return this; }
 
         /** Bind address. The default is loopback; anything else must be asked for here. */
         public Builder host(String v) { this.host = v; return this; }

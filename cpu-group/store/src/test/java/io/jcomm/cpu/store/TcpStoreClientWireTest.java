@@ -33,6 +33,8 @@ import org.junit.jupiter.api.Timeout;
 class TcpStoreClientWireTest {
 
     private static final byte[] PROBE = f().u8(4).u64(1).str("\0jcomm-store/v1").bytes();
+    /** After a READY probe: does the server keep its keys (and track request ids)? */
+    private static final byte[] DURABLE = f().u8(4).u64(1).str("\0jcomm-dur/v1").bytes();
 
     /** A one-connection-at-a-time scripted server. */
     private static final class FakeServer implements AutoCloseable {
@@ -199,6 +201,7 @@ class TcpStoreClientWireTest {
             CompletableFuture<TcpStore> cf = CompletableFuture.supplyAsync(() -> TcpStore.connect(cfg(fs,
                     TcpStoreDialect.TORCH_1_13).build()));
             fs.accept().expect(PROBE).reply(hex("00")); // READY: a jcomm server
+            fs.expect(DURABLE).reply(hex("01")); // an older jcomm server: no request ids
             try (TcpStore s = cf.get(10, TimeUnit.SECONDS)) {
                 assertTrue(s.isJcommServer());
                 CompletableFuture<byte[]> get = CompletableFuture.supplyAsync(() -> s.get("k"));
@@ -254,7 +257,7 @@ class TcpStoreClientWireTest {
         try (FakeServer fs = new FakeServer()) {
             TcpStoreConfig config = cfg(fs, TcpStoreDialect.TORCH_1_13).member("job-x", 3).rank(3).build();
             CompletableFuture<TcpStore> cf = CompletableFuture.supplyAsync(() -> TcpStore.connect(config));
-            fs.accept().expect(PROBE).reply(hex("00")).expect(declaration).reply(hex("00"));
+            fs.accept().expect(PROBE).reply(hex("00")).expect(DURABLE).expect(declaration).reply(hex("01 00"));
             TcpStore s = cf.get(10, TimeUnit.SECONDS);
             assertTrue(s.isDeclaredMember());
             // the member-failure reply to a WAIT: FD + dead rank; the client drops the connection
@@ -275,7 +278,7 @@ class TcpStoreClientWireTest {
             fs.expect(goodbye).expectClientClosed(); // a drop of a declared connection says goodbye too
             // reconnect: probe and declaration again, then close says goodbye
             CompletableFuture<Long> n = CompletableFuture.supplyAsync(s::numKeys);
-            fs.accept().expect(PROBE).reply(hex("00")).expect(declaration).reply(hex("00"));
+            fs.accept().expect(PROBE).reply(hex("00")).expect(DURABLE).expect(declaration).reply(hex("02 00"));
             fs.expect(hex("06")).reply(f().u64(0));
             assertEquals(0L, n.get(10, TimeUnit.SECONDS));
             s.close();
@@ -289,7 +292,8 @@ class TcpStoreClientWireTest {
             CompletableFuture<TcpStore> cf = CompletableFuture.supplyAsync(() -> TcpStore.connect(cfg(fs,
                     TcpStoreDialect.TORCH_1_13).member("job-x", 0).build()));
             fs.accept().expect(PROBE).reply(hex("00"));
-            fs.expect(f().u8(4).u64(3).str("\0jcomm-member/v1").str("job-x").u64(4).u32(0)).reply(hex("01"));
+            fs.expect(DURABLE).expect(f().u8(4).u64(3).str("\0jcomm-member/v1").str("job-x").u64(4).u32(0))
+                    .reply(hex("01 01"));
             TcpStore s = cf.get(10, TimeUnit.SECONDS);
             assertTrue(s.isJcommServer());
             assertFalse(s.isDeclaredMember());
@@ -312,6 +316,60 @@ class TcpStoreClientWireTest {
                         () -> cas.get(10, TimeUnit.SECONDS));
                 assertTrue(e.getCause() instanceof io.jcomm.api.ProtocolException, String.valueOf(e.getCause()));
                 fs.expectClientClosed();
+            }
+        }
+    }
+
+    @Test
+    void againstADurableServerAChangeCarriesARequestIdAndIsResentWithTheSameOneAfterABrokenConnection()
+            throws Exception {
+        byte[] tagPrefix = f().u8(4).u64(2).str("\0jcomm-req/v1").u64(24).bytes();
+        byte[] addFrame = f().u8(3).str("/n").u64(5).bytes();
+        try (FakeServer fs = new FakeServer()) {
+            CompletableFuture<TcpStore> cf = CompletableFuture.supplyAsync(() -> TcpStore.connect(cfg(fs,
+                    TcpStoreDialect.TORCH_1_13).timeout(Duration.ofSeconds(10)).build()));
+            fs.accept().expect(PROBE).reply(hex("00")).expect(DURABLE).reply(hex("00")); // durable
+            try (TcpStore s = cf.get(10, TimeUnit.SECONDS)) {
+                CompletableFuture<Long> add = CompletableFuture.supplyAsync(() -> s.add("n", 5));
+                fs.expect(tagPrefix);
+                byte[] id = fs.in.readNBytes(24);
+                fs.expect(addFrame);
+                fs.s.close(); // the server died before replying
+                // the client reconnects, asks again, and resends the change with the same request id
+                fs.accept().expect(PROBE).reply(hex("00")).expect(DURABLE).reply(hex("00"));
+                fs.expect(tagPrefix).expect(id).expect(addFrame).reply(f().u8(0).u64(5));
+                assertEquals(5L, add.get(10, TimeUnit.SECONDS));
+                // the next change has the next sequence number, same client id
+                CompletableFuture<Void> set = CompletableFuture.runAsync(() -> s.set("k", new byte[] {1}));
+                fs.expect(tagPrefix);
+                byte[] id2 = fs.in.readNBytes(24);
+                assertArrayEquals(java.util.Arrays.copyOf(id, 16), java.util.Arrays.copyOf(id2, 16));
+                assertEquals(java.nio.ByteBuffer.wrap(id, 16, 8).order(java.nio.ByteOrder.LITTLE_ENDIAN).getLong() + 1,
+                        java.nio.ByteBuffer.wrap(id2, 16, 8).order(java.nio.ByteOrder.LITTLE_ENDIAN).getLong());
+                // a set waits for the acknowledgment: a refusal is a typed error, the connection stays
+                fs.expect(f().u8(0).str("/k").str(new byte[] {1})).reply(f().u8(0xFE).u32(10).bytes());
+                fs.reply("store full".getBytes(StandardCharsets.UTF_8));
+                java.util.concurrent.ExecutionException e = assertThrows(java.util.concurrent.ExecutionException.class,
+                        () -> set.get(10, TimeUnit.SECONDS));
+                assertTrue(e.getCause() instanceof StoreRefusedException && e.getCause().getMessage().contains(
+                        "refused set: store full"), String.valueOf(e.getCause()));
+                CompletableFuture<Long> n = CompletableFuture.supplyAsync(s::numKeys);
+                fs.expect(hex("06")).reply(f().u64(3));
+                assertEquals(3L, n.get(10, TimeUnit.SECONDS));
+            }
+        }
+    }
+
+    @Test
+    void reconnectNeverAsksNothingAndTagsNothing() throws Exception {
+        try (FakeServer fs = new FakeServer()) {
+            CompletableFuture<TcpStore> cf = CompletableFuture.supplyAsync(() -> TcpStore.connect(cfg(fs,
+                    TcpStoreDialect.TORCH_1_13).reconnect(TcpStoreConfig.Reconnect.NEVER).build()));
+            fs.accept().expect(PROBE).reply(hex("00"));
+            try (TcpStore s = cf.get(10, TimeUnit.SECONDS)) {
+                CompletableFuture<Long> add = CompletableFuture.supplyAsync(() -> s.add("n", 1));
+                fs.expect(f().u8(3).str("/n").u64(1)).reply(f().u64(1));
+                assertEquals(1L, add.get(10, TimeUnit.SECONDS));
             }
         }
     }

@@ -61,6 +61,11 @@ public final class Key implements Comparable<Key> {
         return length;
     }
 
+    /** The backing array; bytes {@code [0, length())} are the key. Not to be modified. */
+    byte[] array() {
+        return bytes;
+    }
+
     public boolean contentEquals(byte[] other) {
         return Arrays.equals(bytes, 0, length, other, 0, other.length);
     }

@@ -117,6 +117,12 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
     private boolean goodbye;
     private boolean closedByServer;
 
+    // request id of the next command (a change of a reconnecting jcomm client)
+    private boolean reqTagged;
+    private long reqHi;
+    private long reqLo;
+    private long reqSeq;
+
     // scanner state of the command being received
     private Op op;
     private boolean ambiguous8;
@@ -713,6 +719,72 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
     private void execute(int frameLen) {
         final int start = acc.readerIndex();
         int p = start + 1;
+        if (reqTagged) {
+            reqTagged = false;
+            executeTagged(p);
+        } else {
+            executeOp(p);
+        }
+        acc.readerIndex(start + frameLen);
+    }
+
+    private static boolean isChange(Op op) {
+        return op == Op.SET || op == Op.ADD || op == Op.COMPARE_SET || op == Op.DELETE_KEY || op == Op.APPEND
+                || op == Op.MULTI_SET;
+    }
+
+    /**
+     * A change preceded by a request id ({@link Wire#REQUEST_KEY}): answered with a status byte first;
+     * a refusal (full store, full data file, ADD on a non-integer) is a reply, not a closed connection;
+     * a request the engine already applied is answered as the first time, not applied again.
+     */
+    private void executeTagged(int p) {
+        if (!isChange(op)) {
+            throw new StoreFault("a request id before " + op + " (only changes take one)");
+        }
+        ByteBuf b = reply(1 + 8);
+        int mark = b.writerIndex();
+        b.writeByte(Wire.REQUEST_OK);
+        long[] done = engine.appliedRequest(reqHi, reqLo, reqSeq);
+        if (done != null) {
+            sc.stats.retriesAnswered++;
+            switch (op) {
+                case ADD:
+                    replyI64(done[1]);
+                    break;
+                case DELETE_KEY:
+                    replyI64(done[1]);
+                    break;
+                case COMPARE_SET: {
+                    int q = p + 8 + fieldLen(p);
+                    q += 8 + fieldLen(q);
+                    replyBytes(bytesAt(q)); // it succeeded: the value is what it desired
+                    break;
+                }
+                default:
+                    break;
+            }
+            return;
+        }
+        engine.beginRequest(reqHi, reqLo, reqSeq);
+        try {
+            executeOp(p);
+        } catch (StoreFault f) {
+            if (batch != b) {
+                throw f;
+            }
+            b.writerIndex(mark);
+            byte[] msg = f.getMessage().getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            int len = Math.min(msg.length, Wire.MAX_REFUSAL_BYTES);
+            reply(5 + len).writeByte(Wire.REQUEST_REFUSED).writeIntLE(len).writeBytes(msg, 0, len);
+            sc.stats.changesRefused++;
+            sc.warnRateLimited(sc.name + ": #" + id + " " + remote + ": " + op + " refused: " + f.getMessage());
+        } finally {
+            engine.endRequest();
+        }
+    }
+
+    private void executeOp(int p) {
         switch (op) {
             case SET: {
                 Key k = keyAt(p);
@@ -789,14 +861,18 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
                 break;
             }
             case MULTI_SET: {
-                long n = acc.getLongLE(p);
+                int n = (int) acc.getLongLE(p);
                 p += 8;
-                for (long i = 0; i < n; i++) {
+                List<Key> keys = new ArrayList<>(n);
+                List<byte[]> values = new ArrayList<>(n);
+                for (int i = 0; i < n; i++) {
                     int kl = fieldLen(p);
                     byte[] v = bytesAt(p + 8 + kl);
-                    engine.set(keyAt(p), v);
+                    keys.add(keyAt(p).copy());
+                    values.add(v);
                     p += 16 + kl + v.length;
                 }
+                engine.multiSet(keys, values);
                 break;
             }
             case CANCEL_WAIT:
@@ -822,7 +898,6 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
             default:
                 throw new StoreFault("unsupported command " + op);
         }
-        acc.readerIndex(start + frameLen);
     }
 
     private void executeCheck(int p) {
@@ -847,6 +922,24 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
             if (n == 1 && keyIs(q, Wire.GOODBYE_KEY)) {
                 goodbye = true; // no reply: the client closes next
                 return;
+            }
+            if (n == 1 && keyIs(q, Wire.DURABLE_KEY)) {
+                // request ids are keys of a CHECK: without room for them the server offers none
+                replyU8(sc.maxKeyBytes < Wire.REQUEST_ID_BYTES ? Wire.CHECK_NOT_READY
+                        : engine.log() != null ? Wire.CHECK_READY : Wire.DURABLE_NO);
+                return;
+            }
+            if (n == 2 && keyIs(q, Wire.REQUEST_KEY)) {
+                int r = q + 8 + Wire.REQUEST_KEY.length;
+                if (fieldLen(r) != Wire.REQUEST_ID_BYTES) {
+                    throw new StoreFault("a request id of " + fieldLen(r) + " bytes (" + Wire.REQUEST_ID_BYTES
+                            + " expected)");
+                }
+                reqTagged = true;
+                reqHi = acc.getLongLE(r + 8);
+                reqLo = acc.getLongLE(r + 16);
+                reqSeq = acc.getLongLE(r + 24);
+                return; // no reply: the change that follows carries the status
             }
             if (n == 1 && keyIs(q, Wire.DEAD_KEY)) {
                 int[] dead = job == null ? new int[0] : job.deadRanks();

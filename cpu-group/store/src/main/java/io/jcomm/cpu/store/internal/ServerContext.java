@@ -125,6 +125,11 @@ public final class ServerContext {
         return engine;
     }
 
+    /** Makes the store durable in {@code dir} and loads its keys (before the server serves). */
+    public void openLog(java.nio.file.Path dir, long maxDataBytes, boolean fsync) {
+        engine.openLog(dir, maxDataBytes, fsync, probe);
+    }
+
     long nextConnectionId() {
         return ++nextId;
     }

@@ -17,6 +17,18 @@ public final class ServerStats {
     volatile long incompleteDropped;
     volatile long memberDeaths;
     volatile long memberFailuresSent;
+    volatile long retriesAnswered;
+    volatile long changesRefused;
+
+    /** Changes with a request id already applied, answered without applying them again (retries). */
+    public long retriesAnswered() {
+        return retriesAnswered;
+    }
+
+    /** Changes with a request id refused with a reply (full store or data file, bad ADD). */
+    public long changesRefused() {
+        return changesRefused;
+    }
 
     public long connectionsOpened() {
         return connectionsOpened;

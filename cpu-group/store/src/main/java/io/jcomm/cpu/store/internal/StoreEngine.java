@@ -3,7 +3,9 @@ package io.jcomm.cpu.store.internal;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 
 /**
  * The store's state: the key-value map, the waiters and (torch 1.13) the watchers. Not thread safe
@@ -46,12 +48,166 @@ public final class StoreEngine {
     private final HashMap<Key, byte[]> data = new HashMap<>();
     private final HashMap<Key, ArrayList<WaitRecord>> waiters = new HashMap<>();
     private final HashMap<Key, ArrayList<WatchListener>> watchers = new HashMap<>();
+    /**
+     * Clients whose last tagged request is remembered (see {@link #beginRequest}); the oldest is
+     * forgotten beyond this.
+     */
+    public static final int MAX_TRACKED_CLIENTS = 1 << 17;
+
     private final long maxStoreBytes;
     private long storedBytes;
     private long pendingWaits;
+    private StoreLog log;
+    private final Snapshot snapshot = new Snapshot();
+
+    /** Last tagged request per client: {seq, result}, oldest first. */
+    private final LinkedHashMap<ClientId, long[]> requests = new LinkedHashMap<>(16, 0.75f, false);
+    private boolean tagged;
+    private long tagHi;
+    private long tagLo;
+    private long tagSeq;
+    private long tagResult;
+
+    /** A client of tagged requests. */
+    private record ClientId(long hi, long lo) {
+    }
 
     public StoreEngine(long maxStoreBytes) {
         this.maxStoreBytes = maxStoreBytes;
+    }
+
+    /**
+     * Makes this (empty) engine durable: loads the image of {@code dir} and from then on writes every
+     * change through to it before the change is made. {@code probe}: a key of the seed the server's
+     * keys are hashed with (its lookup probe; used before the server serves).
+     */
+    public void openLog(java.nio.file.Path dir, long maxDataBytes, boolean fsync, Key probe) {
+        if (log != null || !data.isEmpty()) {
+            throw new IllegalStateException("openLog on a used engine");
+        }
+        log = StoreLog.open(dir, maxDataBytes, fsync, new StoreLog.Loader() {
+            @Override
+            public void put(byte[] key, byte[] value) {
+                Key k = probe.load(key);
+                byte[] old = data.get(k);
+                if (old != null) {
+                    data.put(k, value);
+                    storedBytes += (long) value.length - old.length;
+                } else {
+                    data.put(k.copy(), value);
+                    storedBytes += (long) key.length + value.length;
+                }
+            }
+
+            @Override
+            public void delete(byte[] key) {
+                byte[] old = data.remove(probe.load(key));
+                if (old != null) {
+                    storedBytes -= (long) key.length + old.length;
+                }
+            }
+
+            @Override
+            public void request(long hi, long lo, long seq, long result) {
+                remember(new ClientId(hi, lo), seq, result);
+            }
+        });
+    }
+
+    /** The durable image, or {@code null} for a store held in memory only. */
+    public StoreLog log() {
+        return log;
+    }
+
+    /** Closes the durable image (the server stopped). */
+    public void closeLog() {
+        if (log != null) {
+            log.close();
+        }
+    }
+
+    // ---- request ids (exactly-once retries of a reconnecting client) ----
+
+    /**
+     * The result of client {@code (hi, lo)}'s request {@code seq} if that request changed the store
+     * already (a retry: it must not be applied again), else {@code null}.
+     */
+    public long[] appliedRequest(long hi, long lo, long seq) {
+        long[] r = requests.get(new ClientId(hi, lo));
+        return r != null && r[0] == seq ? r : null;
+    }
+
+    /**
+     * The next change belongs to client {@code (hi, lo)}'s request {@code seq}: the change and the
+     * request id are made (and written) together, and the request is remembered with its result.
+     * Cleared by {@link #endRequest}.
+     */
+    public void beginRequest(long hi, long lo, long seq) {
+        tagged = true;
+        tagHi = hi;
+        tagLo = lo;
+        tagSeq = seq;
+        tagResult = 0;
+    }
+
+    public void endRequest() {
+        tagged = false;
+    }
+
+    /** Requests remembered now. */
+    public int trackedRequests() {
+        return requests.size();
+    }
+
+    private void remember(ClientId id, long seq, long result) {
+        long[] r = requests.remove(id);
+        if (r == null) {
+            r = new long[2];
+        }
+        r[0] = seq;
+        r[1] = result;
+        requests.put(id, r);
+        if (requests.size() > MAX_TRACKED_CLIENTS) {
+            var it = requests.entrySet().iterator();
+            it.next();
+            it.remove();
+        }
+    }
+
+    /** Writes one record and, when tagged, remembers the request. Before the change is made. */
+    private void journalPut(Key key, byte[] value) {
+        if (log != null) {
+            log.begin(tagged, tagHi, tagLo, tagSeq, tagResult);
+            log.put(key, value);
+            log.commit(snapshot);
+        }
+        noteRequest();
+    }
+
+    private void noteRequest() {
+        if (tagged) {
+            remember(new ClientId(tagHi, tagLo), tagSeq, tagResult);
+            tagged = false; // one change per request
+        }
+    }
+
+    /** The live state for a rewrite of the image. */
+    private final class Snapshot implements StoreLog.Snapshot {
+        @Override
+        public long estimatedBytes() {
+            return StoreLog.HEADER_BYTES + (long) (StoreLog.RECORD_OVERHEAD + StoreLog.PUT_OVERHEAD) * data.size()
+                    + storedBytes + (long) (StoreLog.RECORD_OVERHEAD + StoreLog.TAG_BYTES) * requests.size();
+        }
+
+        @Override
+        public void writeTo(StoreLog.SnapshotWriter w) throws java.io.IOException {
+            for (Map.Entry<Key, byte[]> e : data.entrySet()) {
+                w.put(e.getKey(), e.getValue());
+            }
+            for (Map.Entry<ClientId, long[]> e : requests.entrySet()) {
+                w.request(e.getKey().hi(), e.getKey().lo(), e.getValue()[0], e.getValue()[1]);
+            }
+        }
     }
 
     public int size() {
@@ -86,16 +242,51 @@ public final class StoreEngine {
     /** Stores {@code value} (taken over, not copied); wakes waiters and notifies watchers. */
     public void set(Key key, byte[] value) {
         byte[] old = data.get(key);
+        reserve(old != null ? (long) value.length - old.length : (long) key.length() + value.length);
+        journalPut(key, value);
+        put(key, old, value);
+        changed(key, old, value);
+    }
+
+    private void put(Key key, byte[] old, byte[] value) {
         if (old != null) {
-            reserve((long) value.length - old.length);
             data.put(key, value); // keeps the existing key object
             storedBytes += (long) value.length - old.length;
         } else {
-            reserve((long) key.length() + value.length);
             data.put(key.copy(), value);
             storedBytes += (long) key.length() + value.length;
         }
-        changed(key, old, value);
+    }
+
+    /**
+     * Sets every pair as one change: all or nothing (one record of the image), then wakes waiters and
+     * notifies watchers pair by pair. The keys are retained copies or probes; values are taken over.
+     */
+    public void multiSet(List<Key> keys, List<byte[]> values) {
+        long delta = 0;
+        HashMap<Key, byte[]> after = new HashMap<>();
+        for (int i = 0; i < keys.size(); i++) {
+            Key k = keys.get(i);
+            byte[] before = after.containsKey(k) ? after.get(k) : data.get(k);
+            byte[] v = values.get(i);
+            delta += before != null ? (long) v.length - before.length : (long) k.length() + v.length;
+            after.put(k, v);
+        }
+        reserve(delta);
+        if (log != null) {
+            log.begin(tagged, tagHi, tagLo, tagSeq, tagResult);
+            for (int i = 0; i < keys.size(); i++) {
+                log.put(keys.get(i), values.get(i));
+            }
+            log.commit(snapshot);
+        }
+        noteRequest();
+        for (int i = 0; i < keys.size(); i++) {
+            Key k = keys.get(i);
+            byte[] old = data.get(k);
+            put(k, old, values.get(i));
+            changed(k, old, values.get(i));
+        }
     }
 
     private void changed(Key key, byte[] old, byte[] value) {
@@ -132,6 +323,7 @@ public final class StoreEngine {
         if (old != null) {
             v += parseLong(old);
         }
+        tagResult = v;
         set(key, decimal(v));
         return v;
     }
@@ -187,12 +379,14 @@ public final class StoreEngine {
         byte[] cur = data.get(key);
         if (cur == null) {
             if (expected.length == 0) {
+                tagResult = 1;
                 set(key, desired);
                 return desired;
             }
             return expected;
         }
         if (Arrays.equals(cur, expected)) {
+            tagResult = 1;
             set(key, desired);
             return desired;
         }
@@ -211,10 +405,17 @@ public final class StoreEngine {
     }
 
     public boolean delete(Key key) {
-        byte[] old = data.remove(key);
-        if (old == null) {
+        if (!data.containsKey(key)) {
             return false;
         }
+        tagResult = 1;
+        if (log != null) {
+            log.begin(tagged, tagHi, tagLo, tagSeq, 1);
+            log.delete(key);
+            log.commit(snapshot);
+        }
+        noteRequest();
+        byte[] old = data.remove(key);
         storedBytes -= (long) key.length() + old.length;
         if (!watchers.isEmpty()) {
             ArrayList<WatchListener> ws = watchers.get(key);

@@ -77,6 +77,37 @@ public final class Wire {
         return f;
     }
 
+    // ---- durable stores and request ids (jcomm extension; only on connections that passed the probe) ----
+
+    /**
+     * Durability query: a CHECK of exactly this one key is answered {@link #CHECK_READY} by a server
+     * that keeps its keys in a data directory (they survive its restart), {@link #DURABLE_NO} by one
+     * that keeps them in memory only; both understand request ids ({@link #REQUEST_KEY}). An older
+     * jcomm server or a torch server answers NOT_READY: no request ids (so does a server whose
+     * {@code maxKeyBytes} is below {@link #REQUEST_ID_BYTES}).
+     */
+    public static final byte[] DURABLE_KEY = "\0jcomm-dur/v1".getBytes(StandardCharsets.US_ASCII);
+
+    /** Reply to the durability query of a server in memory only that understands request ids. */
+    public static final int DURABLE_NO = 2;
+
+    /**
+     * Request id: a CHECK of exactly two keys, this one first, then {@link #REQUEST_ID_BYTES} bytes
+     * (a 16-byte client id and a u64 little-endian sequence number). No reply of its own; the next
+     * command must be a change (SET, ADD, COMPARE_SET, DELETE_KEY, APPEND, MULTI_SET), and its reply is
+     * preceded by a status byte: {@link #REQUEST_OK} then the command's usual reply (none for SET,
+     * APPEND and MULTI_SET), or {@link #REQUEST_REFUSED}, a u32 length and that many bytes of UTF-8 (at
+     * most {@link #MAX_REFUSAL_BYTES}) saying why the change was not made; the connection stays open.
+     * A request id whose change the server made already (a retry after a lost reply) is answered with
+     * the first outcome and not applied again.
+     */
+    public static final byte[] REQUEST_KEY = "\0jcomm-req/v1".getBytes(StandardCharsets.US_ASCII);
+
+    public static final int REQUEST_ID_BYTES = 16 + 8;
+    public static final int REQUEST_OK = 0;
+    public static final int REQUEST_REFUSED = 0xFE;
+    public static final int MAX_REFUSAL_BYTES = 4096;
+
     /** Counter key of torch's {@code world_size} rendezvous (sent without the "/" prefix). */
     public static final byte[] INIT_KEY = "init/".getBytes(StandardCharsets.US_ASCII);
 
