@@ -112,8 +112,9 @@ public final class RdzvBenchCommand implements Callable<Integer> {
                 Limits.sysctl("net/ipv4/ip_local_port_range"));
         if (nofile[0] >= 0 && nofile[0] < needed) {
             System.err.printf(Locale.ROOT, "commbench rdzv: %d clients need %d descriptors in this process; the "
-                    + "limit is %d (hard %d): raise it before starting (ulimit -Hn %d; ulimit -Sn %d, as root for the "
-                    + "hard limit)%n", largest, needed, nofile[0], nofile[1], needed, needed);
+                    + "limit is %d (hard %d): raise it before starting (ulimit -Hn %d; ulimit -Sn %d; the hard limit needs "
+                    + "root with CAP_SYS_RESOURCE), or run fewer clients or --connections-per-client 1%n", largest,
+                    needed, nofile[0], nofile[1], needed, needed);
             return 2;
         }
         Path py = script != null ? script : Path.of("scripts", "torch_store_crowd.py");
