@@ -36,6 +36,7 @@ public final class CommBench implements Callable<Integer> {
         cl.addSubcommand("mq", new MqBenchCommand());
         cl.addSubcommand("init", new InitBenchCommand());
         cl.addSubcommand("pipeline", new PipelineBenchCommand());
+        cl.addSubcommand("rdzv", new io.jcomm.tools.bench.rdzv.RdzvBenchCommand());
         cl.addSubcommand("warmup", new io.jcomm.tools.bench.warmup.WarmupBenchCommand());
         cl.addSubcommand("plot", new PlotCommand());
         cl.addSubcommand("compare", new CompareCommand());

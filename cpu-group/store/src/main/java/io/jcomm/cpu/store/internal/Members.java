@@ -7,6 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 
 /**
@@ -34,7 +35,8 @@ public final class Members {
     /** One job: its live declared connections, its first death and every dead rank (up to a bound). */
     public static final class Job {
         final String id;
-        final ArrayList<ServerConnection> live = new ArrayList<>(4);
+        /** Insertion-ordered set: a member that leaves is removed without a scan over the job's others. */
+        final LinkedHashSet<ServerConnection> live = new LinkedHashSet<>(4);
         int deadRank = -1;
         long deaths;
         /** The dead ranks, sorted, without repeats; at most {@link #MAX_DEAD_RANKS}. */

@@ -30,6 +30,8 @@ public final class StoreEngine {
     public static final class WaitRecord {
         final WaitListener listener;
         final List<Key> missing = new ArrayList<>(2);
+        /** Where this record sits in the waiter list of {@code missing.get(i)}: cancel removes it without a scan. */
+        int[] slots = new int[2];
         int remaining;
         boolean finished;
 
@@ -448,6 +450,10 @@ public final class StoreEngine {
         } else {
             owned = key.copy();
         }
+        if (r.missing.size() == r.slots.length) {
+            r.slots = Arrays.copyOf(r.slots, r.slots.length * 2);
+        }
+        r.slots[r.missing.size()] = ws.size();
         ws.add(r);
         r.missing.add(owned);
         r.remaining++;
@@ -477,15 +483,40 @@ public final class StoreEngine {
             return;
         }
         finish(r);
-        for (Key k : r.missing) {
+        for (int i = 0; i < r.missing.size(); i++) {
+            Key k = r.missing.get(i);
             ArrayList<WaitRecord> ws = waiters.get(k);
             if (ws != null) {
-                ws.remove(r);
+                removeSlot(ws, r, r.slots[i], k);
                 if (ws.isEmpty()) {
                     waiters.remove(k);
                 }
             }
         }
+    }
+
+    /**
+     * Removes {@code r} from the waiter list {@code ws} of {@code key} at {@code slot} by moving the last
+     * record into its place (no scan over the key's waiters: a crowd leaving one key costs O(1) each). A
+     * slot that no longer holds {@code r} (the key was set and its list replaced) is left alone.
+     */
+    private static void removeSlot(ArrayList<WaitRecord> ws, WaitRecord r, int slot, Key key) {
+        if (slot >= ws.size() || ws.get(slot) != r) {
+            return;
+        }
+        int lastIndex = ws.size() - 1;
+        WaitRecord moved = ws.remove(lastIndex);
+        if (slot == lastIndex) {
+            return;
+        }
+        ws.set(slot, moved);
+        for (int j = 0; j < moved.missing.size(); j++) {
+            if (moved.slots[j] == lastIndex && moved.missing.get(j).equals(key)) {
+                moved.slots[j] = slot;
+                return;
+            }
+        }
+        throw new IllegalStateException("waiter list of a key out of step with its records");
     }
 
     // ---- watches (torch 1.13 callback connections) ----
