@@ -1165,7 +1165,7 @@ public final class GroupCoordinator implements AutoCloseable {
 
     /**
      * The fast first half of {@link #destroy()}: marks the group destroyed, closes the node-local
-     * channel and the CPU group. {@link ParallelState} calls it on every group before the slow half,
+     * channel, the CPU group and this rank's end of the broadcaster. {@link ParallelState} calls it on every group before the slow half,
      * so that a slow broadcaster teardown never delays what the peers are waiting for.
      */
     void closeTransports() {
@@ -1177,6 +1177,12 @@ public final class GroupCoordinator implements AutoCloseable {
         }
         CloseHelper.quietClose(local);
         quietly(cpu::close);
+        // this rank's end of the broadcaster too: a reader waiting for this writer's next message fails at once
+        // (the writer's close message) instead of at its deadline; the media driver goes with destroy()
+        MessageQueue q = mq != null ? mq : late != null ? late.now() : null;
+        if (q != null) {
+            CloseHelper.quietClose(q);
+        }
     }
 
     private static void quietly(Runnable r) {
