@@ -163,6 +163,8 @@ final class ElasticServing {
                     }
                 } catch (CommException e) {
                     failedAt = System.currentTimeMillis();
+                    out.println("demo: elastic failure: " + e);
+                    out.flush();
                     last = recover(ps, e);
                     if (last == null) {
                         return 0;
@@ -196,6 +198,8 @@ final class ElasticServing {
             } catch (io.jcomm.parallel.NoReplicaLeftException | io.jcomm.api.CommTimeoutException e) {
                 throw e; // nothing to go on with, or no replacement came
             } catch (CommException e) {
+                out.println("demo: elastic recovery failed: " + e);
+                out.flush();
                 lastFailure = e; // another death during the recovery: the next round
             }
         }
