@@ -4,10 +4,8 @@ import io.jcomm.api.HostIdentity;
 import io.jcomm.transfer.internal.Names;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.Arrays;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
@@ -33,8 +31,8 @@ public final class TransferOptions {
     public static final Duration NOTIFICATION_OFFER_TIMEOUT_DEFAULT = Duration.ofSeconds(1);
     public static final int MAX_REGIONS_DEFAULT = 4096;
     public static final Path SHM_DIRECTORY_DEFAULT = Path.of("/dev/shm");
-    public static final int TOKEN_MIN_BYTES = 16;
-    public static final int TOKEN_MAX_BYTES = 4096;
+    public static final int TOKEN_MIN_BYTES = io.jcomm.api.internal.TokenFiles.MIN_BYTES;
+    public static final int TOKEN_MAX_BYTES = io.jcomm.api.internal.TokenFiles.MAX_BYTES;
 
     private final String name;
     private final String namespace;
@@ -224,15 +222,7 @@ public final class TransferOptions {
 
         private static byte[] readToken(Path file) {
             try {
-                if (Files.size(file) > TOKEN_MAX_BYTES + 64) {
-                    throw new IllegalArgumentException("job token file " + file + " is larger than " + TOKEN_MAX_BYTES + " bytes");
-                }
-                byte[] b = Files.readAllBytes(file);
-                int n = b.length;
-                while (n > 0 && (b[n - 1] == '\n' || b[n - 1] == '\r' || b[n - 1] == ' ' || b[n - 1] == '\t')) {
-                    n--;
-                }
-                return Arrays.copyOf(b, n);
+                return io.jcomm.api.internal.TokenFiles.read(file);
             } catch (IOException e) {
                 throw new UncheckedIOException("cannot read job token file " + file, e);
             }

@@ -2,10 +2,8 @@ package io.jcomm.cpu.store;
 
 import io.jcomm.api.StoreException;
 import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.SecureRandom;
-import java.util.Arrays;
 import java.util.HexFormat;
 
 /**
@@ -15,8 +13,8 @@ import java.util.HexFormat;
  */
 public final class JobToken {
 
-    public static final int MIN_BYTES = 16;
-    public static final int MAX_BYTES = 4096;
+    public static final int MIN_BYTES = io.jcomm.api.internal.TokenFiles.MIN_BYTES;
+    public static final int MAX_BYTES = io.jcomm.api.internal.TokenFiles.MAX_BYTES;
 
     private JobToken() {
     }
@@ -29,19 +27,14 @@ public final class JobToken {
     public static byte[] read(Path file) {
         byte[] b;
         try {
-            if (Files.size(file) > MAX_BYTES + 64) {
-                throw new StoreException("job token file " + file + " is larger than " + MAX_BYTES + " bytes");
-            }
-            b = Files.readAllBytes(file);
+            b = io.jcomm.api.internal.TokenFiles.read(file);
+        } catch (IllegalArgumentException e) {
+            throw new StoreException(e.getMessage());
         } catch (IOException e) {
             throw new StoreException(io.jcomm.api.OpContext.of("store", -1, "readToken"),
                     "cannot read job token file " + file + ": " + e, e);
         }
-        int n = b.length;
-        while (n > 0 && (b[n - 1] == '\n' || b[n - 1] == '\r' || b[n - 1] == ' ' || b[n - 1] == '\t')) {
-            n--;
-        }
-        return check(Arrays.copyOf(b, n), "job token file " + file);
+        return check(b, "job token file " + file);
     }
 
     /** Validates a token given in code. Returns a copy. */
