@@ -15,14 +15,17 @@ import org.junit.jupiter.api.Assumptions;
  * root; without it the test is skipped with the reason, except under {@code CI=true}, where a skip
  * is a failure (CI runs as root).
  */
-final class NetnsHosts implements AutoCloseable {
+public final class NetnsHosts implements AutoCloseable {
 
     static final Path ROOT = Path.of("..").toAbsolutePath().normalize();
     private static final Path SCRIPT = ROOT.resolve("scripts/netns-hosts.sh");
 
-    final String prefix;
-    final String addr1;
-    final String addr2;
+    /** The namespaces' name prefix. */
+    public final String prefix;
+    /** Host 1's address. */
+    public final String addr1;
+    /** Host 2's address. */
+    public final String addr2;
 
     private NetnsHosts(String prefix, String addr1, String addr2) {
         this.prefix = prefix;
@@ -31,7 +34,7 @@ final class NetnsHosts implements AutoCloseable {
     }
 
     /** Creates the two hosts, or skips (fails under CI) when network namespaces cannot be made here. */
-    static NetnsHosts create(String prefix) throws IOException, InterruptedException {
+    public static NetnsHosts create(String prefix) throws IOException, InterruptedException {
         String why = null;
         if (!"root".equals(System.getProperty("user.name"))) {
             why = "network namespaces need root (running as " + System.getProperty("user.name") + ")";
@@ -70,7 +73,7 @@ final class NetnsHosts implements AutoCloseable {
     }
 
     /** A process started inside host {@code i} ({@code ip netns exec}). */
-    Process start(int i, List<String> command, java.util.Map<String, String> env, Path log) throws IOException {
+    public Process start(int i, List<String> command, java.util.Map<String, String> env, Path log) throws IOException {
         List<String> cmd = new ArrayList<>(List.of("ip", "netns", "exec", host(i)));
         cmd.addAll(command);
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile());

@@ -7,15 +7,19 @@ import io.jcomm.transfer.RemoteDescriptor;
 import io.jcomm.transfer.TransferAgent;
 import io.jcomm.transfer.TransferOptions;
 import java.io.IOException;
+import java.io.PrintStream;
 import java.net.InetSocketAddress;
 import java.net.StandardSocketOptions;
 import java.nio.ByteBuffer;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.EnumSet;
+import java.util.List;
 import java.util.Locale;
 import java.util.Set;
+import java.util.function.Consumer;
 
 /**
  * Same-host figures of the transfer engine: for each size, one-at-a-time writes (issue, await; best of three interleaved trials) from
@@ -24,7 +28,8 @@ import java.util.Set;
  * direct buffer) and a raw tcp loopback round (the bytes one way, an 8-byte ack back) measured in
  * the same run. Both agents live in this JVM (independent instances, real sockets and files).
  *
- * <p>Usage: {@code TransferBench [maxBytes (default 64 MiB)] [seconds per point (default 1)]}.
+ * <p>Usage: {@code TransferBench [maxBytes (default 64 MiB)] [seconds per point (default 1)]}; {@code commbench transfer}
+ * runs the same measurement ({@link #measure}) beside torch gloo.
  */
 public final class TransferBench {
 
@@ -55,9 +60,40 @@ public final class TransferBench {
         return (t - t0) / 1e9 / n;
     }
 
-    public static void main(String[] args) throws Exception {
-        int max = args.length > 0 ? Integer.parseInt(args[0]) : 64 << 20;
-        double seconds = args.length > 1 ? Double.parseDouble(args[1]) : 1.0;
+    /**
+     * One size's figures: mean seconds per op of each path, best of the interleaved trials.
+     *
+     * @param bytes   bytes per op
+     * @param memcpy  a direct-to-direct buffer copy
+     * @param shm     an agent's write into a shared region over the {@code shm} transport, awaited
+     * @param tcp     an agent's write into an off-heap region over the {@code tcp} transport, awaited
+     * @param rawTcp  the bytes over a plain loopback socket and an 8-byte ack back
+     */
+    public record Row(int bytes, double memcpy, double shm, double tcp, double rawTcp) {
+    }
+
+    /** The sizes measured: {@code minBytes}, then times 4 up to {@code maxBytes}. */
+    public static List<Integer> sizes(int minBytes, int maxBytes) {
+        if (minBytes < 1 || maxBytes < minBytes) {
+            throw new IllegalArgumentException("sizes need 1 <= minBytes <= maxBytes, got " + minBytes + ", " + maxBytes);
+        }
+        List<Integer> l = new ArrayList<>();
+        for (long size = minBytes; size <= maxBytes; size *= 4) {
+            l.add((int) size);
+        }
+        return l;
+    }
+
+    /**
+     * Measures every size of {@link #sizes(int, int)} with two agents in this JVM (independent
+     * instances, real sockets and files), about {@code secondsPerPoint} per path and size, and hands
+     * each row to {@code each} as it is done.
+     */
+    public static List<Row> measure(int minBytes, int maxBytes, double secondsPerPoint, Consumer<Row> each) throws Exception {
+        List<Integer> sizes = sizes(minBytes, maxBytes);
+        int max = maxBytes;
+        double seconds = secondsPerPoint;
+        List<Row> rows = new ArrayList<>();
         Set<Permission> rw = EnumSet.of(Permission.READ, Permission.WRITE);
         try (InMemoryStore store = new InMemoryStore(Duration.ofSeconds(10));
              TransferAgent owner = TransferAgent.open(store, TransferOptions.builder("bench-owner").build());
@@ -74,12 +110,9 @@ public final class TransferBench {
             src.buffer().put(a.duplicate());
             RemoteDescriptor sd = shared.descriptor();
             RemoteDescriptor td = offHeap.descriptor();
-            System.out.printf(Locale.ROOT, "# transfer bench: %s, %s, one transfer at a time (issue, await)%n",
-                    System.getProperty("java.vm.name") + " " + Runtime.version(), Runtime.getRuntime().availableProcessors() + " cpus");
-            System.out.printf(Locale.ROOT, "%10s %12s %12s %8s %12s %12s %8s %12s%n", "bytes", "memcpy GB/s", "shm GB/s",
-                    "shm us", "shm/memcpy", "tcp GB/s", "tcp us", "raw tcp GB/s");
-            time(() -> init.write(src.slice(0, 4096), sd.slice(0, 4096), null).await(), 2 * seconds); // JIT warm-up
-            for (int size = 4096; size <= max; size *= 4) {
+            int warm = Math.min(4096, max);
+            time(() -> init.write(src.slice(0, warm), sd.slice(0, warm), null).await(), 2 * seconds); // JIT warm-up
+            for (int size : sizes) {
                 final int n = size;
                 double mem = Double.MAX_VALUE;
                 double shm = Double.MAX_VALUE;
@@ -91,10 +124,35 @@ public final class TransferBench {
                     tcp = Math.min(tcp, time(() -> init.write(src.slice(0, n), td.slice(0, n), null).await(), seconds / TRIALS));
                     rawTcp = Math.min(rawTcp, time(() -> raw.round(n), seconds / TRIALS));
                 }
-                System.out.printf(Locale.ROOT, "%10d %12.2f %12.2f %8.2f %11.0f%% %12.2f %8.1f %12.2f%n", n, n / mem / 1e9,
-                        n / shm / 1e9, shm * 1e6, 100 * mem / shm, n / tcp / 1e9, tcp * 1e6, n / rawTcp / 1e9);
+                Row r = new Row(n, mem, shm, tcp, rawTcp);
+                rows.add(r);
+                each.accept(r);
             }
         }
+        return rows;
+    }
+
+    /** The table's header lines. */
+    public static void printHeader(PrintStream out) {
+        out.printf(Locale.ROOT, "# transfer bench: %s, %s, one transfer at a time (issue, await)%n",
+                System.getProperty("java.vm.name") + " " + Runtime.version(), Runtime.getRuntime().availableProcessors() + " cpus");
+        out.printf(Locale.ROOT, "%10s %12s %12s %8s %12s %12s %8s %12s%n", "bytes", "memcpy GB/s", "shm GB/s",
+                "shm us", "shm/memcpy", "tcp GB/s", "tcp us", "raw tcp GB/s");
+    }
+
+    /** One row of the table. */
+    public static void printRow(PrintStream out, Row r) {
+        int n = r.bytes();
+        out.printf(Locale.ROOT, "%10d %12.2f %12.2f %8.2f %11.0f%% %12.2f %8.1f %12.2f%n", n, n / r.memcpy() / 1e9,
+                n / r.shm() / 1e9, r.shm() * 1e6, 100 * r.memcpy() / r.shm(), n / r.tcp() / 1e9, r.tcp() * 1e6,
+                n / r.rawTcp() / 1e9);
+    }
+
+    public static void main(String[] args) throws Exception {
+        int max = args.length > 0 ? Integer.parseInt(args[0]) : 64 << 20;
+        double seconds = args.length > 1 ? Double.parseDouble(args[1]) : 1.0;
+        printHeader(System.out);
+        measure(4096, max, seconds, r -> printRow(System.out, r));
     }
 
     /** A loopback socket pair: {@link #round} sends n bytes, the echo thread reads them and answers 8 bytes. */

@@ -88,6 +88,32 @@ public final class PipelineDemo implements Callable<Integer> {
             + "each recovery)")
     boolean moe;
 
+    @Option(names = "--pd", paramLabel = "ROLE", description = "instead of the pipeline: disaggregated prefill and decode "
+            + "as two jobs whose transfer agents meet in one store; ROLE is decode (registers a paged block pool per rank "
+            + "and verifies every byte) or prefill (writes each request's blocks into it with one notification); run "
+            + "the decode job with commrun --master-port P and the prefill job with --store HOST:P")
+    String pd;
+
+    @Option(names = "--store", paramLabel = "HOST:PORT", description = "with --pd: the store where both jobs' agents "
+            + "meet (default for decode: its own launcher store; prefill must name it)")
+    String store;
+
+    @Option(names = "--requests", description = "with --pd: requests per rank (default ${DEFAULT-VALUE})")
+    int requests = 200;
+
+    @Option(names = "--layers", description = "with --pd: layers of each request's KV (default ${DEFAULT-VALUE})")
+    int layers = 4;
+
+    @Option(names = "--blocks", description = "with --pd: KV blocks per layer of each request (default ${DEFAULT-VALUE})")
+    int blocks = 16;
+
+    @Option(names = "--block-bytes", description = "with --pd: bytes per block, a multiple of 8 (default ${DEFAULT-VALUE})")
+    int blockBytes = 64 << 10;
+
+    @Option(names = "--window", description = "with --pd: requests in flight per rank, the decode pool's request "
+            + "slots (default ${DEFAULT-VALUE})")
+    int window = 4;
+
     @Option(names = "--device",
             description = "auto: NCCL and cuda:LOCAL_RANK when GPUs are usable, else the CPU communicator; "
                     + "cpu: the CPU communicator everywhere (e.g. more ranks than GPUs) (default ${DEFAULT-VALUE})")
@@ -122,6 +148,10 @@ public final class PipelineDemo implements Callable<Integer> {
             return new ElasticServing(tp, hidden, steps, moe, out).run();
         }
         DistributedConfig cfg = DistributedConfig.fromEnvironment();
+        if (pd != null) {
+            return new PdDemo(pd, store, new PdDemo.Shape(requests, layers, blocks, blockBytes, window), cfg.timeout(), out)
+                    .run();
+        }
         if (tp < 1 || pp < 1 || cfg.worldSize() % (tp * pp) != 0) {
             System.err.println("demo: world size " + cfg.worldSize() + " is not a multiple of tp x pp = " + tp * pp
                     + " (run it with: bin/commrun --nproc-per-node " + Math.max(1, tp * pp) + " demo --tp " + tp
