@@ -1,12 +1,18 @@
 package io.jcomm.parallel;
 
+import io.jcomm.api.CollectiveMismatchException;
+import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
+import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.ObjectCodec;
 import io.jcomm.api.OpContext;
+import io.jcomm.api.PeerFailureException;
 import io.jcomm.api.ProcessGroup;
+import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
+import io.jcomm.api.internal.Entropy;
 import io.jcomm.api.internal.recorder.FlightRecorder;
 import io.jcomm.api.store.PrefixStore;
 import io.jcomm.api.store.Store;
@@ -15,6 +21,7 @@ import io.jcomm.device.DeviceCommunicators;
 import io.jcomm.mq.AeronMedia;
 import io.jcomm.mq.registry.JobRegistration;
 import io.jcomm.mq.registry.JobRegistry;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -22,11 +29,15 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.locks.LockSupport;
 import java.util.stream.Collectors;
 import java.util.stream.IntStream;
 import org.slf4j.Logger;
@@ -473,7 +484,7 @@ public final class ParallelState implements AutoCloseable {
                 }
             } catch (TimeoutException ex) {
                 if (first == null) {
-                    first = new io.jcomm.api.CommTimeoutException(OpContext.of(specs.get(i).name(), -1, "create"),
+                    first = new CommTimeoutException(OpContext.of(specs.get(i).name(), -1, "create"),
                             "group creation did not finish within " + factory.timeout.toMillis() + " ms");
                 }
             } catch (InterruptedException ex) {
@@ -658,7 +669,7 @@ public final class ParallelState implements AutoCloseable {
      * Goes on after a rank loss: the data-parallel replicas that lost a rank leave the job, the others
      * re-form their groups among themselves (same TP and PP groups, smaller DP and EP groups), as
      * generation {@code round} of the job. Call it on every rank that is still alive once one of its
-     * groups failed with a {@link io.jcomm.api.PeerFailureException} (or a {@link io.jcomm.api.CommClosedException}
+     * groups failed with a {@link PeerFailureException} (or a {@link CommClosedException}
      * from a rank that left); the world group of every process is poisoned within about 0.2 s of a
      * death ({@code world().cpuGroup().isPoisoned()}), so a rank can also look before its next call.
      *
@@ -687,8 +698,8 @@ public final class ParallelState implements AutoCloseable {
      *
      * @throws IllegalStateException         if the model-parallel groups are not initialized
      * @throws UnsupportedOperationException for a layout with outer replicas
-     * @throws io.jcomm.api.PeerFailureException when no replica survives, or a rank dies during the recovery
-     * @throws io.jcomm.api.CommTimeoutException when a rank neither answers the roll call nor dies in time
+     * @throws PeerFailureException when no replica survives, or a rank dies during the recovery
+     * @throws CommTimeoutException when a rank neither answers the roll call nor dies in time
      */
     public synchronized Recovery shrink(Duration timeout) {
         return recoverRound(false, timeout);
@@ -723,8 +734,8 @@ public final class ParallelState implements AutoCloseable {
      *
      * @return the recovery: {@link Recovery#member()} is always true, {@link Recovery#replaced()} the ranks that
      *         new processes took
-     * @throws io.jcomm.api.PeerFailureException when a survivor or a replacement dies during the recovery
-     * @throws io.jcomm.api.CommTimeoutException when a rank neither answers the roll call nor dies, or a vacancy is
+     * @throws PeerFailureException when a survivor or a replacement dies during the recovery
+     * @throws CommTimeoutException when a rank neither answers the roll call nor dies, or a vacancy is
      *                                           not taken, within {@code timeout}
      */
     public synchronized Recovery replace(Duration timeout) {
@@ -732,7 +743,7 @@ public final class ParallelState implements AutoCloseable {
     }
 
     /** What a roll call found: the ranks alive (this one too), dead, and gone with their replica earlier. */
-    private record RollCall(java.util.TreeSet<Integer> alive, java.util.TreeSet<Integer> dead, java.util.Set<Integer> gone) {
+    private record RollCall(TreeSet<Integer> alive, TreeSet<Integer> dead, Set<Integer> gone) {
     }
 
     /**
@@ -747,9 +758,9 @@ public final class ParallelState implements AutoCloseable {
                               long deadline, Duration timeout, OpContext ctx) {
         keys.set(roundBase + "alive/" + config.rank(), new byte[] {1});
         String verdictKey = roundBase + "verdict";
-        java.util.TreeSet<Integer> dead = new java.util.TreeSet<>();
-        java.util.Set<Integer> gone = new java.util.TreeSet<>();
-        java.util.TreeSet<Integer> alive = new java.util.TreeSet<>();
+        TreeSet<Integer> dead = new TreeSet<>();
+        Set<Integer> gone = new TreeSet<>();
+        TreeSet<Integer> alive = new TreeSet<>();
         alive.add(config.rank());
         long graceEnd = System.nanoTime() + options.rollCallGrace().toNanos();
         while (true) {
@@ -767,9 +778,9 @@ public final class ParallelState implements AutoCloseable {
                 }
                 boolean complete = accountedFor(members, alive, dead, gone);
                 if (complete || System.nanoTime() - graceEnd > 0) {
-                    java.util.TreeSet<Integer> lost = lostRanks(members, alive, dead, gone);
+                    TreeSet<Integer> lost = lostRanks(members, alive, dead, gone);
                     if (!complete) {
-                        java.util.TreeSet<Integer> silent = new java.util.TreeSet<>(lost);
+                        TreeSet<Integer> silent = new TreeSet<>(lost);
                         silent.removeAll(dead);
                         LOG.warn("rank {}: ranks {} neither answered the roll call ({}) nor died within {} ms; they "
                                 + "count as lost", config.rank(), silent, ctx.operation(), options.rollCallGrace().toMillis());
@@ -779,24 +790,24 @@ public final class ParallelState implements AutoCloseable {
                 }
             }
             if (verdict != null) {
-                java.util.TreeSet<Integer> lost = new java.util.TreeSet<>();
-                java.util.Set<Integer> out = new java.util.TreeSet<>();
+                TreeSet<Integer> lost = new TreeSet<>();
+                Set<Integer> out = new TreeSet<>();
                 decodeVerdict(verdict, members, lost, out, ctx);
-                java.util.TreeSet<Integer> in = new java.util.TreeSet<>(members);
+                TreeSet<Integer> in = new TreeSet<>(members);
                 in.removeAll(lost);
                 in.removeAll(out);
                 return new RollCall(in, lost, out);
             }
             if (System.nanoTime() > deadline) {
-                throw new io.jcomm.api.CommTimeoutException(ctx, "no roll-call verdict within " + timeout.toMillis() + " ms");
+                throw new CommTimeoutException(ctx, "no roll-call verdict within " + timeout.toMillis() + " ms");
             }
-            java.util.concurrent.locks.LockSupport.parkNanos(1_000_000L);
+            LockSupport.parkNanos(1_000_000L);
         }
     }
 
     /** Whether every member answered, died or is gone (a rank that answered and died since counts once). */
-    static boolean accountedFor(List<Integer> members, java.util.Set<Integer> alive, java.util.Set<Integer> dead,
-                                java.util.Set<Integer> gone) {
+    static boolean accountedFor(List<Integer> members, Set<Integer> alive, Set<Integer> dead,
+                                Set<Integer> gone) {
         for (int r : members) {
             if (!alive.contains(r) && !dead.contains(r) && !gone.contains(r)) {
                 return false;
@@ -806,9 +817,9 @@ public final class ParallelState implements AutoCloseable {
     }
 
     /** The members a verdict counts lost: dead ones (even if they answered first), and those that never answered. */
-    static java.util.TreeSet<Integer> lostRanks(List<Integer> members, java.util.Set<Integer> alive,
-                                                java.util.Set<Integer> dead, java.util.Set<Integer> gone) {
-        java.util.TreeSet<Integer> lost = new java.util.TreeSet<>();
+    static TreeSet<Integer> lostRanks(List<Integer> members, Set<Integer> alive,
+                                                Set<Integer> dead, Set<Integer> gone) {
+        TreeSet<Integer> lost = new TreeSet<>();
         for (int r : members) {
             if (dead.contains(r) || !alive.contains(r) && !gone.contains(r)) {
                 lost.add(r);
@@ -817,21 +828,21 @@ public final class ParallelState implements AutoCloseable {
         return lost;
     }
 
-    private static byte[] encodeVerdict(java.util.Set<Integer> lost, java.util.Set<Integer> gone) {
-        return ("lost " + join(lost) + " gone " + join(gone)).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    private static byte[] encodeVerdict(Set<Integer> lost, Set<Integer> gone) {
+        return ("lost " + join(lost) + " gone " + join(gone)).getBytes(StandardCharsets.UTF_8);
     }
 
-    private static String join(java.util.Set<Integer> s) {
+    private static String join(Set<Integer> s) {
         return s.isEmpty() ? "-" : s.stream().map(String::valueOf).collect(Collectors.joining(","));
     }
 
     /** Parses a verdict from the store, checking that it names members only. */
-    private static void decodeVerdict(byte[] v, List<Integer> members, java.util.Set<Integer> lost,
-                                      java.util.Set<Integer> gone, OpContext ctx) {
+    private static void decodeVerdict(byte[] v, List<Integer> members, Set<Integer> lost,
+                                      Set<Integer> gone, OpContext ctx) {
         String[] f = v.length > 16 * (members.size() + 4) ? new String[0]
-                : new String(v, java.nio.charset.StandardCharsets.UTF_8).split(" ");
+                : new String(v, StandardCharsets.UTF_8).split(" ");
         if (f.length != 4 || !f[0].equals("lost") || !f[2].equals("gone")) {
-            throw new io.jcomm.api.ProtocolException(ctx, "malformed roll-call verdict");
+            throw new ProtocolException(ctx, "malformed roll-call verdict");
         }
         for (int i : new int[] {1, 3}) {
             if (f[i].equals("-")) {
@@ -842,10 +853,10 @@ public final class ParallelState implements AutoCloseable {
                 try {
                     rank = Integer.parseInt(r);
                 } catch (NumberFormatException e) {
-                    throw new io.jcomm.api.ProtocolException(ctx, "malformed rank in a roll-call verdict");
+                    throw new ProtocolException(ctx, "malformed rank in a roll-call verdict");
                 }
                 if (!members.contains(rank)) {
-                    throw new io.jcomm.api.ProtocolException(ctx, "roll-call verdict names rank " + rank + ", not a member");
+                    throw new ProtocolException(ctx, "roll-call verdict names rank " + rank + ", not a member");
                 }
                 (i == 1 ? lost : gone).add(rank);
             }
@@ -875,7 +886,7 @@ public final class ParallelState implements AutoCloseable {
         // there (and only there: a rank replaced earlier stays dead under the older job ids), so a death shows
         List<Store> watched = List.of(current);
         RollCall rc = rollCall(keys, watched, before.ranks(), base, roundBase, deadline, timeout, ctx);
-        java.util.TreeSet<Integer> dead = rc.dead();
+        TreeSet<Integer> dead = rc.dead();
         List<Integer> lostReplicas = new ArrayList<>();
         RankLayout after;
         if (replace) {
@@ -885,14 +896,14 @@ public final class ParallelState implements AutoCloseable {
                 // "left" mark: the rank stays a member, served by its replacement)
                 LOG.warn("rank {}: counted lost by the roll call of round {}; it leaves the job", config.rank(), round);
                 return new Recovery(round, new ArrayList<>(dead), lostReplicas, before.ranks(), false, before,
-                        java.time.Duration.ofNanos(System.nanoTime() - t0), List.of());
+                        Duration.ofNanos(System.nanoTime() - t0), List.of());
             }
             if (!dead.isEmpty() && rc.alive().first() == config.rank()) {
                 postVacancies(keys, round, before, dead);
             }
         } else {
             // 2. the replicas that lost a rank leave (a rank gone before went with a replica that lost one)
-            java.util.TreeSet<Integer> lost = new java.util.TreeSet<>();
+            TreeSet<Integer> lost = new TreeSet<>();
             for (int d : dead) {
                 lost.add(before.replicaOf(d));
             }
@@ -910,7 +921,7 @@ public final class ParallelState implements AutoCloseable {
                 LOG.info("rank {}: its replica {} lost rank(s) {}; it leaves the job (round {})", config.rank(),
                         before.replicaOf(config.rank()), dead, round);
                 return new Recovery(round, new ArrayList<>(dead), lostReplicas, after.ranks(), false, after,
-                        java.time.Duration.ofNanos(System.nanoTime() - t0), List.of());
+                        Duration.ofNanos(System.nanoTime() - t0), List.of());
             }
         }
         // 3. the members of the next generation only: a client of it (declared under its own job id, so that a
@@ -924,7 +935,7 @@ public final class ParallelState implements AutoCloseable {
             List<Integer> replaced = replace ? new ArrayList<>(dead) : List.of();
             formGeneration(next, watched, roundBase, round, after, dead, replaced, deadline, timeout, ctx);
             Recovery r = new Recovery(round, new ArrayList<>(dead), lostReplicas, after.ranks(), true, after,
-                    java.time.Duration.ofNanos(System.nanoTime() - t0), replaced);
+                    Duration.ofNanos(System.nanoTime() - t0), replaced);
             LOG.info("rank {}: round {}: ranks {} lost{}; {} ranks re-formed in {} ms", config.rank(), round, dead,
                     replace ? ", replaced" : " with replica(s) " + lostReplicas, after.ranks().size(), r.took().toMillis());
             return r;
@@ -939,20 +950,20 @@ public final class ParallelState implements AutoCloseable {
     }
 
     /** Posts one vacancy per dead rank, with what a replacement needs to join ({@link Vacancy}). */
-    private void postVacancies(Store keys, int round, RankLayout before, java.util.Set<Integer> dead) {
+    private void postVacancies(Store keys, int round, RankLayout before, Set<Integer> dead) {
         List<String> hosts = topologyHosts(topology);
         Vacancy v = new Vacancy(round, generation, jobNonce, before.tensorParallelSize(), before.pipelineParallelSize(),
                 before.ranks(), new ArrayList<>(dead), hosts);
         keys.set("ps/rec/" + generation + "/" + round + "/vacancy", v.encode());
-        keys.set(VACANCIES + "round", Integer.toString(round).getBytes(java.nio.charset.StandardCharsets.UTF_8));
+        keys.set(VACANCIES + "round", Integer.toString(round).getBytes(StandardCharsets.UTF_8));
         for (int d : dead) {
             long seq = keys.add(VACANCIES + "n", 1);
-            keys.set(VACANCIES + seq, (generation + " " + round + " " + d).getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            keys.set(VACANCIES + seq, (generation + " " + round + " " + d).getBytes(StandardCharsets.UTF_8));
         }
     }
 
     /** Waits until every vacancy of this round is taken; a death of a member or of a replacement fails it. */
-    private void awaitReplacements(Store keys, Store next, List<Store> watched, String roundBase, java.util.Set<Integer> dead,
+    private void awaitReplacements(Store keys, Store next, List<Store> watched, String roundBase, Set<Integer> dead,
                                    long deadline, Duration timeout, OpContext ctx) {
         List<String> joined = new ArrayList<>();
         dead.forEach(d -> joined.add(roundBase + "joined/" + d));
@@ -961,18 +972,18 @@ public final class ParallelState implements AutoCloseable {
         List<Integer> members = generationLayout.ranks();
         long pause = 100_000L;
         while (!keys.check(joined)) {
-            java.util.TreeSet<Integer> lost = new java.util.TreeSet<>();
+            TreeSet<Integer> lost = new TreeSet<>();
             collectDead(both, members, lost);
             lost.removeAll(dead);
-            java.util.TreeSet<Integer> again = new java.util.TreeSet<>();
+            TreeSet<Integer> again = new TreeSet<>();
             collectDead(List.of(next), new ArrayList<>(dead), again);
             lost.addAll(again);
             if (!lost.isEmpty()) {
-                throw new io.jcomm.api.PeerFailureException(ctx, lost.first(), "rank(s) " + lost + " died while the "
+                throw new PeerFailureException(ctx, lost.first(), "rank(s) " + lost + " died while the "
                         + "vacancies " + dead + " were being taken; call replace again");
             }
             if (keys.check(List.of(roundBase + "abort"))) {
-                throw new io.jcomm.api.PeerFailureException(ctx, -1, "another member gave up this round; call replace again");
+                throw new PeerFailureException(ctx, -1, "another member gave up this round; call replace again");
             }
             if (System.nanoTime() > deadline) {
                 List<Integer> open = new ArrayList<>();
@@ -981,10 +992,10 @@ public final class ParallelState implements AutoCloseable {
                         open.add(d);
                     }
                 }
-                throw new io.jcomm.api.CommTimeoutException(ctx, "no process took the place of rank(s) " + open + " within "
+                throw new CommTimeoutException(ctx, "no process took the place of rank(s) " + open + " within "
                         + timeout.toMillis() + " ms (replacements come from commrun --spares or --max-restarts)");
             }
-            java.util.concurrent.locks.LockSupport.parkNanos(pause);
+            LockSupport.parkNanos(pause);
             pause = Math.min(pause * 2, 2_000_000L);
         }
     }
@@ -994,12 +1005,12 @@ public final class ParallelState implements AutoCloseable {
      * next generation's client) and create its groups; the state then uses them.
      */
     private void formGeneration(Store next, List<Store> watched, String roundBase, int round, RankLayout after,
-                                java.util.Set<Integer> dead, List<Integer> replaced, long deadline, Duration timeout,
+                                Set<Integer> dead, List<Integer> replaced, long deadline, Duration timeout,
                                 OpContext ctx) {
         List<Integer> members = after.ranks();
         Store nextKeys = new PrefixStore(options.storePrefix(), next);
         byte[] decision = (members + " lost " + dead + (replaced.isEmpty() ? "" : " replaced " + replaced))
-                .getBytes(java.nio.charset.StandardCharsets.UTF_8);
+                .getBytes(StandardCharsets.UTF_8);
         nextKeys.set(roundBase + "decision/" + config.rank(), decision);
         List<String> theirs = new ArrayList<>();
         members.forEach(r -> theirs.add(roundBase + "decision/" + r));
@@ -1007,34 +1018,34 @@ public final class ParallelState implements AutoCloseable {
         both.add(0, next);
         long pause = 100_000L;
         while (!nextKeys.check(theirs)) {
-            java.util.TreeSet<Integer> lost = new java.util.TreeSet<>();
+            TreeSet<Integer> lost = new TreeSet<>();
             collectDead(List.of(next), members, lost);
             for (Store w : watched) {
-                java.util.TreeSet<Integer> old = new java.util.TreeSet<>();
+                TreeSet<Integer> old = new TreeSet<>();
                 collectDead(List.of(w), members, old);
                 old.removeAll(replaced); // the replaced ranks stay dead under the older job ids
                 lost.addAll(old);
             }
             if (!lost.isEmpty()) {
-                throw new io.jcomm.api.PeerFailureException(ctx, lost.first(), "rank(s) " + lost + " died during "
+                throw new PeerFailureException(ctx, lost.first(), "rank(s) " + lost + " died during "
                         + "the recovery; call it again");
             }
             if (nextKeys.check(List.of(roundBase + "abort"))) {
-                throw new io.jcomm.api.PeerFailureException(ctx, -1, "another member gave up this round; call it again");
+                throw new PeerFailureException(ctx, -1, "another member gave up this round; call it again");
             }
             if (System.nanoTime() > deadline) {
-                throw new io.jcomm.api.CommTimeoutException(ctx, "the members " + members + " did not all decide "
+                throw new CommTimeoutException(ctx, "the members " + members + " did not all decide "
                         + "within " + timeout.toMillis() + " ms");
             }
-            java.util.concurrent.locks.LockSupport.parkNanos(pause);
+            LockSupport.parkNanos(pause);
             pause = Math.min(pause * 2, 1_000_000L);
         }
-        List<byte[]> got = nextKeys.multiGet(theirs, java.time.Duration.ofNanos(Math.max(1, deadline - System.nanoTime())));
+        List<byte[]> got = nextKeys.multiGet(theirs, Duration.ofNanos(Math.max(1, deadline - System.nanoTime())));
         for (int i = 0; i < members.size(); i++) {
             if (!Arrays.equals(decision, got.get(i))) {
-                throw new io.jcomm.api.CollectiveMismatchException(ctx, "rank " + members.get(i) + " decided "
-                        + new String(got.get(i), java.nio.charset.StandardCharsets.UTF_8) + ", this rank "
-                        + new String(decision, java.nio.charset.StandardCharsets.UTF_8));
+                throw new CollectiveMismatchException(ctx, "rank " + members.get(i) + " decided "
+                        + new String(got.get(i), StandardCharsets.UTF_8) + ", this rank "
+                        + new String(decision, StandardCharsets.UTF_8));
             }
         }
         GroupFactory nextFactory = factory.withStore(next);
@@ -1075,16 +1086,16 @@ public final class ParallelState implements AutoCloseable {
     }
 
     /** The topology with the hosts the replacements of {@code replaced} said they are on. */
-    private HostTopology withHosts(HostTopology t, Store keys, String roundBase, java.util.Set<Integer> replaced,
+    private HostTopology withHosts(HostTopology t, Store keys, String roundBase, Set<Integer> replaced,
                                    OpContext ctx) {
         List<String> hosts = topologyHosts(t);
         for (int d : replaced) {
             byte[] h = keys.get(roundBase + "host/" + d, factory.timeout);
             if (h.length == 0 || h.length > HostExchange.MAX_HOST_ID_BYTES) {
-                throw new io.jcomm.api.ProtocolException(ctx, "the host id of rank " + d + "'s replacement is empty or "
+                throw new ProtocolException(ctx, "the host id of rank " + d + "'s replacement is empty or "
                         + "too long");
             }
-            hosts.set(d, new String(h, java.nio.charset.StandardCharsets.UTF_8));
+            hosts.set(d, new String(h, StandardCharsets.UTF_8));
         }
         return hosts.equals(topologyHosts(t)) ? t : HostTopology.of(hosts);
     }
@@ -1128,14 +1139,14 @@ public final class ParallelState implements AutoCloseable {
             while (true) {
                 if (!keys.check(List.of(VACANCIES + seq))) {
                     if (store.check(List.of(DistributedConfig.LAUNCHER_DONE_KEY))) {
-                        throw new io.jcomm.api.CommClosedException(ctx, "the job ended without needing this process "
+                        throw new CommClosedException(ctx, "the job ended without needing this process "
                                 + "(every worker exited)");
                     }
                     if (System.nanoTime() - deadline > 0) {
-                        throw new io.jcomm.api.CommTimeoutException(ctx, "no vacancy for rank " + config.rank()
+                        throw new CommTimeoutException(ctx, "no vacancy for rank " + config.rank()
                                 + " within " + config.timeout().toMillis() + " ms");
                     }
-                    java.util.concurrent.locks.LockSupport.parkNanos(pause);
+                    LockSupport.parkNanos(pause);
                     pause = Math.min(pause * 2, 5_000_000L);
                     continue;
                 }
@@ -1143,7 +1154,7 @@ public final class ParallelState implements AutoCloseable {
                 String[] f = text(keys.get(VACANCIES + seq, config.timeout()), 64, ctx).split(" ");
                 seq++;
                 if (f.length != 3) {
-                    throw new io.jcomm.api.ProtocolException(ctx, "malformed vacancy " + (seq - 1));
+                    throw new ProtocolException(ctx, "malformed vacancy " + (seq - 1));
                 }
                 long gen;
                 int round;
@@ -1155,7 +1166,7 @@ public final class ParallelState implements AutoCloseable {
                     rank = Integer.parseInt(f[2]);
                     latest = Integer.parseInt(text(keys.get(VACANCIES + "round", config.timeout()), 16, ctx));
                 } catch (NumberFormatException e) {
-                    throw new io.jcomm.api.ProtocolException(ctx, "malformed vacancy " + (seq - 1) + ": " + e.getMessage());
+                    throw new ProtocolException(ctx, "malformed vacancy " + (seq - 1) + ": " + e.getMessage());
                 }
                 String roundBase = "ps/rec/" + gen + "/" + round + "/";
                 if (rank < 0 || rank >= config.worldSize() || round < latest
@@ -1175,17 +1186,17 @@ public final class ParallelState implements AutoCloseable {
                 DistributedConfig mine = config.toBuilder().rank(rank).localRank(onHost.indexOf(rank))
                         .localWorldSize(onHost.size()).build();
                 Store next = store.withMember(config.jobId() + "/g" + round, rank);
-                byte[] token = Long.toHexString(io.jcomm.api.internal.Entropy.nextLong())
-                        .getBytes(java.nio.charset.StandardCharsets.UTF_8);
+                byte[] token = Long.toHexString(Entropy.nextLong())
+                        .getBytes(StandardCharsets.UTF_8);
                 byte[] holder = keys.compareSet(roundBase + "claim/" + rank, new byte[0], token);
                 if (!Arrays.equals(holder, token)) {
                     next.close();
                     if (role == DistributedConfig.Role.RESTARTED) {
-                        throw new io.jcomm.api.CommClosedException(ctx, "another process took the place of rank " + rank);
+                        throw new CommClosedException(ctx, "another process took the place of rank " + rank);
                     }
                     continue;
                 }
-                keys.set(roundBase + "host/" + rank, config.hostId().getBytes(java.nio.charset.StandardCharsets.UTF_8));
+                keys.set(roundBase + "host/" + rank, config.hostId().getBytes(StandardCharsets.UTF_8));
                 keys.set(roundBase + "joined/" + rank, new byte[] {1});
                 long t0 = System.nanoTime();
                 GroupFactory factory = new GroupFactory(mine, options, store, codec, devices);
@@ -1193,7 +1204,7 @@ public final class ParallelState implements AutoCloseable {
                         v.generation(), null);
                 ps.generationLayout = v.layout();
                 try {
-                    ps.formGeneration(next, List.of(), roundBase, round, v.layout(), new java.util.TreeSet<>(v.lost()),
+                    ps.formGeneration(next, List.of(), roundBase, round, v.layout(), new TreeSet<>(v.lost()),
                             v.lost(), System.nanoTime() + config.timeout().toNanos(), config.timeout(),
                             OpContext.of("recovery", rank, "join#" + round));
                 } catch (CommException e) {
@@ -1218,21 +1229,21 @@ public final class ParallelState implements AutoCloseable {
 
     private static String text(byte[] b, int max, OpContext ctx) {
         if (b == null || b.length > max) {
-            throw new io.jcomm.api.ProtocolException(ctx, "store value missing or longer than " + max + " bytes");
+            throw new ProtocolException(ctx, "store value missing or longer than " + max + " bytes");
         }
-        return new String(b, java.nio.charset.StandardCharsets.UTF_8);
+        return new String(b, StandardCharsets.UTF_8);
     }
 
     /**
      * For a process that joined the job in place of a lost rank ({@link DistributedConfig.Role#RESTARTED} or
      * {@link DistributedConfig.Role#SPARE}): the round it joined. Empty for a process started with the job.
      */
-    public synchronized java.util.Optional<Recovery> joined() {
-        return java.util.Optional.ofNullable(joined);
+    public synchronized Optional<Recovery> joined() {
+        return Optional.ofNullable(joined);
     }
 
     /** Adds to {@code dead} the ranks of {@code members} that any of {@code stores} knows dead. */
-    private static void collectDead(List<Store> stores, List<Integer> members, java.util.Set<Integer> dead) {
+    private static void collectDead(List<Store> stores, List<Integer> members, Set<Integer> dead) {
         for (Store st : stores) {
             for (int d : st.deadMembers()) {
                 if (members.contains(d)) {
