@@ -119,6 +119,8 @@ final class Engine {
     private long collectiveSeq;
     final List<Link> allLinks = new ArrayList<>();
     Channel server;
+    /** Links are made on first use ({@link MeshBootstrap#connectTo}); set at creation. */
+    boolean lazy;
     long nonce;
     /** Which incarnation of the group this is in its store namespace (set-up). */
     long generation;
@@ -317,8 +319,36 @@ final class Engine {
         return failure.isTripped() || closed;
     }
 
-    /** Starts an operation; collectives get the next sequence number. */
+    /**
+     * Starts an operation that may talk to every member; collectives get the next sequence number. In a
+     * lazily connected group, first connects to every member not connected yet.
+     */
     Op begin(int kind, int code, Deadline deadline) {
+        if (lazy) {
+            mesh.connectToAll(deadline);
+        }
+        long seq = kind == Frame.DATA ? ++collectiveSeq : 0;
+        return new Op(opName, kind, code, seq, deadline);
+    }
+
+    /** {@link #begin(int, int, Deadline)} for an operation that talks to {@code peer} only. */
+    Op begin(int kind, int code, Deadline deadline, int peer) {
+        Link l = links[peer];
+        if (lazy && (l == null || !l.helloSeen || !l.channel.isActive())) {
+            mesh.connectTo(new int[] {peer}, 1, deadline);
+        }
+        long seq = kind == Frame.DATA ? ++collectiveSeq : 0;
+        return new Op(opName, kind, code, seq, deadline);
+    }
+
+    /**
+     * {@link #begin(int, int, Deadline)} for an operation that talks to {@code peers[0..count)} only:
+     * a lazily connected group connects to those.
+     */
+    Op begin(int kind, int code, Deadline deadline, int[] peers, int count) {
+        if (lazy) {
+            mesh.connectTo(peers, count, deadline);
+        }
         long seq = kind == Frame.DATA ? ++collectiveSeq : 0;
         return new Op(opName, kind, code, seq, deadline);
     }
