@@ -22,8 +22,7 @@ import org.junit.jupiter.api.Timeout;
  * time until every group of every rank is ready, sockets per rank, store commands per rank and the
  * first world barrier.
  *
- * <p>N is 256 by default; {@code -Djcomm.scale.ranks=64,256,1024} runs each size in turn (the hard
- * timeout then grows with the sizes).
+ * <p>N is 256 by default (CI); {@code -Djcomm.scale.ranks=1024} runs another size, a multiple of 128.
  */
 class ParallelStateScaleTest {
 
@@ -31,14 +30,15 @@ class ParallelStateScaleTest {
     private static final int TP = 8;
     private static final int PP = 4;
     private static final Pattern LINE = Pattern.compile(
-            "SCALE jvm=(\\d+) ranks=(\\d+) readyMs=(\\d+) barrierMs=(\\d+) socketsReady=(-?\\d+) socketsBarrier=(-?\\d+)");
+            "SCALE jvm=(\\d+) ranks=(\\d+) readyMs=(\\d+) barrierMs=(\\d+) socketsReady=(-?\\d+) socketsBarrier=(-?\\d+) cpuMs=(-?\\d+)");
 
     /** One row of the table. */
-    record Row(int n, long readyMs, long barrierMs, double socketsReady, double socketsBarrier, double storeOps) {
+    record Row(int n, long readyMs, long barrierMs, double socketsReady, double socketsBarrier, double storeOps,
+               double cpuMsPerRank) {
         @Override
         public String toString() {
-            return String.format(Locale.ROOT, "| %5d | %6d | %6.1f | %6.1f | %6.1f | %6d |", n, readyMs, socketsReady,
-                    socketsBarrier, storeOps, barrierMs);
+            return String.format(Locale.ROOT, "| %5d | %6d | %6.1f | %6.1f | %6.1f | %6d | %6.1f |", n, readyMs, socketsReady,
+                    socketsBarrier, storeOps, barrierMs, cpuMsPerRank);
         }
     }
 
@@ -56,6 +56,7 @@ class ParallelStateScaleTest {
                 long barrier = 0;
                 double socketsReady = 0;
                 double socketsBarrier = 0;
+                double cpu = 0;
                 for (int jvm = 0; jvm < JVMS; jvm++) {
                     List<String> lines = r.linesContaining(jvm, "SCALE jvm=");
                     assertEquals(1, lines.size(), String.join("\n", r.output(jvm)));
@@ -65,22 +66,29 @@ class ParallelStateScaleTest {
                     barrier = Math.max(barrier, Long.parseLong(m.group(4)));
                     socketsReady += Long.parseLong(m.group(5));
                     socketsBarrier += Long.parseLong(m.group(6));
+                    cpu += Long.parseLong(m.group(7));
                 }
                 long commands = server.stats().commands() - commandsBefore;
-                return new Row(n, ready, barrier, socketsReady / n, socketsBarrier / n, (double) commands / n);
+                return new Row(n, ready, barrier, socketsReady / n, socketsBarrier / n, (double) commands / n, cpu / n);
             }
         }
     }
 
     @Test
-    @Timeout(value = 300, unit = TimeUnit.SECONDS)
+    @Timeout(value = 180, unit = TimeUnit.SECONDS)
     void groupsOfThreadRanksOverFourJvms() {
-        String sizes = System.getProperty("jcomm.scale.ranks", "256");
-        System.out.println("|     N | ready ms | sockets/rank ready | sockets/rank after barrier | store ops/rank | barrier ms |");
-        for (String s : sizes.split(",")) {
-            int n = Integer.parseInt(s.trim());
-            Row row = run(n, Duration.ofSeconds(120));
-            System.out.println(row);
+        int n = Integer.getInteger("jcomm.scale.ranks", 256);
+        Row row = run(n, Duration.ofSeconds(120));
+        System.out.println("|     N | ready ms | sockets/rank ready | sockets/rank after barrier | store ops/rank | barrier ms | CPU ms/rank |");
+        System.out.println(row);
+        // at creation a group of at most 16 ranks has its full mesh, a larger one at most 2 ceil(log2 size)
+        // links (its barrier's and object all-gather's peers) and its listener
+        io.jcomm.parallel.RankLayout l = io.jcomm.parallel.RankLayout.of(n, TP, PP, n / TP / PP);
+        int bound = 0;
+        for (List<List<Integer>> groups : List.of(List.of(l.ranks()), l.tpGroups(), l.ppGroups(), l.dpGroups(), l.epGroups())) {
+            int size = groups.get(0).size();
+            bound += size <= 16 ? size - 1 : 2 * (32 - Integer.numberOfLeadingZeros(size - 1)) + 1;
         }
+        assertTrue(row.socketsReady() <= bound, row + " vs at most " + bound);
     }
 }

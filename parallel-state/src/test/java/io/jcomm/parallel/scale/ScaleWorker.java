@@ -19,8 +19,9 @@ import java.util.stream.Stream;
  * One JVM of {@link ParallelStateScaleTest}: {@code n / jvms} thread ranks, each with its own store
  * client and {@link ParallelState}, all model-parallel groups made in one step. Prints one
  * {@code SCALE} line with this JVM's figures: the slowest rank's time until every group was ready,
- * the slowest first world barrier and the sockets this JVM opened for its groups (its ranks' store
- * clients not counted), once every group was ready and after the barrier.
+ * the slowest first world barrier, the sockets this JVM opened for its groups (its ranks' store
+ * clients not counted), once every group was ready and after the barrier, and the CPU time the JVM used
+ * until every group was ready.
  *
  * <p>Arguments: world size, number of JVMs, TP size, PP size, store port, timeout in seconds.
  */
@@ -56,6 +57,7 @@ public final class ScaleWorker {
                 return ps;
             }, timeout.plusSeconds(10));
             long socketsReady = sockets();
+            long cpuReady = cpuMillis();
             System.out.println("READY jvm=" + jvm);
             ranks.call(i -> {
                 long t0 = System.nanoTime();
@@ -66,7 +68,7 @@ public final class ScaleWorker {
             long socketsBarrier = sockets();
             System.out.println("SCALE jvm=" + jvm + " ranks=" + per + " readyMs=" + maxMillis(readyNanos) + " barrierMs="
                     + maxMillis(barrierNanos) + " socketsReady=" + (socketsReady - socketsBefore - per) + " socketsBarrier="
-                    + (socketsBarrier - socketsBefore - per));
+                    + (socketsBarrier - socketsBefore - per) + " cpuMs=" + cpuReady);
         }
     }
 
@@ -76,6 +78,11 @@ public final class ScaleWorker {
             max = Math.max(max, v);
         }
         return max / 1_000_000;
+    }
+
+    /** CPU time of this process so far (all threads, JVM start included), or -1 where unknown. */
+    private static long cpuMillis() {
+        return ProcessHandle.current().info().totalCpuDuration().map(java.time.Duration::toMillis).orElse(-1L);
     }
 
     /** Open sockets of this process (Linux; -1 elsewhere). */
