@@ -27,7 +27,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The tcp backend's transport: a full mesh of Netty connections set up through the store, driven
+ * The tcp backend's transport: Netty connections set up through the store (a full mesh at creation, or
+ * each link on first use in a large group spanning hosts, {@link MeshBootstrap#connectTo}), driven
  * by the calling thread ({@link DrivenEventLoop}), plus optional shared memory to peers on the same
  * host. Algorithms post sends and receives on an {@link Op} and {@link #await} it.
  *

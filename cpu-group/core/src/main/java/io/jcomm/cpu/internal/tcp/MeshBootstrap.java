@@ -37,6 +37,11 @@ import org.slf4j.LoggerFactory;
  * shared memory, and exchanges READY. A peer that refuses connections for a second, or a member the
  * store reports gone, fails set-up at once instead of at the deadline.
  *
+ * <p>A group of more than {@link #LAZY_ABOVE} ranks whose members are not all on this host stops after
+ * reading the addresses: it keeps listening, and {@link #connectTo} makes each link when an operation
+ * first needs it (the higher rank of a pair connects; a lower rank asks it to with a
+ * {@link Frame#HELLO_CALL_BACK}).
+ *
  * <p>The channels are made, registered, bound and connected here rather than through Netty's
  * {@code ServerBootstrap}/{@code Bootstrap}: those put a {@code ChannelInitializer} (an adapter marked
  * {@code @Sharable}) into each pipeline, and the pipeline reads that annotation, the first annotation

@@ -14,7 +14,8 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 
 /**
- * The pure-Java CPU backend: collectives over a full mesh of TCP connections ({@link Engine}), with
+ * The pure-Java CPU backend: collectives over TCP connections ({@link Engine}; a full mesh, or in a
+ * group of more than 16 ranks across hosts each link made when an operation first needs it), with
  * large payloads between processes on one host going through shared-memory rings.
  *
  * <h2>Algorithms</h2>
@@ -27,7 +28,9 @@ import java.nio.ByteOrder;
  *   <li>broadcast: direct from the root when small or N = 2, else a pipelined chain.</li>
  *   <li>allGather / allGatherV: direct when small, else a pipelined ring receiving straight into the
  *       output.</li>
- *   <li>gather, scatter, send/recv and the object payloads: one direct message per peer.</li>
+ *   <li>gather, scatter, send/recv and the object payloads: one direct message per peer; in a lazily
+ *       connected group the object all-gather takes ceil(log2 N) rounds instead (Bruck), so that it
+ *       needs the barrier's peers only.</li>
  * </ul>
  * Every rank computes the same reduction order, so all ranks get bit-identical results.
  *
