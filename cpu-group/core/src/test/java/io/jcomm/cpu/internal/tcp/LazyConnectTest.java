@@ -118,4 +118,29 @@ class LazyConnectTest {
             assertTrue(t.group(2).isPoisoned());
         }
     }
+
+    @Test
+    void aRankLostWithoutGoodbyeFailsEveryBarrierTypedBeforeTheDeadline() {
+        try (ThreadRanks t = ThreadRanks.start(N, r -> opts(r, 2), T)) {
+            tcp(t.group(9)).cutConnections(); // as a crash looks to the peers: resets, no goodbye, listener gone
+            List<Object> out = t.outcomes(g -> {
+                if (g.rank() == 9) {
+                    return "cut";
+                }
+                long t0 = System.nanoTime();
+                try {
+                    g.barrier();
+                    return "passed";
+                } catch (io.jcomm.api.CommException e) {
+                    long ms = (System.nanoTime() - t0) / 1_000_000;
+                    return ms < T.toMillis() / 2 ? e : "after " + ms + " ms: " + e;
+                }
+            }, T.plusSeconds(10));
+            for (int r = 0; r < N; r++) {
+                if (r != 9) {
+                    assertInstanceOf(PeerFailureException.class, out.get(r), "rank " + r + ": " + out.get(r));
+                }
+            }
+        }
+    }
 }
