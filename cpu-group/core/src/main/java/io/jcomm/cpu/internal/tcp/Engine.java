@@ -27,7 +27,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The tcp backend's transport: a full mesh of Netty connections set up through the store, driven
+ * The tcp backend's transport: Netty connections set up through the store (a full mesh at creation, or
+ * each link on first use in a large group spanning hosts, {@link MeshBootstrap#connectTo}), driven
  * by the calling thread ({@link DrivenEventLoop}), plus optional shared memory to peers on the same
  * host. Algorithms post sends and receives on an {@link Op} and {@link #await} it.
  *
@@ -119,6 +120,8 @@ final class Engine {
     private long collectiveSeq;
     final List<Link> allLinks = new ArrayList<>();
     Channel server;
+    /** Links are made on first use ({@link MeshBootstrap#connectTo}); set at creation. */
+    boolean lazy;
     long nonce;
     /** Which incarnation of the group this is in its store namespace (set-up). */
     long generation;
@@ -317,8 +320,36 @@ final class Engine {
         return failure.isTripped() || closed;
     }
 
-    /** Starts an operation; collectives get the next sequence number. */
+    /**
+     * Starts an operation that may talk to every member; collectives get the next sequence number. In a
+     * lazily connected group, first connects to every member not connected yet.
+     */
     Op begin(int kind, int code, Deadline deadline) {
+        if (lazy) {
+            mesh.connectToAll(deadline);
+        }
+        long seq = kind == Frame.DATA ? ++collectiveSeq : 0;
+        return new Op(opName, kind, code, seq, deadline);
+    }
+
+    /** {@link #begin(int, int, Deadline)} for an operation that talks to {@code peer} only. */
+    Op begin(int kind, int code, Deadline deadline, int peer) {
+        Link l = links[peer];
+        if (lazy && (l == null || !l.helloSeen || !l.channel.isActive())) {
+            mesh.connectTo(new int[] {peer}, 1, deadline);
+        }
+        long seq = kind == Frame.DATA ? ++collectiveSeq : 0;
+        return new Op(opName, kind, code, seq, deadline);
+    }
+
+    /**
+     * {@link #begin(int, int, Deadline)} for an operation that talks to {@code peers[0..count)} only:
+     * a lazily connected group connects to those.
+     */
+    Op begin(int kind, int code, Deadline deadline, int[] peers, int count) {
+        if (lazy) {
+            mesh.connectTo(peers, count, deadline);
+        }
         long seq = kind == Frame.DATA ? ++collectiveSeq : 0;
         return new Op(opName, kind, code, seq, deadline);
     }

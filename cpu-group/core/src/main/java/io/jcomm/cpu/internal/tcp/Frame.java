@@ -43,6 +43,11 @@ final class Frame {
     static final int BYE = 4;
     static final int HELLO = 5;
     static final int READY = 6;
+    /**
+     * The op of a {@link #HELLO} by which a lower rank of a lazily connected group asks the receiver
+     * (a higher rank) to connect to it; the connection that carries it carries nothing else.
+     */
+    static final int HELLO_CALL_BACK = 1;
     /** The sender's outbound shared-memory ring to the receiver: the payload is the file's path (UTF-8). */
     static final int RING = 7;
     /** Answer to {@link #RING}: {@code count} 1 when the receiver mapped the ring, 0 when it cannot use it. */

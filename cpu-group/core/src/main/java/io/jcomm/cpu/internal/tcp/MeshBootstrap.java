@@ -37,6 +37,11 @@ import org.slf4j.LoggerFactory;
  * shared memory, and exchanges READY. A peer that refuses connections for a second, or a member the
  * store reports gone, fails set-up at once instead of at the deadline.
  *
+ * <p>A group of more than {@link #LAZY_ABOVE} ranks whose members are not all on this host stops after
+ * reading the addresses: it keeps listening, and {@link #connectTo} makes each link when an operation
+ * first needs it (the higher rank of a pair connects; a lower rank asks it to with a
+ * {@link Frame#HELLO_CALL_BACK}).
+ *
  * <p>The channels are made, registered, bound and connected here rather than through Netty's
  * {@code ServerBootstrap}/{@code Bootstrap}: those put a {@code ChannelInitializer} (an adapter marked
  * {@code @Sharable}) into each pipeline, and the pipeline reads that annotation, the first annotation
@@ -52,8 +57,25 @@ final class MeshBootstrap {
     /** While set-up waits for peers, this often it asks the store whether a member of the job left. */
     private static final long LIVENESS_PROBE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
     private static final java.time.Duration LIVENESS_PROBE_WAIT = java.time.Duration.ofMillis(2);
+    /**
+     * A group of more ranks than this whose members are not all on this host connects lazily
+     * ({@link #connectTo}); smaller groups, and groups on one host (their shared-memory fast path needs
+     * every link), connect the full mesh at creation.
+     */
+    static final int LAZY_ABOVE = 16;
+    /** A rank that asked a higher rank to connect asks again after this long without a connection. */
+    private static final long ASK_AGAIN_NANOS = TimeUnit.SECONDS.toNanos(1);
+    /** After a failed attempt to connect to a peer, the next one waits this long. */
+    private static final long RETRY_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
 
     private final Engine engine;
+    /** Lazy groups: each member's published address (host, port, nonce, host id, shm, ...); null when eager. */
+    private String[][] addresses;
+    private String hostId;
+    /** Lazy groups: when an attempt to reach each peer may next start (nanoTime, 0: now). */
+    private long[] nextAttempt;
+    /** Lazy groups: since when each peer's address refuses connections (nanoTime, 0: it does not). */
+    private long[] refusedSince;
 
     MeshBootstrap(Engine engine) {
         this.engine = engine;
@@ -247,6 +269,20 @@ final class MeshBootstrap {
             }
         }
 
+        if (lazy(peers, hostId)) {
+            // no connection now: each link is made on first use (connectTo); the listener stays open
+            addresses = peers;
+            this.hostId = hostId;
+            nextAttempt = new long[engine.size];
+            refusedSince = new long[engine.size];
+            engine.lazy = true;
+            engine.shm.stagingCandidate(false);
+            engine.shm.fastCandidate(false);
+            LOG.debug("group {} rank {}: {} ranks over {}, connecting on first use", engine.group, engine.rank, engine.size,
+                    engine.transportName());
+            return;
+        }
+
         // connect to lower ranks, accept from higher ranks
         for (int r = 0; r < engine.rank; r++) {
             connect(r, peers[r], d);
@@ -365,6 +401,10 @@ final class MeshBootstrap {
     }
 
     void onHello(Link l, Frame f) {
+        if (f.op == Frame.HELLO_CALL_BACK) {
+            onCallBack(l, f);
+            return;
+        }
         ProtocolException why = helloRefusal(f, l);
         if (why != null) {
             LOG.debug("group {} rank {}: refusing a connection from {}: {}", engine.group, engine.rank,
@@ -375,6 +415,42 @@ final class MeshBootstrap {
         }
         l.peer = f.root;
         engine.links[f.root] = l;
+        if (addresses != null) {
+            bindShm(l, f.root);
+        }
+    }
+
+    /**
+     * A lower rank of a lazy group asks this rank to connect to it (links are always made by the higher
+     * rank of a pair, so two ranks never race to make the same link): the asking connection closes and,
+     * unless a link exists or is being made, this rank connects.
+     */
+    private void onCallBack(Link l, Frame f) {
+        int from = f.root;
+        String why = null;
+        if (addresses == null) {
+            why = "a request to connect back, which a group connected at creation does not take";
+        } else if (f.creditBytes != engine.groupGeneration || f.seq != engine.nonce || f.count != engine.generation) {
+            why = "a request to connect back from another incarnation or generation of the group";
+        } else if (f.index != engine.rank || from < 0 || from >= engine.rank) {
+            why = "a request to connect back from rank " + from + " to rank " + f.index + ", which this rank does not take";
+        }
+        l.channel.close();
+        // its buffers go once this read is over
+        l.channel.closeFuture().addListener(x -> l.channel.eventLoop().execute(() -> {
+            engine.allLinks.remove(l);
+            l.release();
+        }));
+        if (why != null) {
+            ProtocolException e = new ProtocolException(engine.ctx(), why + ": refused");
+            LOG.debug("group {} rank {}: refusing a connection from {}: {}", engine.group, engine.rank,
+                    l.channel.remoteAddress(), e.detail());
+            refused(e);
+            return;
+        }
+        if (engine.links[from] == null && !engine.hasFailed()) {
+            dial(from, false);
+        }
     }
 
     /** Why a hello is refused, or null when it is one of this incarnation's and its connection is expected. */
@@ -436,5 +512,160 @@ final class MeshBootstrap {
             }
         }
         return sb.toString().trim();
+    }
+
+    // ------------------------------------------------------------------ lazy groups
+
+    /** Whether a group with these member addresses connects lazily (see {@link #LAZY_ABOVE}). */
+    private boolean lazy(String[][] peers, String hostId) {
+        if (engine.size <= LAZY_ABOVE) {
+            return false;
+        }
+        for (int r = 0; r < engine.size; r++) {
+            if (r != engine.rank && !peers[r][3].equals(hostId)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * Makes sure that this rank has a link to each of {@code peers[0..count)} (this rank and connected
+     * peers are skipped): connects to lower ranks and asks higher ranks to connect, each with the HELLO
+     * of set-up, and drives I/O until every link is up. On the driving thread, never inside an I/O
+     * callback. A peer whose address refuses connections for a second has gone
+     * ({@link PeerFailureException}); a peer that does not connect before {@code d} gives a
+     * {@link CommTimeoutException} naming it; both fail the group.
+     */
+    void connectTo(int[] peers, int count, Deadline d) {
+        while (true) {
+            engine.check();
+            boolean all = true;
+            long now = System.nanoTime();
+            for (int i = 0; i < count; i++) {
+                int p = peers[i];
+                if (p == engine.rank) {
+                    continue;
+                }
+                Link l = engine.links[p];
+                if (l == null) {
+                    all = false;
+                    if (now - nextAttempt[p] >= 0 || nextAttempt[p] == 0) {
+                        nextAttempt[p] = now + (p < engine.rank ? RETRY_NANOS : ASK_AGAIN_NANOS);
+                        dial(p, p > engine.rank);
+                    }
+                } else if (!l.helloSeen || !l.channel.isActive()) {
+                    all = false;
+                }
+            }
+            if (all) {
+                return;
+            }
+            engine.early.drain();
+            if (engine.loop.runNow() > 0) {
+                continue;
+            }
+            long left = d.remainingNanos();
+            if (left <= 0) {
+                throw engine.fail(new CommTimeoutException(engine.ctx(), "timed out connecting to ranks "
+                        + missing(peers, count)));
+            }
+            engine.loop.runBlocking(Math.min(left, TimeUnit.MILLISECONDS.toNanos(10)));
+        }
+    }
+
+    /** Makes sure that this rank has a link to every other member ({@link #connectTo}). */
+    void connectToAll(Deadline d) {
+        int[] all = new int[engine.size];
+        for (int r = 0; r < engine.size; r++) {
+            all[r] = r;
+        }
+        connectTo(all, all.length, d);
+    }
+
+    private String missing(int[] peers, int count) {
+        StringBuilder sb = new StringBuilder();
+        for (int i = 0; i < count; i++) {
+            int p = peers[i];
+            Link l = engine.links[p];
+            if (p != engine.rank && (l == null || !l.helloSeen || !l.channel.isActive())) {
+                sb.append(sb.length() == 0 ? "" : " ").append(p);
+            }
+        }
+        return sb.toString();
+    }
+
+    /**
+     * Starts a connection to rank {@code r} without waiting for it: a link (this rank is the higher of
+     * the pair) or, with {@code callBack}, a request that {@code r} connect to this rank (this rank is the
+     * lower), which closes once sent. A failure to connect is counted for {@link #connectTo}'s retries;
+     * an address that refused connections for a second fails the group.
+     */
+    private void dial(int r, boolean callBack) {
+        String[] addr = addresses[r];
+        String host = addr[0];
+        int port;
+        long theirNonce;
+        try {
+            port = Integer.parseInt(addr[1]);
+            theirNonce = Long.parseUnsignedLong(addr[2], 16);
+        } catch (NumberFormatException e) {
+            throw engine.fail(new ProtocolException(engine.ctx(), "malformed address of rank " + r + ": " + String.join(" ", addr)));
+        }
+        Channel ch = engine.epoll ? new EpollSocketChannel() : new NioSocketChannel();
+        ch.config().setOption(ChannelOption.CONNECT_TIMEOUT_MILLIS, 10_000);
+        Link link = setUp(ch, callBack ? -1 : r);
+        register(ch).addListener((ChannelFuture rf) -> {
+            if (!rf.isSuccess()) {
+                abandon(ch, link);
+                return;
+            }
+            ch.connect(new InetSocketAddress(host, port)).addListener((ChannelFuture cf) -> {
+                if (!cf.isSuccess()) {
+                    abandon(ch, link);
+                    dialFailed(r, host, port, cf.cause());
+                    return;
+                }
+                refusedSince[r] = 0;
+                Frame hello = Frame.of(Frame.HELLO, callBack ? Frame.HELLO_CALL_BACK : 0, theirNonce);
+                hello.root = engine.rank;
+                hello.count = engine.generation;
+                hello.index = r;
+                hello.creditBytes = engine.groupGeneration;
+                link.write(hello, null, true);
+                link.helloSeen = true;
+                if (callBack) {
+                    // the peer closes it; its buffers go with it
+                    ch.closeFuture().addListener(x -> ch.eventLoop().execute(() -> abandon(ch, link)));
+                } else {
+                    bindShm(link, r);
+                }
+            });
+        });
+    }
+
+    private void dialFailed(int r, String host, int port, Throwable cause) {
+        if (cause instanceof java.net.ConnectException && String.valueOf(cause.getMessage()).contains("refused")) {
+            long now = System.nanoTime();
+            if (refusedSince[r] == 0) {
+                refusedSince[r] = now;
+            } else if (now - refusedSince[r] > REFUSED_GRACE_NANOS) {
+                // it listens from creation until it closes the group: it has closed or died
+                engine.fail(new PeerFailureException(engine.ctx(), r, "nothing listens at " + host + ":" + port
+                        + " any more (the rank closed the group or died)"));
+            }
+        } else {
+            refusedSince[r] = 0;
+        }
+        // retry soon, even a request to connect back
+        nextAttempt[r] = System.nanoTime() + RETRY_NANOS;
+    }
+
+    /** A lazy link to a same-host peer that offers shared memory may take a ring later (as at set-up). */
+    private void bindShm(Link l, int r) {
+        if (engine.shm.ringsEnabled() && addresses[r][3].equals(hostId) && addresses[r][4].equals("shm") && l.shm == null) {
+            l.shm = new ShmLink(engine.cfg.shmNativeCopy);
+            l.shm.bind(l);
+        }
     }
 }

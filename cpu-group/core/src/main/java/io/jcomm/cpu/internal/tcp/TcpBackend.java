@@ -14,7 +14,8 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 
 /**
- * The pure-Java CPU backend: collectives over a full mesh of TCP connections ({@link Engine}), with
+ * The pure-Java CPU backend: collectives over TCP connections ({@link Engine}; a full mesh, or in a
+ * group of more than 16 ranks across hosts each link made when an operation first needs it), with
  * large payloads between processes on one host going through shared-memory rings.
  *
  * <h2>Algorithms</h2>
@@ -27,7 +28,9 @@ import java.nio.ByteOrder;
  *   <li>broadcast: direct from the root when small or N = 2, else a pipelined chain.</li>
  *   <li>allGather / allGatherV: direct when small, else a pipelined ring receiving straight into the
  *       output.</li>
- *   <li>gather, scatter, send/recv and the object payloads: one direct message per peer.</li>
+ *   <li>gather, scatter, send/recv and the object payloads: one direct message per peer; in a lazily
+ *       connected group the object all-gather takes ceil(log2 N) rounds instead (Bruck), so that it
+ *       needs the barrier's peers only.</li>
  * </ul>
  * Every rank computes the same reduction order, so all ranks get bit-identical results.
  *
@@ -55,6 +58,8 @@ final class TcpBackend implements CpuBackend {
     private final Engine e;
     private final int rank;
     private final int size;
+    /** The barrier's peers in a lazily connected group (made on the first barrier). */
+    private int[] barrierPeers;
     private final TcpConfig cfg;
     private ByteBuffer work;
 
@@ -126,6 +131,22 @@ final class TcpBackend implements CpuBackend {
         return e;
     }
 
+    /** Whether this rank connects to its peers on first use (tests). */
+    boolean connectsLazily() {
+        return e.lazy;
+    }
+
+    /** Peers this rank has a link to now (tests). */
+    int linkedPeers() {
+        int n = 0;
+        for (Link l : e.links) {
+            if (l != null && l.channel != null && l.channel.isActive()) {
+                n++;
+            }
+        }
+        return n;
+    }
+
     /** Whether payloads to {@code peer} go through shared memory. */
     boolean sharedMemoryTo(int peer) {
         return e.shm.sharedMemoryTo(peer);
@@ -173,7 +194,8 @@ final class TcpBackend implements CpuBackend {
         ShmStaging f = e.shm.fast();
         e.enter("barrier");
         try {
-            Op op = e.begin(Frame.DATA, OpCodes.BARRIER, deadline);
+            Op op = e.lazy ? e.begin(Frame.DATA, OpCodes.BARRIER, deadline, barrierPeers(), barrierPeers.length)
+                    : e.begin(Frame.DATA, OpCodes.BARRIER, deadline);
             if (f != null) {
                 long code = fastCode(op, 0);
                 long piece = f.nextPiece();
@@ -206,6 +228,29 @@ final class TcpBackend implements CpuBackend {
         } finally {
             e.exit();
         }
+    }
+
+    /** ceil(log2 n): the rounds of a dissemination barrier of {@code n} ranks. */
+    private static int rounds(int n) {
+        int rounds = 0;
+        while ((1 << rounds) < n) {
+            rounds++;
+        }
+        return rounds;
+    }
+
+    /** The peers of this rank's dissemination barrier: rank + 2^k and rank - 2^k for every round k (made once). */
+    private int[] barrierPeers() {
+        if (barrierPeers == null) {
+            int rounds = rounds(size);
+            int[] peers = new int[2 * rounds];
+            for (int k = 0; k < rounds; k++) {
+                peers[2 * k] = mod(rank + (1 << k));
+                peers[2 * k + 1] = mod(rank - (1 << k));
+            }
+            barrierPeers = peers;
+        }
+        return barrierPeers;
     }
 
     // ------------------------------------------------------------------ monitored barrier
@@ -1040,7 +1085,7 @@ final class TcpBackend implements CpuBackend {
     public void send(Tensor tensor, int dst, int tag, Deadline deadline) {
         e.enter("send");
         try {
-            Op op = e.begin(Frame.P2P, OpCodes.SEND, deadline);
+            Op op = e.begin(Frame.P2P, OpCodes.SEND, deadline, dst);
             op.template.dtype(tensor.dtype()).count(tensor.numel()).root(tag);
             p2pSend(op, dst, op.frame(0), tensor.buffer());
             e.await(op);
@@ -1058,7 +1103,11 @@ final class TcpBackend implements CpuBackend {
     public void batchP2P(java.util.List<io.jcomm.api.device.P2POp> ops, int tag, Deadline deadline) {
         e.enter("batchIsendIrecv");
         try {
-            Op op = e.begin(Frame.P2P, OpCodes.SEND, deadline);
+            int[] peers = new int[ops.size()];
+            for (int i = 0; i < peers.length; i++) {
+                peers[i] = ops.get(i).peer();
+            }
+            Op op = e.begin(Frame.P2P, OpCodes.SEND, deadline, peers, peers.length);
             for (io.jcomm.api.device.P2POp p : ops) {
                 if (p.kind() == io.jcomm.api.device.P2POp.Kind.RECV) {
                     Tensor t = p.tensor();
@@ -1082,7 +1131,7 @@ final class TcpBackend implements CpuBackend {
     public void recv(Tensor tensor, int src, int tag, Deadline deadline) {
         e.enter("recv");
         try {
-            Op op = e.begin(Frame.P2P, OpCodes.SEND, deadline);
+            Op op = e.begin(Frame.P2P, OpCodes.SEND, deadline, src);
             op.template.dtype(tensor.dtype()).count(tensor.numel()).root(tag);
             p2pPost(Recv.into(op, src, op.frame(0), tensor.buffer(), null));
             e.await(op);
@@ -1227,6 +1276,9 @@ final class TcpBackend implements CpuBackend {
         }
         e.enter("allGatherObject");
         try {
+            if (e.lazy) {
+                return allGatherBytesBruck(payload, maxBytes, deadline);
+            }
             Op op = e.begin(Frame.DATA, OpCodes.ALLGATHER_BYTES, deadline);
             Recv[] rs = new Recv[size];
             for (int q = 0; q < size; q++) {
@@ -1249,6 +1301,58 @@ final class TcpBackend implements CpuBackend {
         } finally {
             e.exit();
         }
+    }
+
+    /**
+     * All-gather of byte payloads in ceil(log2 N) rounds (Bruck): after round k this rank holds the
+     * payloads of ranks rank .. rank + 2^(k+1) - 1; in round k it sends what it holds to rank - 2^k and
+     * receives from rank + 2^k, so that it talks to the barrier's peers only. Each message is a
+     * sequence of (length, bytes). Lazily connected groups; inside {@code enter}.
+     */
+    private byte[][] allGatherBytesBruck(byte[] payload, int maxBytes, Deadline deadline) {
+        byte[][] held = new byte[size][]; // held[i]: the payload of rank (rank + i) mod size
+        held[0] = payload;
+        int have = 1;
+        int[] peers = new int[2];
+        for (int dist = 1; dist < size; dist <<= 1) {
+            int count = Math.min(dist, size - dist);
+            peers[0] = mod(rank - dist);
+            peers[1] = mod(rank + dist);
+            Op op = e.begin(Frame.DATA, OpCodes.ALLGATHER_BYTES, deadline, peers, 2);
+            Recv r = e.post(Recv.bytes(op, peers[1], op.frame(0), (int) Math.min(Integer.MAX_VALUE - 64,
+                    (long) count * (4 + maxBytes))));
+            int bytes = 0;
+            for (int i = 0; i < count; i++) {
+                bytes += 4 + held[i].length;
+            }
+            ByteBuffer out = ByteBuffer.allocate(bytes).order(ByteOrder.LITTLE_ENDIAN);
+            for (int i = 0; i < count; i++) {
+                out.putInt(held[i].length).put(held[i]);
+            }
+            out.flip();
+            e.send(op, peers[0], op.frame(0), bytePayload(out));
+            e.await(op);
+            ByteBuffer in = ByteBuffer.wrap(r.bytes).order(ByteOrder.LITTLE_ENDIAN);
+            for (int i = 0; i < count; i++) {
+                int n = in.remaining() >= 4 ? in.getInt() : -1;
+                if (n < 0 || n > maxBytes || n > in.remaining()) {
+                    throw e.fail(new ProtocolException(e.ctx(), "malformed all-gather message from rank "
+                            + peers[1]));
+                }
+                byte[] b = new byte[n];
+                in.get(b);
+                held[dist + i] = b;
+            }
+            have += count;
+        }
+        if (have != size) {
+            throw new IllegalStateException("all-gather collected " + have + " of " + size + " payloads");
+        }
+        byte[][] all = new byte[size][];
+        for (int i = 0; i < size; i++) {
+            all[mod(rank + i)] = held[i];
+        }
+        return all;
     }
 
     @Override
@@ -1283,7 +1387,7 @@ final class TcpBackend implements CpuBackend {
     public void sendBytes(byte[] payload, int dst, Deadline deadline) {
         e.enter("sendObject");
         try {
-            Op op = e.begin(Frame.P2P, OpCodes.SEND_BYTES, deadline);
+            Op op = e.begin(Frame.P2P, OpCodes.SEND_BYTES, deadline, dst);
             op.template.root(OBJECT_TAG);
             ByteBuffer p = ByteBuffer.wrap(payload);
             boolean whole = e.links[dst].mailbox != null && payload.length <= e.links[dst].mailbox.inlineMax();
@@ -1298,7 +1402,7 @@ final class TcpBackend implements CpuBackend {
     public byte[] recvBytes(int src, int maxBytes, Deadline deadline) {
         e.enter("recvObject");
         try {
-            Op op = e.begin(Frame.P2P, OpCodes.SEND_BYTES, deadline);
+            Op op = e.begin(Frame.P2P, OpCodes.SEND_BYTES, deadline, src);
             op.template.root(OBJECT_TAG);
             Recv r = p2pPost(Recv.bytes(op, src, op.frame(0), maxBytes));
             e.await(op);

@@ -1,0 +1,146 @@
+package io.jcomm.cpu.internal.tcp;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.jcomm.api.PeerFailureException;
+import io.jcomm.api.ProcessGroup;
+import io.jcomm.api.Tensor;
+import io.jcomm.cpu.CpuGroupOptions;
+import io.jcomm.cpu.internal.DefaultProcessGroup;
+import io.jcomm.cpu.testkit.CpuGroupCases;
+import io.jcomm.cpu.testkit.ThreadRanks;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** Groups above {@link MeshBootstrap#LAZY_ABOVE} ranks that span hosts connect each link on first use. */
+@Timeout(value = 90, unit = TimeUnit.SECONDS)
+class LazyConnectTest {
+
+    private static final Duration T = Duration.ofSeconds(20);
+    private static final int N = 20;
+
+    private static CpuGroupOptions.Builder opts(int rank, int hosts) {
+        return CpuGroupOptions.builder().backend("tcp").groupName("lazy").timeout(T).codec(CpuGroupCases.codec())
+                .option("tcp.hostId", "host-" + (rank % hosts));
+    }
+
+    private static TcpBackend tcp(ProcessGroup g) {
+        return (TcpBackend) ((DefaultProcessGroup) g).backend();
+    }
+
+    /** ceil(log2 n). */
+    private static int log2(int n) {
+        return 32 - Integer.numberOfLeadingZeros(n - 1);
+    }
+
+    @Test
+    void creationAndBarrierUseLogarithmicallyManyLinksAndP2pConnectsOnFirstUse() {
+        try (ThreadRanks t = ThreadRanks.start(N, r -> opts(r, 2), T)) {
+            // creation (with its codec check, an object all-gather) and a barrier: the dissemination peers only
+            t.run(ProcessGroup::barrier, T);
+            List<Integer> links = t.call(g -> tcp(g).linkedPeers(), T);
+            for (int r = 0; r < N; r++) {
+                assertTrue(tcp(t.group(r)).connectsLazily());
+                assertTrue(links.get(r) <= 2 * log2(N), "rank " + r + " has " + links.get(r) + " links");
+            }
+            // a lower rank sends first to a higher rank it has no link to: it asks that rank to connect
+            t.run(g -> {
+                if (g.rank() == 1) {
+                    g.send(Tensor.ofInts(7, 8), 14, 0);
+                } else if (g.rank() == 14) {
+                    Tensor x = Tensor.ofInts(0, 0);
+                    g.recv(x, 1, 0);
+                    assertArrayEquals(new double[] {7, 8}, x.toDoubleArray());
+                }
+            }, T);
+            // and a higher rank to a lower one, both ways at once
+            t.run(g -> {
+                int peer = g.rank() == 3 ? 17 : g.rank() == 17 ? 3 : -1;
+                if (peer >= 0) {
+                    Tensor out = Tensor.ofInts(g.rank());
+                    Tensor in = Tensor.ofInts(-1);
+                    g.batchIsendIrecv(List.of(io.jcomm.api.device.P2POp.send(out, peer), io.jcomm.api.device.P2POp.recv(in, peer))).await();
+                    assertEquals(peer, in.toDoubleArray()[0]);
+                }
+            }, T);
+            // an operation that needs everyone connects everyone, once
+            t.run(g -> {
+                Tensor x = Tensor.ofFloats(g.rank());
+                g.allReduce(x, io.jcomm.api.ReduceOp.SUM);
+                assertEquals(N * (N - 1) / 2.0, x.toDoubleArray()[0]);
+            }, T);
+            assertEquals(List.of(N - 1), t.call(g -> tcp(g).linkedPeers(), T).stream().distinct().toList());
+        }
+    }
+
+    @Test
+    void smallGroupsAndOneHostGroupsConnectAtCreation() {
+        try (ThreadRanks t = ThreadRanks.start(MeshBootstrap.LAZY_ABOVE, r -> opts(r, 2), T)) {
+            for (int r = 0; r < t.size(); r++) {
+                assertFalse(tcp(t.group(r)).connectsLazily());
+                assertEquals(t.size() - 1, tcp(t.group(r)).linkedPeers());
+            }
+        }
+        try (ThreadRanks t = ThreadRanks.start(MeshBootstrap.LAZY_ABOVE + 1, r -> opts(r, 1), T)) {
+            for (int r = 0; r < t.size(); r++) {
+                assertFalse(tcp(t.group(r)).connectsLazily());
+            }
+        }
+    }
+
+    @Test
+    void aPeerThatClosedFailsTheFirstUseFastAndTyped() {
+        try (ThreadRanks t = ThreadRanks.start(N, r -> opts(r, 2), T)) {
+            t.group(9).close();
+            List<Object> out = t.outcomes(g -> {
+                if (g.rank() != 2 && g.rank() != 12) {
+                    return "idle";
+                }
+                long t0 = System.nanoTime();
+                try {
+                    g.send(Tensor.ofInts(1), 9, 0); // rank 2 connects to 9's address, rank 12 asks 9 to connect
+                    return "sent";
+                } catch (PeerFailureException e) {
+                    return (System.nanoTime() - t0) / 1_000_000 < 5_000 ? e : "slow: " + e;
+                }
+            }, T);
+            for (int r : new int[] {2, 12}) {
+                assertInstanceOf(PeerFailureException.class, out.get(r), "rank " + r + ": " + out.get(r));
+                assertTrue(((PeerFailureException) out.get(r)).getMessage().contains("rank 9"), out.get(r).toString());
+            }
+            assertTrue(t.group(2).isPoisoned());
+        }
+    }
+
+    @Test
+    void aRankLostWithoutGoodbyeFailsEveryBarrierTypedBeforeTheDeadline() {
+        try (ThreadRanks t = ThreadRanks.start(N, r -> opts(r, 2), T)) {
+            tcp(t.group(9)).cutConnections(); // as a crash looks to the peers: resets, no goodbye, listener gone
+            List<Object> out = t.outcomes(g -> {
+                if (g.rank() == 9) {
+                    return "cut";
+                }
+                long t0 = System.nanoTime();
+                try {
+                    g.barrier();
+                    return "passed";
+                } catch (io.jcomm.api.CommException e) {
+                    long ms = (System.nanoTime() - t0) / 1_000_000;
+                    return ms < T.toMillis() / 2 ? e : "after " + ms + " ms: " + e;
+                }
+            }, T.plusSeconds(10));
+            for (int r = 0; r < N; r++) {
+                if (r != 9) {
+                    assertInstanceOf(PeerFailureException.class, out.get(r), "rank " + r + ": " + out.get(r));
+                }
+            }
+        }
+    }
+}
