@@ -30,15 +30,16 @@ class ParallelStateScaleTest {
     private static final int TP = 8;
     private static final int PP = 4;
     private static final Pattern LINE = Pattern.compile(
-            "SCALE jvm=(\\d+) ranks=(\\d+) readyMs=(\\d+) barrierMs=(\\d+) socketsReady=(-?\\d+) socketsBarrier=(-?\\d+) cpuMs=(-?\\d+)");
+            "SCALE jvm=(\\d+) ranks=(\\d+) readyMs=(\\d+) barrierMs=(\\d+) allReduceMs=(\\d+) socketsReady=(-?\\d+) "
+            + "socketsBarrier=(-?\\d+) socketsAllReduce=(-?\\d+) cpuMs=(-?\\d+)");
 
     /** One row of the table. */
-    record Row(int n, long readyMs, long barrierMs, double socketsReady, double socketsBarrier, double storeOps,
-               double cpuMsPerRank) {
+    record Row(int n, long readyMs, long barrierMs, long allReduceMs, double socketsReady, double socketsBarrier,
+               double socketsAllReduce, double storeOps, double cpuMsPerRank) {
         @Override
         public String toString() {
-            return String.format(Locale.ROOT, "| %5d | %6d | %6.1f | %6.1f | %6.1f | %6d | %6.1f |", n, readyMs, socketsReady,
-                    socketsBarrier, storeOps, barrierMs, cpuMsPerRank);
+            return String.format(Locale.ROOT, "| %5d | %6d | %6.1f | %6.1f | %6.1f | %6.1f | %6d | %6d | %6.1f |", n, readyMs,
+                    socketsReady, socketsBarrier, socketsAllReduce, storeOps, barrierMs, allReduceMs, cpuMsPerRank);
         }
     }
 
@@ -54,8 +55,10 @@ class ParallelStateScaleTest {
                 r.assertAllSucceeded();
                 long ready = 0;
                 long barrier = 0;
+                long allReduce = 0;
                 double socketsReady = 0;
                 double socketsBarrier = 0;
+                double socketsAllReduce = 0;
                 double cpu = 0;
                 for (int jvm = 0; jvm < JVMS; jvm++) {
                     List<String> lines = r.linesContaining(jvm, "SCALE jvm=");
@@ -64,12 +67,15 @@ class ParallelStateScaleTest {
                     assertTrue(m.find(), lines.get(0));
                     ready = Math.max(ready, Long.parseLong(m.group(3)));
                     barrier = Math.max(barrier, Long.parseLong(m.group(4)));
-                    socketsReady += Long.parseLong(m.group(5));
-                    socketsBarrier += Long.parseLong(m.group(6));
-                    cpu += Long.parseLong(m.group(7));
+                    allReduce = Math.max(allReduce, Long.parseLong(m.group(5)));
+                    socketsReady += Long.parseLong(m.group(6));
+                    socketsBarrier += Long.parseLong(m.group(7));
+                    socketsAllReduce += Long.parseLong(m.group(8));
+                    cpu += Long.parseLong(m.group(9));
                 }
                 long commands = server.stats().commands() - commandsBefore;
-                return new Row(n, ready, barrier, socketsReady / n, socketsBarrier / n, (double) commands / n, cpu / n);
+                return new Row(n, ready, barrier, allReduce, socketsReady / n, socketsBarrier / n, socketsAllReduce / n,
+                        (double) commands / n, cpu / n);
             }
         }
     }
@@ -79,10 +85,12 @@ class ParallelStateScaleTest {
     void groupsOfThreadRanksOverFourJvms() {
         int n = Integer.getInteger("jcomm.scale.ranks", 256);
         Row row = run(n, Duration.ofSeconds(120));
-        System.out.println("|     N | ready ms | sockets/rank ready | sockets/rank after barrier | store ops/rank | barrier ms | CPU ms/rank |");
+        System.out.println("|     N | ready ms | sockets/rank ready | sockets/rank after barrier | sockets/rank after "
+                + "all-reduces | store ops/rank | barrier ms | all-reduces ms | CPU ms/rank |");
         System.out.println(row);
         // at creation a group of at most 16 ranks has its full mesh, a larger one at most 2 ceil(log2 size)
-        // links (its barrier's and object all-gather's peers) and its listener
+        // links (its barrier's and object all-gather's peers) and its listener; the world and TP all-reduces
+        // keep to the same links
         io.jcomm.parallel.RankLayout l = io.jcomm.parallel.RankLayout.of(n, TP, PP, n / TP / PP);
         int bound = 0;
         for (List<List<Integer>> groups : List.of(List.of(l.ranks()), l.tpGroups(), l.ppGroups(), l.dpGroups(), l.epGroups())) {
@@ -90,5 +98,6 @@ class ParallelStateScaleTest {
             bound += size <= 16 ? size - 1 : 2 * (32 - Integer.numberOfLeadingZeros(size - 1)) + 1;
         }
         assertTrue(row.socketsReady() <= bound, row + " vs at most " + bound);
+        assertTrue(row.socketsAllReduce() <= bound, row + " vs at most " + bound + " after the all-reduces");
     }
 }

@@ -1,6 +1,9 @@
 package io.jcomm.parallel.scale;
 
+import io.jcomm.api.DType;
 import io.jcomm.api.DistributedConfig;
+import io.jcomm.api.ReduceOp;
+import io.jcomm.api.Tensor;
 import io.jcomm.cpu.store.TcpStore;
 import io.jcomm.cpu.store.TcpStoreConfig;
 import io.jcomm.parallel.ParallelSizes;
@@ -19,9 +22,10 @@ import java.util.stream.Stream;
  * One JVM of {@link ParallelStateScaleTest}: {@code n / jvms} thread ranks, each with its own store
  * client and {@link ParallelState}, all model-parallel groups made in one step. Prints one
  * {@code SCALE} line with this JVM's figures: the slowest rank's time until every group was ready,
- * the slowest first world barrier, the sockets this JVM opened for its groups (its ranks' store
- * clients not counted), once every group was ready and after the barrier, and the CPU time the JVM used
- * until every group was ready.
+ * the slowest first world barrier, the slowest pair of all-reduces that follows it (a world all-reduce,
+ * small and large, then one in each TP group, their values checked), the sockets this JVM opened for its
+ * groups (its ranks' store clients not counted) once every group was ready, after the barrier and after
+ * the all-reduces, and the CPU time the JVM used until every group was ready.
  *
  * <p>Arguments: world size, number of JVMs, TP size, PP size, store port, timeout in seconds.
  */
@@ -44,6 +48,7 @@ public final class ScaleWorker {
         long socketsBefore = sockets();
         long[] readyNanos = new long[per];
         long[] barrierNanos = new long[per];
+        long[] allReduceNanos = new long[per];
         try (RankThreads<ParallelState> ranks = new RankThreads<>(per)) {
             ranks.open(i -> {
                 int rank = jvm * per + i;
@@ -66,9 +71,49 @@ public final class ScaleWorker {
                 return null;
             }, timeout);
             long socketsBarrier = sockets();
+            ranks.call(i -> {
+                long t0 = System.nanoTime();
+                allReduces(ranks.get(i), n, tp);
+                allReduceNanos[i] = System.nanoTime() - t0;
+                return null;
+            }, timeout);
+            long socketsAllReduce = sockets();
             System.out.println("SCALE jvm=" + jvm + " ranks=" + per + " readyMs=" + maxMillis(readyNanos) + " barrierMs="
-                    + maxMillis(barrierNanos) + " socketsReady=" + (socketsReady - socketsBefore - per) + " socketsBarrier="
-                    + (socketsBarrier - socketsBefore - per) + " cpuMs=" + cpuReady);
+                    + maxMillis(barrierNanos) + " allReduceMs=" + maxMillis(allReduceNanos) + " socketsReady="
+                    + (socketsReady - socketsBefore - per) + " socketsBarrier=" + (socketsBarrier - socketsBefore - per)
+                    + " socketsAllReduce=" + (socketsAllReduce - socketsBefore - per) + " cpuMs=" + cpuReady);
+        }
+    }
+
+    /** Elements of the large world all-reduce: above {@code tcp.smallBytes} (64 KiB), so it takes the ring. */
+    private static final int LARGE = 20_000;
+
+    /**
+     * A small and a large world all-reduce (every rank adds its global rank to each element) and a TP
+     * all-reduce (its rank in the TP group); fails with {@link AssertionError} on a wrong value.
+     */
+    private static void allReduces(ParallelState ps, int n, int tp) {
+        int rank = ps.rank();
+        Tensor small = Tensor.ofLongs(rank, 1);
+        ps.world().cpuGroup().allReduce(small, ReduceOp.SUM);
+        check(small.toDoubleArray()[0], (double) n * (n - 1) / 2, "world all-reduce");
+        check(small.toDoubleArray()[1], n, "world all-reduce");
+        Tensor large = Tensor.allocate(DType.F32, LARGE);
+        for (int i = 0; i < LARGE; i++) {
+            large.buffer().putFloat(4 * i, rank + (i & 7));
+        }
+        ps.world().cpuGroup().allReduce(large, ReduceOp.SUM);
+        for (int i = 0; i < LARGE; i++) {
+            check(large.buffer().getFloat(4 * i), (double) n * (n - 1) / 2 + (double) n * (i & 7), "large world all-reduce");
+        }
+        Tensor t = Tensor.ofLongs(ps.tp().rankInGroup());
+        ps.tp().allReduce(t, ReduceOp.SUM);
+        check(t.toDoubleArray()[0], (double) tp * (tp - 1) / 2, "TP all-reduce");
+    }
+
+    private static void check(double got, double want, String what) {
+        if (got != want) {
+            throw new AssertionError(what + ": " + got + " instead of " + want);
         }
     }
 

@@ -32,6 +32,10 @@ import java.nio.ByteOrder;
  *       connected group the object all-gather takes ceil(log2 N) rounds instead (Bruck), so that it
  *       needs the barrier's peers only.</li>
  * </ul>
+ * A lazily connected group keeps every world-sized collective on the barrier's peers (rank ± 2^k):
+ * all-reduce up to {@code tcp.smallBytes} by recursive doubling, above by the ring; broadcast up to
+ * {@code tcp.smallBytes} over a binomial tree, above down the chain; all-gather(V) and reduce-scatter on
+ * the ring at every size.
  * Every rank computes the same reduction order, so all ranks get bit-identical results.
  *
  * <h2>Same-host fast path</h2>
@@ -53,6 +57,8 @@ final class TcpBackend implements CpuBackend {
     private static final int ALGO_DIRECT = 1;
     private static final int ALGO_PIPELINE = 2;
     private static final int ALGO_SHARED = 3;
+    /** Binomial tree (broadcast) or recursive doubling (all-reduce): lazily connected groups, small tensors. */
+    private static final int ALGO_TREE = 4;
     private static final ByteBuffer EMPTY = ByteBuffer.allocateDirect(0);
 
     private final Engine e;
@@ -318,12 +324,16 @@ final class TcpBackend implements CpuBackend {
         }
         e.enter("broadcast");
         try {
+            boolean direct = bytes <= cfg.smallBytes || size == 2;
+            if (e.lazy && st == null) {
+                broadcastLazy(tensor, src, direct, deadline);
+                return;
+            }
             Op op = e.begin(Frame.DATA, OpCodes.BROADCAST, deadline);
             if (st != null) {
                 broadcastShared(op, st, tensor, src);
                 return;
             }
-            boolean direct = bytes <= cfg.smallBytes || size == 2;
             op.template.dtype(tensor.dtype()).count(tensor.numel()).root(src).algo(direct ? ALGO_DIRECT : ALGO_PIPELINE);
             ByteBuffer buf = tensor.buffer();
             if (direct) {
@@ -338,26 +348,72 @@ final class TcpBackend implements CpuBackend {
                 }
             } else {
                 int pos = mod(rank - src);
-                int next = pos == size - 1 ? -1 : mod(rank + 1);
-                int prev = mod(rank - 1);
-                DType t = tensor.dtype();
-                long segE = segmentElements(t);
-                int nseg = segments(tensor.numel(), segE);
-                for (int k = 0; k < nseg; k++) {
-                    long from = k * segE;
-                    long len = Math.min(segE, tensor.numel() - from);
-                    ByteBuffer seg = slice(buf, from * t.byteSize(), len * t.byteSize());
-                    int kk = k;
-                    if (rank == src) {
-                        e.send(op, next, op.frame(k), seg);
-                    } else {
-                        e.post(Recv.into(op, prev, op.frame(k), seg, next < 0 ? null : () -> e.send(op, next, op.frame(kk), seg)));
-                    }
-                }
+                broadcastChain(op, buf, tensor.dtype(), tensor.numel(), pos, pos == size - 1 ? -1 : mod(rank + 1),
+                        mod(rank - 1), src);
             }
             e.await(op);
         } finally {
             e.exit();
+        }
+    }
+
+    /**
+     * Broadcast in a lazily connected group: small tensors over a binomial tree (ceil(log2 N) rounds; each
+     * rank receives once from its parent at distance 2^k and sends to its children at smaller powers of
+     * two), large ones down the pipelined chain. Either way every peer is at a distance ± 2^k, so that the
+     * operation connects the barrier's peers only. Inside {@code enter}.
+     */
+    private void broadcastLazy(Tensor tensor, int src, boolean small, Deadline deadline) {
+        int pos = mod(rank - src);
+        ByteBuffer buf = tensor.buffer();
+        if (small) {
+            // the parent: clear the lowest set bit of pos; the children: pos + 2^j for 2^j below that bit
+            int low = pos == 0 ? Integer.highestOneBit(Math.max(1, size - 1)) << 1 : Integer.lowestOneBit(pos);
+            int[] peers = new int[1 + 32];
+            int n = 0;
+            if (pos != 0) {
+                peers[n++] = mod(rank - low);
+            }
+            for (int d = low >> 1; d > 0; d >>= 1) {
+                if (pos + d < size) {
+                    peers[n++] = mod(rank + d);
+                }
+            }
+            Op op = e.begin(Frame.DATA, OpCodes.BROADCAST, deadline, peers, n);
+            op.template.dtype(tensor.dtype()).count(tensor.numel()).root(src).algo(ALGO_TREE);
+            if (pos != 0) {
+                e.post(Recv.into(op, peers[0], op.frame(0), buf, null));
+                e.await(op);
+            }
+            for (int i = pos == 0 ? 0 : 1; i < n; i++) {
+                e.send(op, peers[i], op.frame(0), buf);
+            }
+            e.await(op);
+            return;
+        }
+        int next = pos == size - 1 ? -1 : mod(rank + 1);
+        int prev = mod(rank - 1);
+        int[] peers = {pos == 0 ? next : prev, next};
+        Op op = e.begin(Frame.DATA, OpCodes.BROADCAST, deadline, peers, pos == 0 || next < 0 ? 1 : 2);
+        op.template.dtype(tensor.dtype()).count(tensor.numel()).root(src).algo(ALGO_PIPELINE);
+        broadcastChain(op, buf, tensor.dtype(), tensor.numel(), pos, next, prev, src);
+        e.await(op);
+    }
+
+    /** The pipelined chain src, src + 1, ...: each segment is forwarded as soon as it arrived. */
+    private void broadcastChain(Op op, ByteBuffer buf, DType t, long numel, int pos, int next, int prev, int src) {
+        long segE = segmentElements(t);
+        int nseg = segments(numel, segE);
+        for (int k = 0; k < nseg; k++) {
+            long from = k * segE;
+            long len = Math.min(segE, numel - from);
+            ByteBuffer seg = slice(buf, from * t.byteSize(), len * t.byteSize());
+            int kk = k;
+            if (rank == src) {
+                e.send(op, next, op.frame(k), seg);
+            } else {
+                e.post(Recv.into(op, prev, op.frame(k), seg, next < 0 ? null : () -> e.send(op, next, op.frame(kk), seg)));
+            }
         }
     }
 
@@ -376,6 +432,16 @@ final class TcpBackend implements CpuBackend {
             }
             boolean direct = bytes <= cfg.smallBytes;
             boolean shared = st != null;
+            if (e.lazy && !shared) {
+                if (direct) {
+                    allReduceDoubling(tensor, rop, deadline);
+                } else {
+                    Op op = beginRing(OpCodes.ALLREDUCE, deadline);
+                    op.template.dtype(tensor.dtype()).count(tensor.numel()).redop(rop).algo(ALGO_PIPELINE);
+                    allReduceRing(op, tensor, rop);
+                }
+                return;
+            }
             Op op = e.begin(Frame.DATA, OpCodes.ALLREDUCE, deadline);
             op.template.dtype(tensor.dtype()).count(tensor.numel()).redop(rop)
                     .algo(shared ? ALGO_SHARED : direct ? ALGO_DIRECT : ALGO_PIPELINE);
@@ -388,6 +454,74 @@ final class TcpBackend implements CpuBackend {
             }
         } finally {
             e.exit();
+        }
+    }
+
+    /**
+     * Starts a ring operation of a lazily connected group: connects this rank's ring neighbours only
+     * (rank - 1 and rank + 1). Inside {@code enter}.
+     */
+    private Op beginRing(int code, Deadline deadline) {
+        int[] peers = {mod(rank - 1), mod(rank + 1)};
+        return e.begin(Frame.DATA, code, deadline, peers, 2);
+    }
+
+    /**
+     * All-reduce by recursive doubling (lazily connected groups, small tensors). With P the largest power
+     * of two not above N, rank P + i first hands its input to rank i, which reduces it into its own; ranks
+     * 0 .. P-1 then exchange with rank XOR 2^k in round k and reduce what they got; finally rank i hands the
+     * result back to rank P + i. Every peer is at distance 2^k or P, so the operation needs the barrier's
+     * peers only, in ceil(log2 N) + 1 rounds at most. Each pair reduces the same two operands (in either
+     * order: the reductions are commutative), so every rank gets bit-identical results. Inside
+     * {@code enter}.
+     */
+    private void allReduceDoubling(Tensor tensor, ReduceOp rop, Deadline deadline) {
+        int p = Integer.highestOneBit(size);
+        int rounds = Integer.numberOfTrailingZeros(p);
+        int[] peers = new int[rounds + 1];
+        int n = 0;
+        if (rank >= p) {
+            peers[n++] = rank - p;
+        } else {
+            if (rank + p < size) {
+                peers[n++] = rank + p;
+            }
+            for (int k = 0; k < rounds; k++) {
+                peers[n++] = rank ^ (1 << k);
+            }
+        }
+        DType t = tensor.dtype();
+        int b = (int) tensor.byteSize();
+        int count = (int) tensor.numel();
+        ByteBuffer buf = tensor.buffer();
+        Op op = e.begin(Frame.DATA, OpCodes.ALLREDUCE, deadline, peers, n);
+        op.template.dtype(t).count(count).redop(rop).algo(ALGO_TREE);
+        int last = rounds + 1;
+        if (rank >= p) {
+            e.send(op, rank - p, op.frame(0), buf);
+            e.post(Recv.into(op, rank - p, op.frame(last), buf, null));
+            e.await(op);
+            return;
+        }
+        ByteBuffer tmp = work(b);
+        if (rank + p < size) {
+            e.post(Recv.into(op, rank + p, op.frame(0), tmp, null));
+            e.await(op);
+            Reductions.reduceInto(t, rop, buf, tmp, count);
+        }
+        for (int k = 0; k < rounds; k++) {
+            int q = rank ^ (1 << k);
+            e.post(Recv.into(op, q, op.frame(1 + k), tmp, null));
+            e.send(op, q, op.frame(1 + k), buf);
+            e.await(op); // the send is out of buf before buf changes
+            Reductions.reduceInto(t, rop, buf, tmp, count);
+        }
+        if (rop == ReduceOp.AVG) {
+            Reductions.divide(t, buf, count, size);
+        }
+        if (rank + p < size) {
+            e.send(op, rank + p, op.frame(last), buf);
+            e.await(op);
         }
     }
 
@@ -703,8 +837,9 @@ final class TcpBackend implements CpuBackend {
             DType t = output.dtype();
             int es = t.byteSize();
             long total = output.byteSize();
-            boolean direct = total <= cfg.smallBytes;
-            Op op = e.begin(Frame.DATA, code, deadline);
+            // a lazily connected group takes the ring at every size: it needs two peers
+            boolean direct = total <= cfg.smallBytes && !(e.lazy && st == null);
+            Op op = e.lazy && st == null ? beginRing(code, deadline) : e.begin(Frame.DATA, code, deadline);
             op.template.dtype(t).count(countField).algo(direct ? ALGO_DIRECT : ALGO_PIPELINE);
             ByteBuffer out = output.buffer();
             long[] off = new long[size + 1];
@@ -978,8 +1113,10 @@ final class TcpBackend implements CpuBackend {
         }
         e.enter("reduceScatter");
         try {
-            boolean direct = b * size <= cfg.smallBytes;
-            Op op = e.begin(Frame.DATA, OpCodes.REDUCESCATTER, deadline);
+            // a lazily connected group takes the ring at every size: it needs two peers
+            boolean ring = e.lazy && st == null;
+            boolean direct = b * size <= cfg.smallBytes && !ring;
+            Op op = ring ? beginRing(OpCodes.REDUCESCATTER, deadline) : e.begin(Frame.DATA, OpCodes.REDUCESCATTER, deadline);
             op.template.dtype(output.dtype()).count(output.numel()).redop(rop).algo(direct ? ALGO_DIRECT : ALGO_PIPELINE);
             if (st != null) {
                 reduceScatterShared(op, st, output, input, rop);

@@ -72,11 +72,66 @@ class LazyConnectTest {
             }, T);
             // an operation that needs everyone connects everyone, once
             t.run(g -> {
-                Tensor x = Tensor.ofFloats(g.rank());
-                g.allReduce(x, io.jcomm.api.ReduceOp.SUM);
-                assertEquals(N * (N - 1) / 2.0, x.toDoubleArray()[0]);
+                Tensor x = Tensor.ofInts(g.rank());
+                Tensor all = Tensor.allocate(io.jcomm.api.DType.I32, N);
+                g.gather(all, x, 0);
+                if (g.rank() == 0) {
+                    assertEquals(N * (N - 1) / 2.0, java.util.Arrays.stream(all.toDoubleArray()).sum());
+                }
             }, T);
             assertEquals(List.of(N - 1), t.call(g -> tcp(g).linkedPeers(), T).stream().distinct().toList());
+        }
+    }
+
+    @Test
+    void worldCollectivesNeedOnlyTheBarriersPeers() {
+        int big = 100_003; // above tcp.smallBytes: the ring and chain algorithms
+        try (ThreadRanks t = ThreadRanks.start(N, r -> opts(r, 2), T)) {
+            t.run(g -> {
+                int n = g.size();
+                for (int count : new int[] {1, 7, big}) {
+                    Tensor x = Tensor.allocate(io.jcomm.api.DType.F32, count);
+                    Tensor y = Tensor.allocate(io.jcomm.api.DType.I64, count);
+                    for (int i = 0; i < count; i++) {
+                        x.buffer().putFloat(4 * i, g.rank() + i);
+                        y.buffer().putLong(8 * i, (long) g.rank() << 40 | i);
+                    }
+                    g.allReduce(x, io.jcomm.api.ReduceOp.SUM);
+                    g.allReduce(y, io.jcomm.api.ReduceOp.MAX);
+                    for (int i = 0; i < count; i++) {
+                        assertEquals(n * (n - 1) / 2.0f + (float) n * i, x.buffer().getFloat(4 * i), "sum at " + i);
+                        assertEquals((long) (n - 1) << 40 | i, y.buffer().getLong(8 * i), "max at " + i);
+                    }
+                    for (int root : new int[] {0, 5, n - 1}) {
+                        Tensor b = Tensor.allocate(io.jcomm.api.DType.I32, count);
+                        for (int i = 0; g.rank() == root && i < count; i++) {
+                            b.buffer().putInt(4 * i, root * 1000 + i);
+                        }
+                        g.broadcast(b, root);
+                        for (int i = 0; i < count; i++) {
+                            assertEquals(root * 1000 + i, b.buffer().getInt(4 * i), "broadcast from " + root + " at " + i);
+                        }
+                    }
+                    Tensor mine = Tensor.allocate(io.jcomm.api.DType.I32, count);
+                    for (int i = 0; i < count; i++) {
+                        mine.buffer().putInt(4 * i, g.rank() * 7 + i);
+                    }
+                    Tensor all = Tensor.allocate(io.jcomm.api.DType.I32, (long) count * n);
+                    g.allGather(all, mine);
+                    Tensor part = Tensor.allocate(io.jcomm.api.DType.I32, count);
+                    g.reduceScatter(part, all, io.jcomm.api.ReduceOp.SUM);
+                    for (int i = 0; i < count; i++) {
+                        for (int r = 0; r < n; r++) {
+                            assertEquals(r * 7 + i, all.buffer().getInt(4 * (r * count + i)), "allGather " + r + "/" + i);
+                        }
+                        assertEquals(n * (g.rank() * 7 + i), part.buffer().getInt(4 * i), "reduceScatter at " + i);
+                    }
+                }
+            }, T);
+            List<Integer> links = t.call(g -> tcp(g).linkedPeers(), T);
+            for (int r = 0; r < N; r++) {
+                assertTrue(links.get(r) <= 2 * log2(N), "rank " + r + " has " + links.get(r) + " links");
+            }
         }
     }
 
