@@ -32,15 +32,17 @@ import java.nio.ByteOrder;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -48,7 +50,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * that checks each request ({@link TransportContext#acquire}) before touching memory and reads a
  * write's data straight into the registered range (stopping at the next 1 MiB step if the region is
  * revoked). Initiator side: per peer {@link TransferOptions#tcpStreams()} authenticated connections,
- * each with a sender and a receiver thread (requests pipelined, matched by id); a reaper closes a
+ * each with a sender and a receiver thread (requests matched by id; small requests pipelined on an
+ * express lane ahead of the pieces of large transfers, of which one per stream is unanswered at a
+ * time, so that a small transfer waits behind at most one piece); a reaper closes a
  * stream whose transfer passed its deadline. A broken connection (the peer died) fails every
  * transfer on it with a {@link PeerFailureException} as soon as the socket reports it.
  */
@@ -56,6 +60,8 @@ final class TcpTransport implements Transport {
 
     private static final int STEP = 1 << 20;
     private static final int QUEUE = 4096;
+    /** Transfers of at most this many bytes (and notifications) take a stream's express lane. */
+    static final long EXPRESS_BYTES = 256 << 10;
     private static final long REAPER_PERIOD_MS = 10;
 
     private final TransportContext ctx;
@@ -132,10 +138,12 @@ final class TcpTransport implements Transport {
         final ByteBuffer local;
         final byte[] notification;
         final Deadline deadline;
+        final boolean express;
         final CompletableFuture<Void> future = new CompletableFuture<>();
 
         Op(int type, long id, RemoteDescriptor remote, long offset, long length, ByteBuffer local, byte[] notification,
-           Deadline deadline) {
+           Deadline deadline, boolean express) {
+            this.express = express;
             this.type = type;
             this.id = id;
             this.remote = remote;
@@ -161,7 +169,7 @@ final class TcpTransport implements Transport {
     public CompletableFuture<Void> notify(PeerInfo peer, byte[] notification, Deadline deadline) {
         try {
             PeerConn c = connection(peer, deadline);
-            Op op = new Op(TcpWire.NOTIFY, requestIds.getAndIncrement(), null, 0, 0, null, notification, deadline);
+            Op op = new Op(TcpWire.NOTIFY, requestIds.getAndIncrement(), null, 0, 0, null, notification, deadline, true);
             c.next().submit(op);
             return op.future;
         } catch (CommException e) {
@@ -177,6 +185,11 @@ final class TcpTransport implements Transport {
             return CompletableFuture.failedFuture(e);
         }
         int streams = c.streams.length;
+        long total = 0;
+        for (Segment s : segments) {
+            total += s.remote().length();
+        }
+        boolean express = total <= EXPRESS_BYTES;
         List<Op> ops = new ArrayList<>();
         for (Segment s : segments) {
             long len = s.remote().length();
@@ -188,14 +201,14 @@ final class TcpTransport implements Transport {
                 ByteBuffer local = s.local().duplicate();
                 local.position(local.position() + (int) at).limit(local.position() + (int) n);
                 ops.add(new Op(type, requestIds.getAndIncrement(), s.remote(), s.remote().offset() + at, n,
-                        local.slice(), null, deadline));
+                        local.slice(), null, deadline, express));
                 at += n;
             } while (at < len);
         }
         boolean attach = notification != null && ops.size() == 1;
         if (attach) {
             Op o = ops.get(0);
-            ops.set(0, new Op(o.type, o.id, o.remote, o.offset, o.length, o.local, notification, deadline));
+            ops.set(0, new Op(o.type, o.id, o.remote, o.offset, o.length, o.local, notification, deadline, o.express));
         }
         CompletableFuture<?>[] fs = new CompletableFuture<?>[ops.size()];
         for (int i = 0; i < ops.size(); i++) {
@@ -366,11 +379,22 @@ final class TcpTransport implements Transport {
         }
     }
 
-    /** One connection: a sender and a receiver thread, requests matched to responses by id. */
+    /**
+     * One connection: a sender and a receiver thread, requests matched to responses by id. Two lanes:
+     * express (transfers of at most {@link #EXPRESS_BYTES}, notifications) is always sent next; a
+     * bulk piece is sent only when no other bulk piece of this stream is unanswered, so that at most
+     * one piece ({@link TransferOptions#tcpChunkBytes()}) lies in the socket buffers ahead of a small
+     * request and a small transfer never waits behind a whole large one.
+     */
     private final class Stream {
         final PeerConn conn;
         final SocketChannel ch;
-        final ArrayBlockingQueue<Op> queue = new ArrayBlockingQueue<>(QUEUE);
+        final ReentrantLock lock = new ReentrantLock();
+        final Condition ready = lock.newCondition();
+        final ArrayDeque<Op> express = new ArrayDeque<>();
+        final ArrayDeque<Op> bulk = new ArrayDeque<>();
+        /** Bulk pieces sent and not yet answered (0 or 1); guarded by {@link #lock}. */
+        int bulkInFlight;
         final Map<Long, Op> pending = new ConcurrentHashMap<>();
         volatile CommException failure;
 
@@ -389,7 +413,18 @@ final class TcpTransport implements Transport {
                 op.future.completeExceptionally(failure);
                 return;
             }
-            if (!queue.offer(op)) {
+            boolean queued;
+            lock.lock();
+            try {
+                queued = express.size() + bulk.size() < QUEUE;
+                if (queued) {
+                    (op.express ? express : bulk).add(op);
+                    ready.signal();
+                }
+            } finally {
+                lock.unlock();
+            }
+            if (!queued) {
                 op.future.completeExceptionally(new CommTimeoutException(context("submit"), QUEUE
                         + " requests already queued to agent " + conn.agent));
                 return;
@@ -411,8 +446,18 @@ final class TcpTransport implements Transport {
 
         void drain() {
             CommException f = failure;
-            Op op;
-            while ((op = queue.poll()) != null) {
+            List<Op> queued = new ArrayList<>();
+            lock.lock();
+            try {
+                queued.addAll(express);
+                queued.addAll(bulk);
+                express.clear();
+                bulk.clear();
+                ready.signalAll();
+            } finally {
+                lock.unlock();
+            }
+            for (Op op : queued) {
                 op.future.completeExceptionally(f);
             }
             for (Long id : pending.keySet()) {
@@ -436,7 +481,7 @@ final class TcpTransport implements Transport {
             ByteBuffer h = ByteBuffer.allocateDirect(TcpWire.REQUEST_HEADER).order(ByteOrder.LITTLE_ENDIAN);
             try {
                 while (failure == null) {
-                    Op op = queue.poll(100, TimeUnit.MILLISECONDS);
+                    Op op = next();
                     if (op == null) {
                         continue;
                     }
@@ -464,6 +509,39 @@ final class TcpTransport implements Transport {
                 brokenBy(e);
             } catch (IOException | RuntimeException e) {
                 brokenBy(e);
+            }
+        }
+
+        /** The next request to send, express first; null after a 100 ms wait with nothing sendable. */
+        private Op next() throws InterruptedException {
+            lock.lock();
+            try {
+                Op op = express.poll();
+                if (op == null && bulkInFlight == 0) {
+                    op = bulk.poll();
+                    if (op != null) {
+                        bulkInFlight++;
+                    }
+                }
+                if (op == null) {
+                    ready.await(100, TimeUnit.MILLISECONDS);
+                }
+                return op;
+            } finally {
+                lock.unlock();
+            }
+        }
+
+        /** A bulk piece was answered: the next one may go. */
+        private void answered(Op op) {
+            if (!op.express) {
+                lock.lock();
+                try {
+                    bulkInFlight--;
+                    ready.signal();
+                } finally {
+                    lock.unlock();
+                }
             }
         }
 
@@ -496,6 +574,7 @@ final class TcpTransport implements Transport {
                         detail = new String(d.array(), StandardCharsets.UTF_8);
                     }
                     if (status != TcpWire.STATUS_OK) {
+                        answered(op);
                         op.future.completeExceptionally(new TransferRefusedException(context(op.type == TcpWire.READ ? "read"
                                 : "write"), TransferRefusedException.Reason.ofCode(status), "by agent " + conn.agent + ": " + detail));
                         continue;
@@ -506,6 +585,7 @@ final class TcpTransport implements Transport {
                             throw new PeerFailureException(context("read"), -1, "agent " + conn.agent + " closed the connection");
                         }
                     }
+                    answered(op);
                     op.future.complete(null);
                 }
             } catch (IOException | RuntimeException e) {
@@ -521,11 +601,26 @@ final class TcpTransport implements Transport {
                     return;
                 }
             }
-            for (Op op : queue) {
-                if (now - op.deadline.nanoTime() > 0) {
-                    expire(op);
-                    return;
+            Op late = null;
+            lock.lock();
+            try {
+                for (Op op : express) {
+                    if (now - op.deadline.nanoTime() > 0) {
+                        late = op;
+                        break;
+                    }
                 }
+                for (Op op : bulk) {
+                    if (late == null && now - op.deadline.nanoTime() > 0) {
+                        late = op;
+                        break;
+                    }
+                }
+            } finally {
+                lock.unlock();
+            }
+            if (late != null) {
+                expire(late);
             }
         }
 

@@ -1,5 +1,6 @@
 package io.jcomm.tools.bench.transfer;
 
+import io.jcomm.transfer.bench.ManyToOneBench;
 import io.jcomm.transfer.bench.TransferBench;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -21,7 +22,8 @@ import picocli.CommandLine.Option;
  * ({@link TransferBench#measure}: an agent's awaited write over {@code shm} and over {@code tcp}, beside
  * a memcpy and a raw loopback socket in the same run); with {@code --torch}, then the same bytes with
  * torch 1.13 gloo send/recv ({@code scripts/torch_transfer_bench.py}) and the ratio of each transport
- * to it.
+ * to it. With {@code --many-to-one}, instead, the head-of-line figures of {@link ManyToOneBench}:
+ * small tcp writes alone and beside large writes from several initiators into one owner.
  */
 @Command(name = "transfer", mixinStandardHelpOptions = true,
         description = "One-sided transfers by size (shm, tcp, memcpy, raw socket); --torch: beside torch gloo send/recv.")
@@ -46,8 +48,22 @@ public final class TransferBenchCommand implements Callable<Integer> {
     @Option(names = "--timeout", description = "seconds the torch side may take (default ${DEFAULT-VALUE})")
     int timeoutSeconds = 300;
 
+    @Option(names = "--many-to-one", description = "instead: N initiators write --max-bytes each into one owner over tcp, "
+            + "over and over, while the first also writes --min-bytes one at a time; small-write latency alone and under load")
+    Integer manyToOne;
+
     @Override
     public Integer call() throws Exception {
+        if (manyToOne != null) {
+            if (manyToOne < 1 || manyToOne > 64 || minBytes < 1 || maxBytes < minBytes || maxBytes > 1 << 30 || seconds <= 0
+                    || seconds > 60) {
+                System.err.println("commbench transfer --many-to-one: need 1 <= N <= 64, 1 <= --min-bytes <= --max-bytes <= 1 GiB, "
+                        + "0 < --seconds <= 60");
+                return 2;
+            }
+            ManyToOneBench.print(System.out, ManyToOneBench.measure(manyToOne, maxBytes, minBytes, seconds));
+            return 0;
+        }
         if (minBytes < 1 || maxBytes < minBytes || maxBytes > 1 << 30 || seconds <= 0 || seconds > 60 || timeoutSeconds < 1) {
             System.err.println("commbench transfer: need 1 <= --min-bytes <= --max-bytes <= 1 GiB, 0 < --seconds <= 60, --timeout >= 1");
             return 2;

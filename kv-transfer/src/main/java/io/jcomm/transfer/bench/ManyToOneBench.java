@@ -1,0 +1,183 @@
+package io.jcomm.transfer.bench;
+
+import io.jcomm.api.store.InMemoryStore;
+import io.jcomm.transfer.MemoryRegion;
+import io.jcomm.transfer.Permission;
+import io.jcomm.transfer.RemoteDescriptor;
+import io.jcomm.transfer.TransferAgent;
+import io.jcomm.transfer.TransferOptions;
+import java.io.PrintStream;
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+
+/**
+ * Head-of-line figures of the {@code tcp} transport, many to one on this host: {@code initiators}
+ * agents each write {@code largeBytes} into one owner agent, over and over, while the first of them
+ * also issues {@code smallBytes} writes one at a time (issue, await). The small writes' latency with
+ * the large ones in flight is set beside their latency alone and beside one piece's time
+ * ({@link TransferOptions#tcpChunkBytes()} at the aggregate bandwidth of the large writes). All agents
+ * live in this JVM (independent instances, real loopback sockets).
+ *
+ * <p>Usage: {@code ManyToOneBench [initiators (4)] [largeBytes (64 MiB)] [smallBytes (4 KiB)] [seconds (2)]};
+ * {@code commbench transfer --many-to-one} runs the same measurement.
+ */
+public final class ManyToOneBench {
+
+    private ManyToOneBench() {
+    }
+
+    /**
+     * The figures of one run, in seconds.
+     *
+     * @param initiators   agents writing large transfers (the first also writes the small ones)
+     * @param largeBytes   bytes per large write
+     * @param smallBytes   bytes per small write
+     * @param chunkBytes   the tcp piece size
+     * @param idle         small-write latencies with nothing else in flight, sorted
+     * @param loaded       small-write latencies with the large writes in flight, sorted
+     * @param loadedBytesPerSecond aggregate bandwidth of the large writes meanwhile
+     */
+    public record Result(int initiators, int largeBytes, int smallBytes, int chunkBytes, double[] idle, double[] loaded,
+                         double loadedBytesPerSecond) {
+
+        /** One piece's time at the measured aggregate bandwidth. */
+        public double chunkSeconds() {
+            return chunkBytes / loadedBytesPerSecond;
+        }
+
+        /** One large write's time at the measured aggregate bandwidth shared by the initiators. */
+        public double largeSeconds() {
+            return (double) largeBytes * initiators / loadedBytesPerSecond;
+        }
+    }
+
+    static double quantile(double[] sorted, double q) {
+        return sorted.length == 0 ? Double.NaN : sorted[Math.min(sorted.length - 1, (int) Math.floor(q * sorted.length))];
+    }
+
+    /** Runs the measurement: about {@code seconds} alone, then about {@code seconds} under load. */
+    public static Result measure(int initiators, int largeBytes, int smallBytes, double seconds) throws Exception {
+        if (initiators < 1 || largeBytes < smallBytes || smallBytes < 1 || seconds <= 0) {
+            throw new IllegalArgumentException("need initiators >= 1, 1 <= smallBytes <= largeBytes, seconds > 0");
+        }
+        Set<Permission> rw = EnumSet.of(Permission.READ, Permission.WRITE);
+        Duration timeout = Duration.ofSeconds(60);
+        List<TransferAgent> agents = new ArrayList<>();
+        try (InMemoryStore store = new InMemoryStore(Duration.ofSeconds(10))) {
+            try {
+                TransferAgent owner = TransferAgent.open(store, TransferOptions.builder("m2o-owner").transports(Set.of("tcp"))
+                        .timeout(timeout).build());
+                agents.add(owner);
+                List<TransferAgent> inits = new ArrayList<>();
+                List<MemoryRegion> srcs = new ArrayList<>();
+                List<RemoteDescriptor> dsts = new ArrayList<>();
+                for (int i = 0; i < initiators; i++) {
+                    TransferAgent a = TransferAgent.open(store, TransferOptions.builder("m2o-init-" + i).transports(Set.of("tcp"))
+                            .timeout(timeout).build());
+                    agents.add(a);
+                    inits.add(a);
+                    srcs.add(a.register(ByteBuffer.allocateDirect(largeBytes), Set.of()));
+                    dsts.add(owner.register(ByteBuffer.allocateDirect(largeBytes), rw).descriptor());
+                }
+                TransferAgent first = inits.get(0);
+                MemoryRegion smallSrc = first.register(ByteBuffer.allocateDirect(smallBytes), Set.of());
+                RemoteDescriptor smallDst = owner.register(ByteBuffer.allocateDirect(smallBytes), rw).descriptor();
+                int chunk = owner.options().tcpChunkBytes();
+                for (int i = 0; i < initiators; i++) { // connect and warm up
+                    inits.get(i).write(srcs.get(i).all(), dsts.get(i), null, timeout).await();
+                }
+                smalls(first, smallSrc, smallDst, seconds / 3, timeout);
+                double[] idle = smalls(first, smallSrc, smallDst, seconds, timeout);
+                AtomicLong moved = new AtomicLong();
+                AtomicReference<Throwable> failed = new AtomicReference<>();
+                List<Thread> loaders = new ArrayList<>();
+                long stopAt = System.nanoTime() + (long) ((seconds * 1.5 + 0.5) * 1e9);
+                for (int i = 0; i < initiators; i++) {
+                    final int k = i;
+                    Thread t = new Thread(() -> {
+                        try {
+                            while (System.nanoTime() < stopAt) {
+                                inits.get(k).write(srcs.get(k).all(), dsts.get(k), null, timeout).await();
+                                moved.addAndGet(largeBytes);
+                            }
+                        } catch (RuntimeException e) {
+                            failed.compareAndSet(null, e);
+                        }
+                    }, "m2o-large-" + i);
+                    t.start();
+                    loaders.add(t);
+                }
+                Thread.sleep((long) (seconds * 250));
+                long m0 = moved.get();
+                long w0 = System.nanoTime();
+                double[] loaded = smalls(first, smallSrc, smallDst, seconds, timeout);
+                long w1 = System.nanoTime();
+                long m1 = moved.get();
+                for (Thread t : loaders) {
+                    t.join(timeout.toMillis());
+                }
+                if (failed.get() != null) {
+                    throw new IllegalStateException("a large write failed: " + failed.get(), failed.get());
+                }
+                double bw = (m1 - m0) / ((w1 - w0) / 1e9);
+                return new Result(initiators, largeBytes, smallBytes, chunk, idle, loaded, bw);
+            } finally {
+                for (TransferAgent a : agents) {
+                    a.close();
+                }
+            }
+        }
+    }
+
+    private static double[] smalls(TransferAgent a, MemoryRegion src, RemoteDescriptor dst, double seconds, Duration timeout) {
+        double[] l = new double[1024];
+        int n = 0;
+        long end = System.nanoTime() + (long) (seconds * 1e9);
+        long t;
+        do {
+            long t0 = System.nanoTime();
+            a.write(src.all(), dst, null, timeout).await();
+            t = System.nanoTime();
+            if (n == l.length) {
+                l = Arrays.copyOf(l, 2 * n);
+            }
+            l[n++] = (t - t0) / 1e9;
+        } while (t < end);
+        double[] r = Arrays.copyOf(l, n);
+        Arrays.sort(r);
+        return r;
+    }
+
+    /** Prints a result as a small table. */
+    public static void print(PrintStream out, Result r) {
+        out.printf(Locale.ROOT, "# many to one over tcp: %d initiators x %d-byte writes into one owner; the first also writes %d bytes "
+                + "one at a time; %s, %d cpus%n", r.initiators(), r.largeBytes(), r.smallBytes(),
+                System.getProperty("java.vm.name") + " " + Runtime.version(), Runtime.getRuntime().availableProcessors());
+        out.printf(Locale.ROOT, "%-28s %8s %10s %10s %10s %10s%n", "small writes", "count", "p50 us", "p90 us", "p99 us", "max us");
+        for (Object[] row : new Object[][] {{"alone", r.idle()}, {"beside the large writes", r.loaded()}}) {
+            double[] l = (double[]) row[1];
+            out.printf(Locale.ROOT, "%-28s %8d %10.1f %10.1f %10.1f %10.1f%n", row[0], l.length, quantile(l, 0.5) * 1e6,
+                    quantile(l, 0.9) * 1e6, quantile(l, 0.99) * 1e6, l.length == 0 ? Double.NaN : l[l.length - 1] * 1e6);
+        }
+        out.printf(Locale.ROOT, "large writes: %.2f GB/s in all; one %d-byte piece at that rate: %.1f us; one large write: %.1f us"
+                + "%nsmall p50 under load - alone: %.1f us = %.2f pieces%n", r.loadedBytesPerSecond() / 1e9, r.chunkBytes(),
+                r.chunkSeconds() * 1e6, r.largeSeconds() * 1e6, (quantile(r.loaded(), 0.5) - quantile(r.idle(), 0.5)) * 1e6,
+                (quantile(r.loaded(), 0.5) - quantile(r.idle(), 0.5)) / r.chunkSeconds());
+    }
+
+    public static void main(String[] args) throws Exception {
+        int initiators = args.length > 0 ? Integer.parseInt(args[0]) : 4;
+        int large = args.length > 1 ? Integer.parseInt(args[1]) : 64 << 20;
+        int small = args.length > 2 ? Integer.parseInt(args[2]) : 4 << 10;
+        double seconds = args.length > 3 ? Double.parseDouble(args[3]) : 2;
+        print(System.out, measure(initiators, large, small, seconds));
+    }
+}
