@@ -547,6 +547,8 @@ final class TcpTransport implements Transport {
 
         private void receiveLoop() {
             ByteBuffer h = ByteBuffer.allocateDirect(TcpWire.RESPONSE_HEADER).order(ByteOrder.LITTLE_ENDIAN);
+            // the request whose answer is being read: out of pending, so the stream's failure must end it here
+            Op current = null;
             try {
                 while (failure == null) {
                     h.clear();
@@ -562,6 +564,7 @@ final class TcpTransport implements Transport {
                         throw new ProtocolException(context("transfer"), "malformed response from agent " + conn.agent);
                     }
                     Op op = pending.remove(id);
+                    current = op;
                     if (op == null) {
                         throw new ProtocolException(context("transfer"), "agent " + conn.agent + " answered unknown request " + id);
                     }
@@ -575,6 +578,7 @@ final class TcpTransport implements Transport {
                     }
                     if (status != TcpWire.STATUS_OK) {
                         answered(op);
+                        current = null;
                         op.future.completeExceptionally(new TransferRefusedException(context(op.type == TcpWire.READ ? "read"
                                 : "write"), TransferRefusedException.Reason.ofCode(status), "by agent " + conn.agent + ": " + detail));
                         continue;
@@ -586,10 +590,16 @@ final class TcpTransport implements Transport {
                         }
                     }
                     answered(op);
+                    current = null;
                     op.future.complete(null);
                 }
             } catch (IOException | RuntimeException e) {
                 brokenBy(e);
+                if (current != null) {
+                    CommException f = failure;
+                    current.future.completeExceptionally(f != null ? f : new PeerFailureException(context("transfer"), -1,
+                            "connection to agent " + conn.agent + " broke: " + e, e));
+                }
             }
         }
 
