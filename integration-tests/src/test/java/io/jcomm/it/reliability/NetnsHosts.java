@@ -1,5 +1,7 @@
 package io.jcomm.it.reliability;
 
+import io.jcomm.api.JvmFlags;
+import io.jcomm.tools.run.CommRun;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -103,5 +105,17 @@ public final class NetnsHosts implements AutoCloseable {
             return new Result(-1, "timed out: " + String.join(" ", cmd));
         }
         return new Result(p.exitValue(), new String(out, StandardCharsets.UTF_8));
+    }
+
+    /** The command line of a {@code commrun} JVM on the test class path (its own options and target to follow). */
+    public static List<String> commrunJvm() {
+        List<String> cmd = new ArrayList<>();
+        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        cmd.addAll(JvmFlags.REQUIRED);
+        cmd.add("-Xmx256m");
+        cmd.add("-cp");
+        cmd.add(System.getProperty("java.class.path"));
+        cmd.add(CommRun.class.getName());
+        return cmd;
     }
 }

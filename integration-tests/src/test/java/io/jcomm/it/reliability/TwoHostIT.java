@@ -3,8 +3,6 @@ package io.jcomm.it.reliability;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.jcomm.api.JvmFlags;
-import io.jcomm.tools.run.CommRun;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -249,13 +247,7 @@ class TwoHostIT {
 
     /** {@code commrun} of node {@code node} (a JVM of its own, on the test class path). */
     private static List<String> commrun(NetnsHosts h, int node, List<String> target, int seconds) {
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(JvmFlags.REQUIRED);
-        cmd.add("-Xmx256m");
-        cmd.add("-cp");
-        cmd.add(System.getProperty("java.class.path"));
-        cmd.add(CommRun.class.getName());
+        List<String> cmd = new ArrayList<>(NetnsHosts.commrunJvm());
         cmd.addAll(List.of("--nnodes", "2", "--node-rank", Integer.toString(node), "--master-addr", h.addr1, "--master-port",
                 "29600", "--nproc-per-node", "2", "--timeout", Integer.toString(seconds)));
         cmd.addAll(target);

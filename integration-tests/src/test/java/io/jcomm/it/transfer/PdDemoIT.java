@@ -3,9 +3,7 @@ package io.jcomm.it.transfer;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.jcomm.api.JvmFlags;
 import io.jcomm.it.reliability.NetnsHosts;
-import io.jcomm.tools.run.CommRun;
 import java.io.IOException;
 import java.net.ServerSocket;
 import java.nio.file.Files;
@@ -92,13 +90,7 @@ class PdDemoIT {
 
     /** {@code commrun} with {@code launcher} options, running {@code demo --pd role}, a JVM of its own on the test class path. */
     private static List<String> commrun(List<String> launcher, String role, List<String> demo) {
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(JvmFlags.REQUIRED);
-        cmd.add("-Xmx256m");
-        cmd.add("-cp");
-        cmd.add(System.getProperty("java.class.path"));
-        cmd.add(CommRun.class.getName());
+        List<String> cmd = new ArrayList<>(NetnsHosts.commrunJvm());
         cmd.addAll(List.of("--nproc-per-node", "2", "--timeout", Integer.toString(JOB_SECONDS)));
         cmd.addAll(launcher);
         cmd.addAll(List.of("demo", "--pd", role));

@@ -321,16 +321,24 @@ final class MeshBootstrap {
                 engine.shm.stagingLater() ? "on first large collective" : "off");
     }
 
-    private void connect(int r, String[] addr, Deadline d) {
-        String host = addr[0];
-        int port;
-        long theirNonce;
+    /** A peer's published listener: host, port and the nonce its HELLO must carry. */
+    private record PeerAddress(String host, int port, long nonce) {
+    }
+
+    /** Parses rank {@code r}'s published address; a malformed one fails the group. */
+    private PeerAddress parse(int r, String[] addr) {
         try {
-            port = Integer.parseInt(addr[1]);
-            theirNonce = Long.parseUnsignedLong(addr[2], 16);
+            return new PeerAddress(addr[0], Integer.parseInt(addr[1]), Long.parseUnsignedLong(addr[2], 16));
         } catch (NumberFormatException e) {
             throw engine.fail(new ProtocolException(engine.ctx(), "malformed address of rank " + r + ": " + String.join(" ", addr)));
         }
+    }
+
+    private void connect(int r, String[] addr, Deadline d) {
+        PeerAddress a = parse(r, addr);
+        String host = a.host();
+        int port = a.port();
+        long theirNonce = a.nonce();
         long refusedSince = 0;
         while (true) {
             Channel ch = engine.epoll ? new EpollSocketChannel() : new NioSocketChannel();
@@ -602,16 +610,10 @@ final class MeshBootstrap {
      * an address that refused connections for a second fails the group.
      */
     private void dial(int r, boolean callBack) {
-        String[] addr = addresses[r];
-        String host = addr[0];
-        int port;
-        long theirNonce;
-        try {
-            port = Integer.parseInt(addr[1]);
-            theirNonce = Long.parseUnsignedLong(addr[2], 16);
-        } catch (NumberFormatException e) {
-            throw engine.fail(new ProtocolException(engine.ctx(), "malformed address of rank " + r + ": " + String.join(" ", addr)));
-        }
+        PeerAddress a = parse(r, addresses[r]);
+        String host = a.host();
+        int port = a.port();
+        long theirNonce = a.nonce();
         Channel ch = engine.epoll ? new EpollSocketChannel() : new NioSocketChannel();
         ch.config().setOption(ChannelOption.CONNECT_TIMEOUT_MILLIS, 10_000);
         Link link = setUp(ch, callBack ? -1 : r);
