@@ -336,12 +336,9 @@ public final class CommRun implements Callable<Integer> {
     /** Sets {@link DistributedConfig#LAUNCHER_DONE_KEY} in the job's store: waiting spares exit. */
     private void tellSparesDone(RunPlan plan) {
         try {
-            io.jcomm.cpu.store.TcpStoreConfig.Builder cb = io.jcomm.cpu.store.TcpStoreConfig.builder()
-                    .host(plan.masterAddr()).port(plan.masterPort()).timeout(Duration.ofSeconds(5));
-            if (plan.tokenFile() != null) {
-                cb.token(JobToken.read(plan.tokenFile()));
-            }
-            try (io.jcomm.cpu.store.TcpStore st = io.jcomm.cpu.store.TcpStore.connect(cb.build())) {
+            // the store is this process's: connecting waits as long as the calls do
+            try (io.jcomm.cpu.store.TcpStore st = io.jcomm.cpu.store.TcpStore.connect(plan.storeClient()
+                    .connectTimeout(Duration.ofSeconds(5)).build())) {
                 st.set(DistributedConfig.LAUNCHER_DONE_KEY, new byte[] {1});
             }
         } catch (RuntimeException e) {

@@ -1,10 +1,7 @@
 package io.jcomm.tools.run;
 
-import io.jcomm.cpu.store.JobToken;
 import io.jcomm.cpu.store.TcpStore;
-import io.jcomm.cpu.store.TcpStoreConfig;
 import java.io.PrintStream;
-import java.time.Duration;
 import java.util.Arrays;
 import java.util.concurrent.TimeUnit;
 
@@ -54,13 +51,7 @@ final class NodeWatch implements AutoCloseable {
         long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
         while (!closed && store == null) {
             try {
-                TcpStoreConfig.Builder b = TcpStoreConfig.builder().host(plan.masterAddr()).port(plan.masterPort())
-                        .timeout(Duration.ofSeconds(5)).connectTimeout(Duration.ofSeconds(1))
-                        .member(jobId + JOB_SUFFIX, plan.nodeRank());
-                if (plan.tokenFile() != null) {
-                    b.token(JobToken.read(plan.tokenFile()));
-                }
-                store = TcpStore.connect(b.build());
+                store = TcpStore.connect(plan.storeClient().member(jobId + JOB_SUFFIX, plan.nodeRank()).build());
             } catch (RuntimeException e) {
                 if (System.nanoTime() - end > 0) {
                     err.println("commrun: cannot watch the other nodes through the store (" + e.getMessage() + ")");

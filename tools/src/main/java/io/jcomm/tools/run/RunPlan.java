@@ -2,6 +2,8 @@ package io.jcomm.tools.run;
 
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.JvmFlags;
+import io.jcomm.cpu.store.JobToken;
+import io.jcomm.cpu.store.TcpStoreConfig;
 import java.io.File;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -158,6 +160,21 @@ public final class RunPlan {
 
     public Path tokenFile() {
         return tokenFile;
+    }
+
+    /**
+     * How a launcher connects to the job's store as a plain client (no member declaration unless the caller
+     * adds one): its address, the job token when there is one, a 5 s timeout and a 1 s connect timeout.
+     *
+     * @throws io.jcomm.api.StoreException when the token file cannot be read
+     */
+    TcpStoreConfig.Builder storeClient() {
+        TcpStoreConfig.Builder b = TcpStoreConfig.builder().host(masterAddr).port(masterPort)
+                .timeout(Duration.ofSeconds(5)).connectTimeout(Duration.ofSeconds(1));
+        if (tokenFile != null) {
+            b.token(JobToken.read(tokenFile));
+        }
+        return b;
     }
 
     public String mainClass() {

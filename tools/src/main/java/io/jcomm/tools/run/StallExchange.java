@@ -2,9 +2,7 @@ package io.jcomm.tools.run;
 
 import io.jcomm.api.internal.recorder.RecorderReader.Snapshot;
 import io.jcomm.api.internal.recorder.RecorderSummary;
-import io.jcomm.cpu.store.JobToken;
 import io.jcomm.cpu.store.TcpStore;
-import io.jcomm.cpu.store.TcpStoreConfig;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
@@ -52,12 +50,7 @@ final class StallExchange implements AutoCloseable {
             return store;
         }
         try {
-            TcpStoreConfig.Builder b = TcpStoreConfig.builder().host(plan.masterAddr()).port(plan.masterPort())
-                    .timeout(Duration.ofSeconds(5)).connectTimeout(Duration.ofSeconds(1));
-            if (plan.tokenFile() != null) {
-                b.token(JobToken.read(plan.tokenFile()));
-            }
-            store = TcpStore.connect(b.build());
+            store = TcpStore.connect(plan.storeClient().build());
         } catch (RuntimeException e) {
             nextConnect = System.nanoTime() + RETRY_NANOS;
         }
