@@ -26,6 +26,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -38,6 +39,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.Supplier;
 import java.util.stream.Collectors;
 import java.util.stream.IntStream;
 import org.slf4j.Logger;
@@ -967,36 +969,49 @@ public final class ParallelState implements AutoCloseable {
                                    long deadline, Duration timeout, OpContext ctx) {
         List<String> joined = new ArrayList<>();
         dead.forEach(d -> joined.add(roundBase + "joined/" + d));
-        List<Store> both = new ArrayList<>(watched);
-        both.add(0, next);
-        List<Integer> members = generationLayout.ranks();
+        awaitRound(keys, joined, roundBase, next, watched, generationLayout.ranks(), dead,
+                "while the vacancies " + dead + " were being taken; call replace again", deadline, () -> {
+                    List<Integer> open = new ArrayList<>();
+                    for (int d : dead) {
+                        if (!keys.check(List.of(roundBase + "joined/" + d))) {
+                            open.add(d);
+                        }
+                    }
+                    return "no process took the place of rank(s) " + open + " within " + timeout.toMillis()
+                            + " ms (replacements come from commrun --spares or --max-restarts)";
+                }, ctx);
+    }
+
+    /**
+     * Waits until every key of {@code done} exists. Fails at once when a member dies (declared under the next
+     * generation's job id in {@code next}; under an older one in {@code watched}, where the {@code replaced} ranks
+     * stay dead and do not count) or another member gave this round up, and at {@code deadline} with
+     * {@code late}'s message.
+     *
+     * @param during what the death message says the round was doing, and what to do next
+     */
+    private static void awaitRound(Store keys, List<String> done, String roundBase, Store next, List<Store> watched,
+                                   List<Integer> members, Set<Integer> replaced, String during, long deadline,
+                                   Supplier<String> late, OpContext ctx) {
         long pause = 100_000L;
-        while (!keys.check(joined)) {
+        while (!keys.check(done)) {
             TreeSet<Integer> lost = new TreeSet<>();
-            collectDead(both, members, lost);
-            lost.removeAll(dead);
-            TreeSet<Integer> again = new TreeSet<>();
-            collectDead(List.of(next), new ArrayList<>(dead), again);
-            lost.addAll(again);
+            collectDead(List.of(next), members, lost);
+            TreeSet<Integer> old = new TreeSet<>();
+            collectDead(watched, members, old);
+            old.removeAll(replaced);
+            lost.addAll(old);
             if (!lost.isEmpty()) {
-                throw new PeerFailureException(ctx, lost.first(), "rank(s) " + lost + " died while the "
-                        + "vacancies " + dead + " were being taken; call replace again");
+                throw new PeerFailureException(ctx, lost.first(), "rank(s) " + lost + " died " + during);
             }
             if (keys.check(List.of(roundBase + "abort"))) {
-                throw new PeerFailureException(ctx, -1, "another member gave up this round; call replace again");
+                throw new PeerFailureException(ctx, -1, "another member gave up this round; call it again");
             }
             if (System.nanoTime() > deadline) {
-                List<Integer> open = new ArrayList<>();
-                for (int d : dead) {
-                    if (!keys.check(List.of(roundBase + "joined/" + d))) {
-                        open.add(d);
-                    }
-                }
-                throw new CommTimeoutException(ctx, "no process took the place of rank(s) " + open + " within "
-                        + timeout.toMillis() + " ms (replacements come from commrun --spares or --max-restarts)");
+                throw new CommTimeoutException(ctx, late.get());
             }
             LockSupport.parkNanos(pause);
-            pause = Math.min(pause * 2, 2_000_000L);
+            pause = Math.min(pause * 2, 1_000_000L);
         }
     }
 
@@ -1014,32 +1029,9 @@ public final class ParallelState implements AutoCloseable {
         nextKeys.set(roundBase + "decision/" + config.rank(), decision);
         List<String> theirs = new ArrayList<>();
         members.forEach(r -> theirs.add(roundBase + "decision/" + r));
-        List<Store> both = new ArrayList<>(watched);
-        both.add(0, next);
-        long pause = 100_000L;
-        while (!nextKeys.check(theirs)) {
-            TreeSet<Integer> lost = new TreeSet<>();
-            collectDead(List.of(next), members, lost);
-            for (Store w : watched) {
-                TreeSet<Integer> old = new TreeSet<>();
-                collectDead(List.of(w), members, old);
-                old.removeAll(replaced); // the replaced ranks stay dead under the older job ids
-                lost.addAll(old);
-            }
-            if (!lost.isEmpty()) {
-                throw new PeerFailureException(ctx, lost.first(), "rank(s) " + lost + " died during "
-                        + "the recovery; call it again");
-            }
-            if (nextKeys.check(List.of(roundBase + "abort"))) {
-                throw new PeerFailureException(ctx, -1, "another member gave up this round; call it again");
-            }
-            if (System.nanoTime() > deadline) {
-                throw new CommTimeoutException(ctx, "the members " + members + " did not all decide "
-                        + "within " + timeout.toMillis() + " ms");
-            }
-            LockSupport.parkNanos(pause);
-            pause = Math.min(pause * 2, 1_000_000L);
-        }
+        awaitRound(nextKeys, theirs, roundBase, next, watched, members, new HashSet<>(replaced),
+                "during the recovery; call it again", deadline,
+                () -> "the members " + members + " did not all decide within " + timeout.toMillis() + " ms", ctx);
         List<byte[]> got = nextKeys.multiGet(theirs, Duration.ofNanos(Math.max(1, deadline - System.nanoTime())));
         for (int i = 0; i < members.size(); i++) {
             if (!Arrays.equals(decision, got.get(i))) {
@@ -1088,7 +1080,8 @@ public final class ParallelState implements AutoCloseable {
     /** The topology with the hosts the replacements of {@code replaced} said they are on. */
     private HostTopology withHosts(HostTopology t, Store keys, String roundBase, Set<Integer> replaced,
                                    OpContext ctx) {
-        List<String> hosts = topologyHosts(t);
+        List<String> before = topologyHosts(t);
+        List<String> hosts = new ArrayList<>(before);
         for (int d : replaced) {
             byte[] h = keys.get(roundBase + "host/" + d, factory.timeout);
             if (h.length == 0 || h.length > HostExchange.MAX_HOST_ID_BYTES) {
@@ -1097,7 +1090,7 @@ public final class ParallelState implements AutoCloseable {
             }
             hosts.set(d, new String(h, StandardCharsets.UTF_8));
         }
-        return hosts.equals(topologyHosts(t)) ? t : HostTopology.of(hosts);
+        return hosts.equals(before) ? t : HostTopology.of(hosts);
     }
 
     /** Every configured rank's host id, by global rank. */
