@@ -67,5 +67,12 @@ class TransferIT {
             assertTrue(init.contains("initiator write after death failed type=PeerFailureException"), init);
             assertTrue(init.contains("initiator survivor intact=true"), init);
         }
+        // the killed owner's shared-memory directory is what the next agent on the host removes as it starts
+        io.jcomm.api.internal.shm.ShmFiles.cleanStale(io.jcomm.api.internal.shm.ShmFiles.DEFAULT_DIR, "jcomm-kv-");
+        try (java.util.stream.Stream<Path> left = Files.list(io.jcomm.api.internal.shm.ShmFiles.DEFAULT_DIR)) {
+            List<String> dead = left.filter(p -> p.getFileName().toString().startsWith("jcomm-kv-decode-"))
+                    .filter(p -> !io.jcomm.api.internal.shm.ShmFiles.ownerAlive(p)).map(Path::toString).toList();
+            assertTrue(dead.isEmpty(), "a dead owner's directory is left: " + dead);
+        }
     }
 }
