@@ -29,6 +29,9 @@ public final class TransferOptions {
     /** The largest notification the wire protocol carries. */
     public static final int MAX_NOTIFICATION_BYTES_LIMIT = 1 << 20;
     public static final Duration NOTIFICATION_OFFER_TIMEOUT_DEFAULT = Duration.ofSeconds(1);
+    public static final Duration PEER_SILENCE_TIMEOUT_DEFAULT = Duration.ofSeconds(3);
+    /** The shortest {@link #peerSilenceTimeout()} accepted. */
+    public static final Duration PEER_SILENCE_TIMEOUT_MIN = Duration.ofMillis(300);
     public static final int MAX_REGIONS_DEFAULT = 4096;
     public static final Path SHM_DIRECTORY_DEFAULT = Path.of("/dev/shm");
     public static final int TOKEN_MIN_BYTES = io.jcomm.api.internal.TokenFiles.MIN_BYTES;
@@ -47,6 +50,7 @@ public final class TransferOptions {
     private final int notificationQueueCapacity;
     private final int maxNotificationBytes;
     private final Duration notificationOfferTimeout;
+    private final Duration peerSilenceTimeout;
     private final int maxRegions;
     private final Path shmDirectory;
     private final Set<String> transports;
@@ -66,6 +70,7 @@ public final class TransferOptions {
         this.notificationQueueCapacity = b.notificationQueueCapacity;
         this.maxNotificationBytes = b.maxNotificationBytes;
         this.notificationOfferTimeout = b.notificationOfferTimeout;
+        this.peerSilenceTimeout = b.peerSilenceTimeout;
         this.maxRegions = b.maxRegions;
         this.shmDirectory = b.shmDirectory;
         this.transports = b.transports == null ? null : Set.copyOf(b.transports);
@@ -89,7 +94,11 @@ public final class TransferOptions {
     public int listenPort() { return listenPort; }
     /** The job token agents authenticate each other with (HMAC challenge, never sent), if configured. */
     public Optional<byte[]> token() { return Optional.ofNullable(token).map(byte[]::clone); }
-    /** Parallel tcp connections per peer ({@value #TCP_STREAMS_DEFAULT}); large transfers are split over them. */
+    /**
+     * Parallel tcp connections per peer for large transfers ({@value #TCP_STREAMS_DEFAULT}), which are split over
+     * them; small transfers (at most 256 KiB), notifications and heartbeats take one more connection of their own,
+     * so that they never wait behind a large transfer's bytes.
+     */
     public int tcpStreams() { return tcpStreams; }
     /** Largest piece a tcp transfer is split into ({@value #TCP_CHUNK_BYTES_DEFAULT}). */
     public int tcpChunkBytes() { return tcpChunkBytes; }
@@ -103,6 +112,14 @@ public final class TransferOptions {
     public int maxNotificationBytes() { return maxNotificationBytes; }
     /** How long a full notification queue is waited on before the sender's transfer fails (1 s). */
     public Duration notificationOfferTimeout() { return notificationOfferTimeout; }
+    /**
+     * How long a connected tcp peer may stay silent before it is counted lost (3 s): an initiator sends a
+     * heartbeat every third of it, and fails every pending transfer to a peer that answered nothing for this
+     * long with a {@link io.jcomm.api.PeerFailureException} (a cut link, a lost host, a stopped process: none of
+     * them closes the connection); an owner closes the connections of an initiator silent for this long, ending
+     * its half-received transfers (their regions are released; what landed stays).
+     */
+    public Duration peerSilenceTimeout() { return peerSilenceTimeout; }
     /** Most regions registered at once ({@value #MAX_REGIONS_DEFAULT}). */
     public int maxRegions() { return maxRegions; }
     /** Where shared regions' files go ({@code /dev/shm}). */
@@ -116,7 +133,7 @@ public final class TransferOptions {
     public String toString() {
         return "TransferOptions[name=" + name + ", namespace=" + namespace + ", listen=" + listenHost + ":" + listenPort
                 + ", advertise=" + advertiseHost + ", token=" + (token != null ? "set" : "none") + ", tcpStreams=" + tcpStreams
-                + ", tcpChunkBytes=" + tcpChunkBytes + ", timeout=" + timeout + ", transports="
+                + ", tcpChunkBytes=" + tcpChunkBytes + ", timeout=" + timeout + ", peerSilenceTimeout=" + peerSilenceTimeout + ", transports="
                 + (transports == null ? "all" : transports) + ", hostId=" + hostId + "]";
     }
 
@@ -136,6 +153,7 @@ public final class TransferOptions {
         private int notificationQueueCapacity = NOTIFICATION_QUEUE_DEFAULT;
         private int maxNotificationBytes = MAX_NOTIFICATION_BYTES_DEFAULT;
         private Duration notificationOfferTimeout = NOTIFICATION_OFFER_TIMEOUT_DEFAULT;
+        private Duration peerSilenceTimeout = PEER_SILENCE_TIMEOUT_DEFAULT;
         private int maxRegions = MAX_REGIONS_DEFAULT;
         private Path shmDirectory = SHM_DIRECTORY_DEFAULT;
         private Set<String> transports;
@@ -160,6 +178,7 @@ public final class TransferOptions {
         public Builder notificationQueueCapacity(int v) { this.notificationQueueCapacity = v; return this; }
         public Builder maxNotificationBytes(int v) { this.maxNotificationBytes = v; return this; }
         public Builder notificationOfferTimeout(Duration v) { this.notificationOfferTimeout = Objects.requireNonNull(v); return this; }
+        public Builder peerSilenceTimeout(Duration v) { this.peerSilenceTimeout = Objects.requireNonNull(v); return this; }
         public Builder maxRegions(int v) { this.maxRegions = v; return this; }
         public Builder shmDirectory(Path v) { this.shmDirectory = Objects.requireNonNull(v); return this; }
         /** Only these transports (by provider name, e.g. {@code tcp}); null for every available one. */
@@ -192,6 +211,10 @@ public final class TransferOptions {
             positive(timeout, "timeout");
             positive(connectTimeout, "connectTimeout");
             positive(notificationOfferTimeout, "notificationOfferTimeout");
+            if (peerSilenceTimeout.compareTo(PEER_SILENCE_TIMEOUT_MIN) < 0) {
+                throw new IllegalArgumentException("peerSilenceTimeout must be at least " + PEER_SILENCE_TIMEOUT_MIN.toMillis()
+                        + " ms, got " + peerSilenceTimeout);
+            }
             if (notificationQueueCapacity < 1 || notificationQueueCapacity > 1 << 20) {
                 throw new IllegalArgumentException("notificationQueueCapacity " + notificationQueueCapacity + " outside 1..2^20");
             }

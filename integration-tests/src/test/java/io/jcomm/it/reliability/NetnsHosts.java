@@ -67,7 +67,7 @@ public final class NetnsHosts implements AutoCloseable {
     }
 
     /** Takes the link down on both ends. */
-    void cut() throws IOException, InterruptedException {
+    public void cut() throws IOException, InterruptedException {
         Result r = run(SCRIPT.toString(), "cut", prefix);
         if (r.code != 0) {
             throw new AssertionError("cannot cut the link: " + r.out);

@@ -19,14 +19,15 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
 /**
- * Head-of-line figures of the {@code tcp} transport, many to one on this host: {@code initiators}
- * agents each write {@code largeBytes} into one owner agent, over and over, while the first of them
- * also issues {@code smallBytes} writes one at a time (issue, await). The small writes' latency with
+ * Head-of-line figures of the {@code tcp} transport, many to few on this host: {@code initiators}
+ * agents each write {@code largeBytes} into one of {@code owners} owner agents (initiator i into owner
+ * i mod owners: 4 prefill ranks into 2 decode ranks is {@code 4, 2}), over and over, while the first
+ * initiator also issues {@code smallBytes} writes one at a time (issue, await) into the first owner. The small writes' latency with
  * the large ones in flight is set beside their latency alone and beside one piece's time
  * ({@link TransferOptions#tcpChunkBytes()} at the aggregate bandwidth of the large writes). All agents
  * live in this JVM (independent instances, real loopback sockets).
  *
- * <p>Usage: {@code ManyToOneBench [initiators (4)] [largeBytes (64 MiB)] [smallBytes (4 KiB)] [seconds (2)]};
+ * <p>Usage: {@code ManyToOneBench [initiators (4)] [largeBytes (64 MiB)] [smallBytes (4 KiB)] [seconds (2)] [owners (1)]};
  * {@code commbench transfer --many-to-one} runs the same measurement.
  */
 public final class ManyToOneBench {
@@ -38,6 +39,7 @@ public final class ManyToOneBench {
      * The figures of one run, in seconds.
      *
      * @param initiators   agents writing large transfers (the first also writes the small ones)
+     * @param owners       agents receiving them
      * @param largeBytes   bytes per large write
      * @param smallBytes   bytes per small write
      * @param chunkBytes   the tcp piece size
@@ -45,7 +47,7 @@ public final class ManyToOneBench {
      * @param loaded       small-write latencies with the large writes in flight, sorted
      * @param loadedBytesPerSecond aggregate bandwidth of the large writes meanwhile
      */
-    public record Result(int initiators, int largeBytes, int smallBytes, int chunkBytes, double[] idle, double[] loaded,
+    public record Result(int initiators, int owners, int largeBytes, int smallBytes, int chunkBytes, double[] idle, double[] loaded,
                          double loadedBytesPerSecond) {
 
         /** One piece's time at the measured aggregate bandwidth. */
@@ -57,25 +59,41 @@ public final class ManyToOneBench {
         public double largeSeconds() {
             return (double) largeBytes * initiators / loadedBytesPerSecond;
         }
+
+        /** One piece's time at the first owner's share of the measured bandwidth (what a small write there may wait). */
+        public double ownerChunkSeconds() {
+            int into = (initiators + owners - 1) / owners; // initiators writing into the first owner
+            return chunkBytes / (loadedBytesPerSecond * into / initiators);
+        }
     }
 
     static double quantile(double[] sorted, double q) {
         return sorted.length == 0 ? Double.NaN : sorted[Math.min(sorted.length - 1, (int) Math.floor(q * sorted.length))];
     }
 
-    /** Runs the measurement: about {@code seconds} alone, then about {@code seconds} under load. */
+    /** Runs the measurement into one owner: about {@code seconds} alone, then about {@code seconds} under load. */
     public static Result measure(int initiators, int largeBytes, int smallBytes, double seconds) throws Exception {
-        if (initiators < 1 || largeBytes < smallBytes || smallBytes < 1 || seconds <= 0) {
-            throw new IllegalArgumentException("need initiators >= 1, 1 <= smallBytes <= largeBytes, seconds > 0");
+        return measure(initiators, 1, largeBytes, smallBytes, seconds);
+    }
+
+    /** Runs the measurement into {@code owners} owners: about {@code seconds} alone, then about {@code seconds} under load. */
+    public static Result measure(int initiators, int owners, int largeBytes, int smallBytes, double seconds) throws Exception {
+        if (initiators < 1 || owners < 1 || owners > initiators || largeBytes < smallBytes || smallBytes < 1 || seconds <= 0) {
+            throw new IllegalArgumentException("need 1 <= owners <= initiators, 1 <= smallBytes <= largeBytes, seconds > 0");
         }
         Set<Permission> rw = EnumSet.of(Permission.READ, Permission.WRITE);
         Duration timeout = Duration.ofSeconds(60);
         List<TransferAgent> agents = new ArrayList<>();
         try (InMemoryStore store = new InMemoryStore(Duration.ofSeconds(10))) {
             try {
-                TransferAgent owner = TransferAgent.open(store, TransferOptions.builder("m2o-owner").transports(Set.of("tcp"))
-                        .timeout(timeout).build());
-                agents.add(owner);
+                List<TransferAgent> ownerAgents = new ArrayList<>();
+                for (int o = 0; o < owners; o++) {
+                    TransferAgent a = TransferAgent.open(store, TransferOptions.builder("m2o-owner-" + o).transports(Set.of("tcp"))
+                            .timeout(timeout).build());
+                    agents.add(a);
+                    ownerAgents.add(a);
+                }
+                TransferAgent owner = ownerAgents.get(0);
                 List<TransferAgent> inits = new ArrayList<>();
                 List<MemoryRegion> srcs = new ArrayList<>();
                 List<RemoteDescriptor> dsts = new ArrayList<>();
@@ -85,7 +103,7 @@ public final class ManyToOneBench {
                     agents.add(a);
                     inits.add(a);
                     srcs.add(a.register(ByteBuffer.allocateDirect(largeBytes), Set.of()));
-                    dsts.add(owner.register(ByteBuffer.allocateDirect(largeBytes), rw).descriptor());
+                    dsts.add(ownerAgents.get(i % owners).register(ByteBuffer.allocateDirect(largeBytes), rw).descriptor());
                 }
                 TransferAgent first = inits.get(0);
                 MemoryRegion smallSrc = first.register(ByteBuffer.allocateDirect(smallBytes), Set.of());
@@ -128,7 +146,7 @@ public final class ManyToOneBench {
                     throw new IllegalStateException("a large write failed: " + failed.get(), failed.get());
                 }
                 double bw = (m1 - m0) / ((w1 - w0) / 1e9);
-                return new Result(initiators, largeBytes, smallBytes, chunk, idle, loaded, bw);
+                return new Result(initiators, owners, largeBytes, smallBytes, chunk, idle, loaded, bw);
             } finally {
                 for (TransferAgent a : agents) {
                     a.close();
@@ -158,8 +176,9 @@ public final class ManyToOneBench {
 
     /** Prints a result as a small table. */
     public static void print(PrintStream out, Result r) {
-        out.printf(Locale.ROOT, "# many to one over tcp: %d initiators x %d-byte writes into one owner; the first also writes %d bytes "
-                + "one at a time; %s, %d cpus%n", r.initiators(), r.largeBytes(), r.smallBytes(),
+        out.printf(Locale.ROOT, "# many to %s over tcp: %d initiators x %d-byte writes into %d owner%s; the first also writes %d bytes "
+                + "one at a time into the first owner; %s, %d cpus%n", r.owners() == 1 ? "one" : "few", r.initiators(), r.largeBytes(),
+                r.owners(), r.owners() == 1 ? "" : "s", r.smallBytes(),
                 System.getProperty("java.vm.name") + " " + Runtime.version(), Runtime.getRuntime().availableProcessors());
         out.printf(Locale.ROOT, "%-28s %8s %10s %10s %10s %10s%n", "small writes", "count", "p50 us", "p90 us", "p99 us", "max us");
         for (Object[] row : new Object[][] {{"alone", r.idle()}, {"beside the large writes", r.loaded()}}) {
@@ -167,10 +186,13 @@ public final class ManyToOneBench {
             out.printf(Locale.ROOT, "%-28s %8d %10.1f %10.1f %10.1f %10.1f%n", row[0], l.length, quantile(l, 0.5) * 1e6,
                     quantile(l, 0.9) * 1e6, quantile(l, 0.99) * 1e6, l.length == 0 ? Double.NaN : l[l.length - 1] * 1e6);
         }
-        out.printf(Locale.ROOT, "large writes: %.2f GB/s in all; one %d-byte piece at that rate: %.1f us; one large write: %.1f us"
-                + "%nsmall p50 under load - alone: %.1f us = %.2f pieces%n", r.loadedBytesPerSecond() / 1e9, r.chunkBytes(),
-                r.chunkSeconds() * 1e6, r.largeSeconds() * 1e6, (quantile(r.loaded(), 0.5) - quantile(r.idle(), 0.5)) * 1e6,
-                (quantile(r.loaded(), 0.5) - quantile(r.idle(), 0.5)) / r.chunkSeconds());
+        out.printf(Locale.ROOT, "large writes: %.2f GB/s in all; one %d-byte piece at that rate: %.1f us (at the first owner's share: "
+                + "%.1f us); one large write: %.1f us%nsmall under load - alone: p50 %.1f us = %.2f pieces, p99 %.1f us = %.2f pieces "
+                + "(at the first owner's share)%n", r.loadedBytesPerSecond() / 1e9, r.chunkBytes(), r.chunkSeconds() * 1e6,
+                r.ownerChunkSeconds() * 1e6, r.largeSeconds() * 1e6, (quantile(r.loaded(), 0.5) - quantile(r.idle(), 0.5)) * 1e6,
+                (quantile(r.loaded(), 0.5) - quantile(r.idle(), 0.5)) / r.ownerChunkSeconds(),
+                (quantile(r.loaded(), 0.99) - quantile(r.idle(), 0.5)) * 1e6,
+                (quantile(r.loaded(), 0.99) - quantile(r.idle(), 0.5)) / r.ownerChunkSeconds());
     }
 
     public static void main(String[] args) throws Exception {
@@ -178,6 +200,7 @@ public final class ManyToOneBench {
         int large = args.length > 1 ? Integer.parseInt(args[1]) : 64 << 20;
         int small = args.length > 2 ? Integer.parseInt(args[2]) : 4 << 10;
         double seconds = args.length > 3 ? Double.parseDouble(args[3]) : 2;
-        print(System.out, measure(initiators, large, small, seconds));
+        int owners = args.length > 4 ? Integer.parseInt(args[4]) : 1;
+        print(System.out, measure(initiators, owners, large, small, seconds));
     }
 }

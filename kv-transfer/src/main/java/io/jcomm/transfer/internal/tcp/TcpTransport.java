@@ -49,12 +49,16 @@ import java.util.concurrent.atomic.AtomicLong;
  * The tcp transport of one agent. Owner side: an acceptor thread and one thread per incoming stream
  * that checks each request ({@link TransportContext#acquire}) before touching memory and reads a
  * write's data straight into the registered range (stopping at the next 1 MiB step if the region is
- * revoked). Initiator side: per peer {@link TransferOptions#tcpStreams()} authenticated connections,
- * each with a sender and a receiver thread (requests matched by id; small requests pipelined on an
- * express lane ahead of the pieces of large transfers, of which one per stream is unanswered at a
- * time, so that a small transfer waits behind at most one piece); a reaper closes a
- * stream whose transfer passed its deadline. A broken connection (the peer died) fails every
- * transfer on it with a {@link PeerFailureException} as soon as the socket reports it.
+ * revoked). Initiator side: per peer one express connection (transfers of at most
+ * {@link #EXPRESS_BYTES}, notifications, heartbeats; pipelined) and {@link TransferOptions#tcpStreams()}
+ * bulk connections that carry the pieces of larger transfers, at most {@link #BULK_IN_FLIGHT} unanswered
+ * per connection; each connection has a sender and a receiver thread, requests matched by id. A small
+ * transfer therefore never waits behind a large one's bytes, on either side, and the owner serves it
+ * on a thread of its own. A reaper closes a connection whose transfer passed its deadline and sends
+ * heartbeats: a peer that answered nothing for {@link TransferOptions#peerSilenceTimeout()} (a cut link, a
+ * lost host, a stopped process) fails every pending transfer with a {@link PeerFailureException}, and an
+ * owner closes the connections of an initiator silent that long. A broken connection (the peer died)
+ * fails every transfer on it with a {@link PeerFailureException} as soon as the socket reports it.
  */
 final class TcpTransport implements Transport {
 
@@ -62,7 +66,11 @@ final class TcpTransport implements Transport {
     private static final int QUEUE = 4096;
     /** Transfers of at most this many bytes (and notifications) take a stream's express lane. */
     static final long EXPRESS_BYTES = 256 << 10;
+    /** Pieces of large transfers sent and not yet answered on one bulk connection. */
+    static final int BULK_IN_FLIGHT = 2;
     private static final long REAPER_PERIOD_MS = 10;
+    /** How often the owner looks for silent initiators, in reaper periods. */
+    private static final int SESSION_CHECK_PERIODS = 10;
 
     private final TransportContext ctx;
     private final TransferOptions opts;
@@ -72,7 +80,8 @@ final class TcpTransport implements Transport {
     private final byte[] endpoint;
     private final Map<String, PeerConn> conns = new ConcurrentHashMap<>();
     private final Map<String, Object> connectLocks = new ConcurrentHashMap<>();
-    private final Set<SocketChannel> sessions = ConcurrentHashMap.newKeySet();
+    private final Set<Session> sessions = ConcurrentHashMap.newKeySet();
+    private final long silenceNanos;
     private final AtomicLong requestIds = new AtomicLong(1);
     private final Thread acceptor;
     private final Thread reaper;
@@ -83,6 +92,7 @@ final class TcpTransport implements Transport {
         this.opts = ctx.options();
         this.self = opts.name();
         this.token = opts.token().orElse(null);
+        this.silenceNanos = opts.peerSilenceTimeout().toNanos();
         try {
             server = ServerSocketChannel.open();
             server.bind(new InetSocketAddress(opts.listenHost(), opts.listenPort()), 256);
@@ -170,7 +180,7 @@ final class TcpTransport implements Transport {
         try {
             PeerConn c = connection(peer, deadline);
             Op op = new Op(TcpWire.NOTIFY, requestIds.getAndIncrement(), null, 0, 0, null, notification, deadline, true);
-            c.next().submit(op);
+            c.express().submit(op);
             return op.future;
         } catch (CommException e) {
             return CompletableFuture.failedFuture(e);
@@ -184,7 +194,7 @@ final class TcpTransport implements Transport {
         } catch (CommException e) {
             return CompletableFuture.failedFuture(e);
         }
-        int streams = c.streams.length;
+        int streams = c.streams.length - 1;
         long total = 0;
         for (Segment s : segments) {
             total += s.remote().length();
@@ -213,7 +223,8 @@ final class TcpTransport implements Transport {
         CompletableFuture<?>[] fs = new CompletableFuture<?>[ops.size()];
         for (int i = 0; i < ops.size(); i++) {
             fs[i] = ops.get(i).future;
-            c.next().submit(ops.get(i));
+            Op op = ops.get(i);
+            (op.express ? c.express() : c.bulk()).submit(op);
         }
         CompletableFuture<Void> all = fs.length == 1 ? ops.get(0).future : CompletableFuture.allOf(fs);
         if (notification == null || attach) {
@@ -241,7 +252,7 @@ final class TcpTransport implements Transport {
             String host = endpointOfPeer.host();
             int port = endpointOfPeer.port();
             Deadline d = deadline.min(Deadline.after(opts.connectTimeout()));
-            Stream[] streams = new Stream[opts.tcpStreams()];
+            Stream[] streams = new Stream[1 + opts.tcpStreams()]; // [0]: the express connection
             PeerConn conn = new PeerConn(peer.name(), streams);
             try {
                 for (int i = 0; i < streams.length; i++) {
@@ -352,20 +363,49 @@ final class TcpTransport implements Transport {
         }
     }
 
-    /** The streams to one peer. */
+    /** The connections to one peer: {@code streams[0]} the express one, the others bulk. */
     private final class PeerConn {
         final String agent;
         final Stream[] streams;
         final AtomicInteger next = new AtomicInteger();
         volatile boolean broken;
+        /** When the last heartbeat was sent (reaper thread only). */
+        long lastPing = System.nanoTime();
 
         PeerConn(String agent, Stream[] streams) {
             this.agent = agent;
             this.streams = streams;
         }
 
-        Stream next() {
-            return streams[Math.floorMod(next.getAndIncrement(), streams.length)];
+        Stream express() {
+            return streams[0];
+        }
+
+        Stream bulk() {
+            return streams[1 + Math.floorMod(next.getAndIncrement(), streams.length - 1)];
+        }
+
+        /** When the peer last answered anything on any of the connections. */
+        long lastHeard() {
+            long l = streams[0].lastHeard;
+            for (Stream s : streams) {
+                if (s.lastHeard - l > 0) {
+                    l = s.lastHeard;
+                }
+            }
+            return l;
+        }
+
+        /** Sends a heartbeat every third of the silence timeout; fails the peer once it has been silent that long. */
+        void heartbeat(long now) {
+            if (now - lastHeard() > silenceNanos) {
+                fail(new PeerFailureException(context("transfer"), -1, "agent " + agent + " answered nothing, not even a heartbeat, for "
+                        + TimeUnit.NANOSECONDS.toMillis(now - lastHeard()) + " ms (a cut link, a lost host or a stopped process)"));
+            } else if (now - lastPing > silenceNanos / 3) {
+                lastPing = now;
+                express().submit(new Op(TcpWire.PING, requestIds.getAndIncrement(), null, 0, 0, null, null,
+                        Deadline.after(java.time.Duration.ofNanos(2 * silenceNanos)), true));
+            }
         }
 
         void fail(CommException cause) {
@@ -380,11 +420,11 @@ final class TcpTransport implements Transport {
     }
 
     /**
-     * One connection: a sender and a receiver thread, requests matched to responses by id. Two lanes:
-     * express (transfers of at most {@link #EXPRESS_BYTES}, notifications) is always sent next; a
-     * bulk piece is sent only when no other bulk piece of this stream is unanswered, so that at most
-     * one piece ({@link TransferOptions#tcpChunkBytes()}) lies in the socket buffers ahead of a small
-     * request and a small transfer never waits behind a whole large one.
+     * One connection: a sender and a receiver thread, requests matched to responses by id. Express
+     * requests (transfers of at most {@link #EXPRESS_BYTES}, notifications, heartbeats) are sent as they
+     * come; bulk pieces only while fewer than {@link #BULK_IN_FLIGHT} are unanswered, so that the socket
+     * buffers never hold more than that many pieces of a stream. The express connection carries only
+     * express requests and each bulk connection only pieces, but either kind works on any connection.
      */
     private final class Stream {
         final PeerConn conn;
@@ -397,6 +437,8 @@ final class TcpTransport implements Transport {
         int bulkInFlight;
         final Map<Long, Op> pending = new ConcurrentHashMap<>();
         volatile CommException failure;
+        /** When the last response arrived (or the connection was made). */
+        volatile long lastHeard = System.nanoTime();
 
         Stream(PeerConn conn, SocketChannel ch) {
             this.conn = conn;
@@ -517,7 +559,7 @@ final class TcpTransport implements Transport {
             lock.lock();
             try {
                 Op op = express.poll();
-                if (op == null && bulkInFlight == 0) {
+                if (op == null && bulkInFlight < BULK_IN_FLIGHT) {
                     op = bulk.poll();
                     if (op != null) {
                         bulkInFlight++;
@@ -556,6 +598,7 @@ final class TcpTransport implements Transport {
                         throw new PeerFailureException(context("transfer"), -1, "agent " + conn.agent + " closed the connection");
                     }
                     h.flip();
+                    lastHeard = System.nanoTime();
                     int magic = h.getInt();
                     int status = h.getInt();
                     long id = h.getLong();
@@ -641,7 +684,7 @@ final class TcpTransport implements Transport {
     }
 
     private void reapLoop() {
-        while (!closed) {
+        for (long round = 1; !closed; round++) {
             try {
                 Thread.sleep(REAPER_PERIOD_MS);
             } catch (InterruptedException e) {
@@ -652,6 +695,31 @@ final class TcpTransport implements Transport {
                 for (Stream s : c.streams) {
                     s.reap(now);
                 }
+                if (!c.broken) {
+                    c.heartbeat(now);
+                }
+            }
+            if (round % SESSION_CHECK_PERIODS == 0) {
+                closeSilentSessions(now);
+            }
+        }
+    }
+
+    /**
+     * Owner side: closes every connection of an initiator that sent nothing on any of them (its
+     * heartbeats included) for the silence timeout, which ends the transfers they were receiving.
+     */
+    private void closeSilentSessions(long now) {
+        Map<String, Long> heard = new java.util.HashMap<>();
+        for (Session s : sessions) {
+            if (s.peer != null) {
+                heard.merge(s.peer, s.lastHeard, (a, b) -> a - b > 0 ? a : b);
+            }
+        }
+        for (Session s : sessions) {
+            Long h = s.peer == null ? null : heard.get(s.peer);
+            if (h != null && now - h > silenceNanos) {
+                close(s.ch);
             }
         }
     }
@@ -666,6 +734,18 @@ final class TcpTransport implements Transport {
 
     // ------------------------------------------------------------------ owner side
 
+    /** An accepted connection; {@link #peer} is set once the initiator has authenticated. */
+    private static final class Session {
+        final SocketChannel ch;
+        volatile String peer;
+        /** When the last request header arrived (or the initiator authenticated). */
+        volatile long lastHeard = System.nanoTime();
+
+        Session(SocketChannel ch) {
+            this.ch = ch;
+        }
+    }
+
     private void acceptLoop() {
         while (!closed) {
             SocketChannel ch;
@@ -674,24 +754,28 @@ final class TcpTransport implements Transport {
             } catch (IOException e) {
                 return; // closed
             }
-            sessions.add(ch);
-            daemon(() -> serve(ch), "jcomm-transfer-" + self + "-serve");
+            Session s = new Session(ch);
+            sessions.add(s);
+            daemon(() -> serve(s), "jcomm-transfer-" + self + "-serve");
         }
     }
 
-    private void serve(SocketChannel ch) {
+    private void serve(Session s) {
+        SocketChannel ch = s.ch;
         try {
             ch.setOption(StandardSocketOptions.TCP_NODELAY, true);
             ch.setOption(StandardSocketOptions.SO_RCVBUF, 4 << 20);
             ch.setOption(StandardSocketOptions.SO_SNDBUF, 4 << 20);
             String peer = handshake(ch);
             if (peer != null) {
-                serveRequests(ch, peer);
+                s.lastHeard = System.nanoTime();
+                s.peer = peer;
+                serveRequests(s, peer);
             }
         } catch (IOException | RuntimeException e) {
             // the peer went away or broke the protocol: its requests' outcomes are its own to see
         } finally {
-            sessions.remove(ch);
+            sessions.remove(s);
             close(ch);
         }
     }
@@ -739,7 +823,8 @@ final class TcpTransport implements Transport {
         return ok ? client : null;
     }
 
-    private void serveRequests(SocketChannel ch, String peer) throws IOException {
+    private void serveRequests(Session session, String peer) throws IOException {
+        SocketChannel ch = session.ch;
         ByteBuffer h = ByteBuffer.allocateDirect(TcpWire.REQUEST_HEADER).order(ByteOrder.LITTLE_ENDIAN);
         ByteBuffer r = ByteBuffer.allocateDirect(TcpWire.RESPONSE_HEADER).order(ByteOrder.LITTLE_ENDIAN);
         ByteBuffer scratch = null;
@@ -750,6 +835,7 @@ final class TcpTransport implements Transport {
                 return;
             }
             h.flip();
+            session.lastHeard = System.nanoTime();
             int type = h.getInt();
             int nl = h.getInt();
             long id = h.getLong();
@@ -758,7 +844,7 @@ final class TcpTransport implements Transport {
             long generation = h.getLong();
             long offset = h.getLong();
             long length = h.getLong();
-            if (type < TcpWire.WRITE || type > TcpWire.NOTIFY || nl < 0 || nl > maxNotification || length < 0
+            if (type < TcpWire.WRITE || type > TcpWire.PING || nl < 0 || nl > maxNotification || length < 0
                     || length > TransferOptions.TCP_CHUNK_BYTES_MAX) {
                 respond(ch, r, id, TransferRefusedException.Reason.MALFORMED.code(), "request type " + type + ", notification of "
                         + nl + " bytes (at most " + maxNotification + "), length " + length + " (at most "
@@ -772,6 +858,10 @@ final class TcpTransport implements Transport {
                     return;
                 }
                 notification = nb.array();
+            }
+            if (type == TcpWire.PING) {
+                respond(ch, r, id, TcpWire.STATUS_OK, null);
+                continue;
             }
             if (type == TcpWire.NOTIFY) {
                 deliverAndRespond(ch, r, id, peer, notification == null ? new byte[0] : notification);
@@ -869,8 +959,8 @@ final class TcpTransport implements Transport {
         for (PeerConn c : conns.values()) {
             c.fail(new CommClosedException(context("close"), "transfer agent " + self + " closed"));
         }
-        for (SocketChannel s : sessions) {
-            close(s);
+        for (Session s : sessions) {
+            close(s.ch);
         }
         acceptor.interrupt();
         reaper.interrupt();

@@ -13,7 +13,7 @@ import java.nio.channels.SocketChannel;
  *            S: CHALLENGE magic u32, status u32, name (u16 + ASCII), nonce[32], mac[32], detail (u16 + UTF-8)
  *            C: AUTH      magic u32, mac[32]
  *            S: VERDICT   magic u32, status u32
- * request    type u32 (1 write, 2 read, 3 notify), notificationLength u32, requestId u64, regionId u32,
+ * request    type u32 (1 write, 2 read, 3 notify, 4 heartbeat), notificationLength u32, requestId u64, regionId u32,
  *            reserved u32, generation u64, offset u64, length u64; notification bytes; for a write the
  *            data (length bytes, at most {@link io.jcomm.transfer.TransferOptions#TCP_CHUNK_BYTES_MAX})
  * response   magic u32, status u32 (0 ok, else a refusal reason), requestId u64, detailLength u32,
@@ -27,10 +27,11 @@ final class TcpWire {
     static final int AUTH = 0x48545541;
     static final int VERDICT = 0x54434456;
     static final int RESPONSE = 0x50534552;
-    static final int VERSION = 1;
+    static final int VERSION = 2;
     static final int WRITE = 1;
     static final int READ = 2;
     static final int NOTIFY = 3;
+    static final int PING = 4;
     static final int REQUEST_HEADER = 48;
     static final int RESPONSE_HEADER = 24;
     static final int MAX_DETAIL = 1024;

@@ -52,16 +52,20 @@ public final class TransferBenchCommand implements Callable<Integer> {
             + "over and over, while the first also writes --min-bytes one at a time; small-write latency alone and under load")
     Integer manyToOne;
 
+    @Option(names = "--owners", description = "with --many-to-one: the initiators write into this many owners, initiator i "
+            + "into owner i mod M (4 prefill ranks into 2 decode ranks: --many-to-one 4 --owners 2; default ${DEFAULT-VALUE})")
+    int owners = 1;
+
     @Override
     public Integer call() throws Exception {
         if (manyToOne != null) {
-            if (manyToOne < 1 || manyToOne > 64 || minBytes < 1 || maxBytes < minBytes || maxBytes > 1 << 30 || seconds <= 0
+            if (manyToOne < 1 || manyToOne > 64 || owners < 1 || owners > manyToOne || minBytes < 1 || maxBytes < minBytes || maxBytes > 1 << 30 || seconds <= 0
                     || seconds > 60) {
-                System.err.println("commbench transfer --many-to-one: need 1 <= N <= 64, 1 <= --min-bytes <= --max-bytes <= 1 GiB, "
+                System.err.println("commbench transfer --many-to-one: need 1 <= N <= 64, 1 <= --owners <= N, 1 <= --min-bytes <= --max-bytes <= 1 GiB, "
                         + "0 < --seconds <= 60");
                 return 2;
             }
-            ManyToOneBench.print(System.out, ManyToOneBench.measure(manyToOne, maxBytes, minBytes, seconds));
+            ManyToOneBench.print(System.out, ManyToOneBench.measure(manyToOne, owners, maxBytes, minBytes, seconds));
             return 0;
         }
         if (minBytes < 1 || maxBytes < minBytes || maxBytes > 1 << 30 || seconds <= 0 || seconds > 60 || timeoutSeconds < 1) {
