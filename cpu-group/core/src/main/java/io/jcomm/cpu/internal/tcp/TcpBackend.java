@@ -35,7 +35,8 @@ import java.nio.ByteOrder;
  * A lazily connected group keeps every world-sized collective on the barrier's peers (rank ± 2^k):
  * all-reduce up to {@code tcp.smallBytes} by recursive doubling, above by the ring; broadcast up to
  * {@code tcp.smallBytes} over a binomial tree, above down the chain; all-gather(V) and reduce-scatter on
- * the ring at every size.
+ * the ring at every size; gather and scatter over the binomial tree rooted at the root (each rank moves
+ * its subtree's parts in one message).
  * Every rank computes the same reduction order, so all ranks get bit-identical results.
  *
  * <h2>Same-host fast path</h2>
@@ -1057,6 +1058,10 @@ final class TcpBackend implements CpuBackend {
     public void gather(Tensor output, Tensor input, int dst, Deadline deadline) {
         e.enter("gather");
         try {
+            if (e.lazy) {
+                gatherTree(output, input, dst, deadline);
+                return;
+            }
             Op op = e.begin(Frame.DATA, OpCodes.GATHER, deadline);
             op.template.dtype(input.dtype()).count(input.numel()).root(dst).algo(ALGO_DIRECT);
             long b = input.byteSize();
@@ -1081,6 +1086,10 @@ final class TcpBackend implements CpuBackend {
     public void scatter(Tensor output, Tensor input, int src, Deadline deadline) {
         e.enter("scatter");
         try {
+            if (e.lazy) {
+                scatterTree(output, input, src, deadline);
+                return;
+            }
             Op op = e.begin(Frame.DATA, OpCodes.SCATTER, deadline);
             op.template.dtype(output.dtype()).count(output.numel()).root(src).algo(ALGO_DIRECT);
             long b = output.byteSize();
@@ -1099,6 +1108,90 @@ final class TcpBackend implements CpuBackend {
         } finally {
             e.exit();
         }
+    }
+
+    /**
+     * The peers of this rank in the binomial tree rooted at {@code root}, as in {@link #broadcastLazy}: at
+     * position {@code pos = rank - root (mod N)} the parent (first, unless this is the root) at
+     * {@code pos - lowestOneBit(pos)}, then the children at {@code pos + 2^j} for the powers of two below
+     * that bit, largest first. The child at {@code pos + d} heads the positions {@code [pos + d, pos + 2d)}
+     * (clipped at N). Returns the number of peers written to {@code peers} (33 entries).
+     */
+    private int treePeers(int root, int[] peers) {
+        int pos = mod(rank - root);
+        int low = pos == 0 ? Integer.highestOneBit(Math.max(1, size - 1)) << 1 : Integer.lowestOneBit(pos);
+        int n = 0;
+        if (pos != 0) {
+            peers[n++] = mod(rank - low);
+        }
+        for (int d = low >> 1; d > 0; d >>= 1) {
+            if (pos + d < size) {
+                peers[n++] = mod(rank + d);
+            }
+        }
+        return n;
+    }
+
+    /**
+     * Gather in a lazily connected group, over the binomial tree rooted at {@code dst} (ceil(log2 N) rounds,
+     * the barrier's peers only): each rank collects its subtree's inputs in position order, its children's
+     * blocks first, and sends them to its parent in one message; the root puts the positions back in rank
+     * order. Inside {@code enter}.
+     */
+    private void gatherTree(Tensor output, Tensor input, int dst, Deadline deadline) {
+        int[] peers = new int[33];
+        int n = treePeers(dst, peers);
+        int pos = mod(rank - dst);
+        int span = pos == 0 ? size : Math.min(Integer.lowestOneBit(pos), size - pos);
+        long b = input.byteSize();
+        Op op = e.begin(Frame.DATA, OpCodes.GATHER, deadline, peers, n);
+        op.template.dtype(input.dtype()).count(input.numel()).root(dst).algo(ALGO_TREE);
+        ByteBuffer block = work(span * b);
+        slice(block, 0, b).put(input.buffer());
+        for (int i = pos == 0 ? 0 : 1; i < n; i++) {
+            int d = mod(peers[i] - rank);
+            e.post(Recv.into(op, peers[i], op.frame(0), slice(block, d * b, Math.min(d, size - pos - d) * b), null));
+        }
+        e.await(op);
+        if (pos != 0) {
+            e.send(op, peers[0], op.frame(0), block);
+            e.await(op);
+            return;
+        }
+        // position p holds rank dst + p (mod N)
+        ByteBuffer out = output.buffer();
+        slice(out, dst * b, (size - dst) * b).put(slice(block, 0, (size - dst) * b));
+        slice(out, 0, dst * b).put(slice(block, (size - dst) * b, dst * b));
+    }
+
+    /**
+     * Scatter in a lazily connected group, over the binomial tree rooted at {@code src}: the root puts the
+     * parts in position order, each rank receives its subtree's parts from its parent in one message, keeps
+     * its own and sends each child that child's subtree. Inside {@code enter}.
+     */
+    private void scatterTree(Tensor output, Tensor input, int src, Deadline deadline) {
+        int[] peers = new int[33];
+        int n = treePeers(src, peers);
+        int pos = mod(rank - src);
+        int span = pos == 0 ? size : Math.min(Integer.lowestOneBit(pos), size - pos);
+        long b = output.byteSize();
+        Op op = e.begin(Frame.DATA, OpCodes.SCATTER, deadline, peers, n);
+        op.template.dtype(output.dtype()).count(output.numel()).root(src).algo(ALGO_TREE);
+        ByteBuffer block = work(span * b);
+        if (pos == 0) {
+            ByteBuffer in = input.buffer();
+            slice(block, 0, (size - src) * b).put(slice(in, src * b, (size - src) * b));
+            slice(block, (size - src) * b, src * b).put(slice(in, 0, src * b));
+        } else {
+            e.post(Recv.into(op, peers[0], op.frame(0), block, null));
+            e.await(op);
+        }
+        for (int i = pos == 0 ? 0 : 1; i < n; i++) {
+            int d = mod(peers[i] - rank);
+            e.send(op, peers[i], op.frame(0), slice(block, d * b, Math.min(d, size - pos - d) * b));
+        }
+        output.buffer().put(slice(block, 0, b));
+        e.await(op);
     }
 
     // ------------------------------------------------------------------ reduce-scatter

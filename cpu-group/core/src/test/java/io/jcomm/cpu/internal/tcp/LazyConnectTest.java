@@ -70,13 +70,35 @@ class LazyConnectTest {
                     assertEquals(peer, in.toDoubleArray()[0]);
                 }
             }, T);
+            // gather and scatter take the binomial tree: every root, every rank's part in its place, no new link
+            List<Integer> before = t.call(g -> tcp(g).linkedPeers(), T);
+            t.run(g -> {
+                for (int root : new int[] {0, 6, N - 1}) {
+                    Tensor x = Tensor.ofInts(g.rank() * 10 + root, -g.rank());
+                    Tensor all = Tensor.allocate(io.jcomm.api.DType.I32, 2 * N);
+                    g.gather(all, x, root);
+                    Tensor parts = Tensor.allocate(io.jcomm.api.DType.I32, 2 * N);
+                    for (int r = 0; g.rank() == root && r < N; r++) {
+                        assertEquals(r * 10 + root, all.buffer().getInt(8 * r), "gather to " + root + ", rank " + r);
+                        assertEquals(-r, all.buffer().getInt(8 * r + 4), "gather to " + root + ", rank " + r);
+                        parts.buffer().putInt(8 * r, r * 100 + root).putInt(8 * r + 4, ~r);
+                    }
+                    Tensor mine = Tensor.ofInts(-1, -1);
+                    g.scatter(mine, parts, root);
+                    assertArrayEquals(new double[] {g.rank() * 100 + root, ~g.rank()}, mine.toDoubleArray(), "scatter from " + root);
+                }
+            }, T);
+            assertEquals(before, t.call(g -> tcp(g).linkedPeers(), T), "gather and scatter made links");
             // an operation that needs everyone connects everyone, once
             t.run(g -> {
-                Tensor x = Tensor.ofInts(g.rank());
+                Tensor x = Tensor.allocate(io.jcomm.api.DType.I32, N);
+                for (int j = 0; j < N; j++) {
+                    x.buffer().putInt(4 * j, g.rank() * 1000 + j);
+                }
                 Tensor all = Tensor.allocate(io.jcomm.api.DType.I32, N);
-                g.gather(all, x, 0);
-                if (g.rank() == 0) {
-                    assertEquals(N * (N - 1) / 2.0, java.util.Arrays.stream(all.toDoubleArray()).sum());
+                g.allToAll(all, x);
+                for (int i = 0; i < N; i++) {
+                    assertEquals(i * 1000 + g.rank(), all.buffer().getInt(4 * i), "allToAll from " + i);
                 }
             }, T);
             assertEquals(List.of(N - 1), t.call(g -> tcp(g).linkedPeers(), T).stream().distinct().toList());
