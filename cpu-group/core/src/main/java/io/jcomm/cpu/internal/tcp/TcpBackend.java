@@ -34,8 +34,9 @@ import java.nio.ByteOrder;
  * </ul>
  * A lazily connected group keeps every world-sized collective on the barrier's peers (rank ± 2^k):
  * all-reduce up to {@code tcp.smallBytes} by recursive doubling, above by the ring; broadcast up to
- * {@code tcp.smallBytes} over a binomial tree, above down the chain; all-gather(V) and reduce-scatter on
- * the ring at every size; gather and scatter over the binomial tree rooted at the root (each rank moves
+ * {@code tcp.smallBytes} over a binomial tree, above down the chain; all-gather(V) up to
+ * {@code tcp.smallBytes} in ceil(log2 N) rounds (Bruck), above on the ring; reduce-scatter on the ring at
+ * every size; gather and scatter over the binomial tree rooted at the root (each rank moves
  * its subtree's parts in one message).
  * Every rank computes the same reduction order, so all ranks get bit-identical results.
  *
@@ -60,6 +61,8 @@ final class TcpBackend implements CpuBackend {
     private static final int ALGO_SHARED = 3;
     /** Binomial tree (broadcast) or recursive doubling (all-reduce): lazily connected groups, small tensors. */
     private static final int ALGO_TREE = 4;
+    /** Bruck's all-gather: lazily connected groups, small tensors. */
+    private static final int ALGO_BRUCK = 5;
     private static final ByteBuffer EMPTY = ByteBuffer.allocateDirect(0);
 
     private final Engine e;
@@ -715,6 +718,38 @@ final class TcpBackend implements CpuBackend {
      * All-gather (equal or variable counts) through the staging regions: per piece every rank copies
      * its next part in once and every other rank's part out once; one synchronisation per piece.
      */
+    /**
+     * All-gather(V) of at most {@code tcp.smallBytes} in a lazily connected group: ceil(log2 N) rounds
+     * (Bruck), with the barrier's peers only. In round k this rank sends the parts it holds, those of ranks
+     * {@code rank .. rank + 2^k - 1} (mod N, in that order in a work buffer), to {@code rank - 2^k} and
+     * receives the next ones from {@code rank + 2^k}; at the end it puts them in rank order. Inside
+     * {@code enter}.
+     */
+    private void allGatherBruck(int code, Tensor output, Tensor input, long[] counts, long countField, Deadline deadline) {
+        DType t = output.dtype();
+        long[] rel = new long[size + 1]; // rel[i]: where the part of rank + i begins
+        for (int i = 0; i < size; i++) {
+            rel[i + 1] = rel[i] + counts[mod(rank + i)] * t.byteSize();
+        }
+        ByteBuffer held = work(rel[size]);
+        slice(held, 0, rel[1]).put(input.buffer());
+        int[] peers = new int[2];
+        for (int dist = 1; dist < size; dist <<= 1) {
+            int count = Math.min(dist, size - dist);
+            peers[0] = mod(rank - dist);
+            peers[1] = mod(rank + dist);
+            Op op = e.begin(Frame.DATA, code, deadline, peers, 2);
+            op.template.dtype(t).count(countField).algo(ALGO_BRUCK);
+            e.post(Recv.into(op, peers[1], op.frame(0), slice(held, rel[dist], rel[dist + count] - rel[dist]), null));
+            e.send(op, peers[0], op.frame(0), slice(held, 0, rel[count]));
+            e.await(op);
+        }
+        ByteBuffer out = output.buffer();
+        long mine = rel[size] - rel[size - rank]; // the bytes of ranks 0 .. rank - 1
+        slice(out, mine, rel[size - rank]).put(slice(held, 0, rel[size - rank]));
+        slice(out, 0, mine).put(slice(held, rel[size - rank], mine));
+    }
+
     private void gatherAllShared(Op op, ShmStaging st, ByteBuffer out, ByteBuffer in, long[] counts, long[] off,
                                  DType t, long countField) {
         int es = t.byteSize();
@@ -838,7 +873,11 @@ final class TcpBackend implements CpuBackend {
             DType t = output.dtype();
             int es = t.byteSize();
             long total = output.byteSize();
-            // a lazily connected group takes the ring at every size: it needs two peers
+            if (e.lazy && st == null && total <= cfg.smallBytes) {
+                allGatherBruck(code, output, input, counts, countField, deadline);
+                return;
+            }
+            // a lazily connected group takes the ring above tcp.smallBytes: it needs two peers
             boolean direct = total <= cfg.smallBytes && !(e.lazy && st == null);
             Op op = e.lazy && st == null ? beginRing(code, deadline) : e.begin(Frame.DATA, code, deadline);
             op.template.dtype(t).count(countField).algo(direct ? ALGO_DIRECT : ALGO_PIPELINE);
