@@ -15,7 +15,7 @@ import java.time.Duration;
 import java.time.Instant;
 
 /**
- * One rank's side of a two-job transfer demo (such as {@code demo --pd}): the store
+ * One rank's side of a two-job transfer demo ({@code demo --pd}, {@code demo --weights}): the store
  * where both jobs' transfer agents meet, this rank's agent in it, and the run's keys. One job hosts
  * (its launcher store is the default meeting place, it registers memory and publishes descriptors),
  * the other names that store with {@code --store HOST:PORT}; agents are named
