@@ -1,11 +1,7 @@
 package io.jcomm.tools.demo;
 
-import io.jcomm.api.CommException;
 import io.jcomm.api.DistributedConfig;
-import io.jcomm.api.OpContext;
 import io.jcomm.api.store.Store;
-import io.jcomm.cpu.store.TcpStore;
-import io.jcomm.cpu.store.TcpStoreConfig;
 import io.jcomm.transfer.LocalDescriptor;
 import io.jcomm.transfer.MemoryRegion;
 import io.jcomm.transfer.Notification;
@@ -13,18 +9,14 @@ import io.jcomm.transfer.Permission;
 import io.jcomm.transfer.RemoteDescriptor;
 import io.jcomm.transfer.TransferAgent;
 import io.jcomm.transfer.TransferHandle;
-import io.jcomm.transfer.TransferOptions;
 import java.io.PrintStream;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
-import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -61,8 +53,8 @@ final class PdDemo {
     static final String KEY_PREFIX = "jcomm/pd-demo/";
     /** Most requests of one run (each is a slot in a bounded array of latencies). */
     static final int MAX_REQUESTS = 1 << 20;
-    private static final long GOLDEN = 0x9E3779B97F4A7C15L;
-    private static final byte[] NO_BYTES = new byte[0];
+    /** The mark prefill sets when its last write completed on its side. */
+    private static final String DONE = "prefill-done";
 
     /** The run's shape: both jobs must be given the same. */
     record Shape(int requests, int layers, int blocks, int blockBytes, int window) {
@@ -117,43 +109,12 @@ final class PdDemo {
         this.out = out;
     }
 
-    /** The first long of block (request, layer, block): every later long adds {@link #GOLDEN}. */
+    /** The first long of block (request, layer, block) ({@link BytePattern}). */
     static long seed(int request, int layer, int block) {
-        long x = request * 0xBF58476D1CE4E5B9L ^ (layer + 1L) * 0x94D049BB133111EBL ^ (block + 1L) * 0xD6E8FEB86659FD93L;
-        return x ^ (x >>> 31);
-    }
-
-    static void fill(ByteBuffer b, long offset, int length, long seed) {
-        long v = seed;
-        int end = (int) offset + length;
-        for (int i = (int) offset; i < end; i += 8) {
-            b.putLong(i, v);
-            v += GOLDEN;
-        }
-    }
-
-    /** Bytes of {@code [offset, offset + length)} that differ from {@link #fill}'s. */
-    static long wrongBytes(ByteBuffer b, long offset, int length, long seed) {
-        long v = seed;
-        long wrong = 0;
-        int end = (int) offset + length;
-        for (int i = (int) offset; i < end; i += 8) {
-            long got = b.getLong(i);
-            if (got != v) {
-                long x = got ^ v;
-                for (int k = 0; k < 8; k++) {
-                    if (((x >>> (8 * k)) & 0xff) != 0) {
-                        wrong++;
-                    }
-                }
-            }
-            v += GOLDEN;
-        }
-        return wrong;
+        return BytePattern.seed(request, layer, block);
     }
 
     int run() {
-        DistributedConfig cfg = DistributedConfig.fromEnvironment();
         String problem = shape.problem();
         if (problem != null) {
             System.err.println("demo --pd: " + problem);
@@ -163,56 +124,27 @@ final class PdDemo {
             System.err.println("demo --pd: the role is prefill or decode, not " + role);
             return 2;
         }
-        String host = cfg.masterAddr();
-        int port = cfg.masterPort();
-        if (storeAddress != null) {
-            int colon = storeAddress.lastIndexOf(':');
-            if (colon <= 0 || !storeAddress.substring(colon + 1).matches("[0-9]{1,5}")) {
-                System.err.println("demo --pd: --store is HOST:PORT, not " + storeAddress);
-                return 2;
-            }
-            host = storeAddress.substring(0, colon);
-            port = Integer.parseInt(storeAddress.substring(colon + 1));
-        } else if (role.equals("prefill")) {
-            System.err.println("demo --pd prefill: give --store HOST:PORT, the store where the decode job's agents are "
-                    + "(its commrun's --master-addr and --master-port, or a standalone commstore)");
-            return 2;
-        }
-        TcpStoreConfig.Builder sc = TcpStoreConfig.builder().host(host).port(port).timeout(timeout);
-        cfg.tokenFile().ifPresent(sc::tokenFile);
-        // the address the store's host reaches this process by (JCOMM_HOSTNAME when set)
-        String listen = cfg.toBuilder().masterAddr(host).build().hostname();
-        TransferOptions.Builder ob = TransferOptions.builder(agentName(role, cfg.rank())).namespace(KEY_PREFIX + "agents")
-                .listenHost(listen).timeout(timeout);
-        cfg.tokenFile().ifPresent(ob::tokenFile);
-        try (TcpStore store = TcpStore.connect(sc.build());
-             TransferAgent agent = TransferAgent.open(store, ob.build())) {
-            return role.equals("decode") ? decode(cfg, store, agent) : prefill(cfg, store, agent);
-        }
-    }
-
-    static String agentName(String role, int rank) {
-        return "pd-" + role + "-" + rank;
-    }
-
-    private static String key(String what, int rank) {
-        return KEY_PREFIX + what + "/" + rank;
+        int world = DistributedConfig.fromEnvironment().worldSize();
+        return DemoLink.run("pd", KEY_PREFIX, role, "decode", storeAddress, timeout,
+                link -> role.equals("decode") ? decode(link, world) : prefill(link, world));
     }
 
     // ------------------------------------------------------------------ decode
 
-    private int decode(DistributedConfig cfg, Store store, TransferAgent agent) {
-        int rank = cfg.rank();
+    private int decode(DemoLink link, int world) {
+        int rank = link.rank();
+        TransferAgent agent = link.agent();
+        Store store = link.store();
         int window = shape.window();
         MemoryRegion pool = agent.allocateShared((int) (shape.requestBytes() * window), Set.of(Permission.WRITE));
         ByteBuffer mem = pool.buffer().order(ByteOrder.LITTLE_ENDIAN);
-        store.deleteKey(key("prefill-done", rank));
-        store.set(key("shape", rank), (shape.encode() + " world=" + cfg.worldSize()).getBytes(StandardCharsets.US_ASCII));
-        store.set(key("pool", rank), pool.descriptor().encode());
+        link.clearDone(DONE, rank);
+        link.publishShape(shape.encode() + " world=" + world);
+        store.set(link.key("pool", rank), pool.descriptor().encode());
         out.println("demo --pd: decode rank " + rank + " published a pool of " + pool.length() + " bytes (" + window
                 + " request slots) as " + agent.name() + " via " + agent.transports());
         out.flush();
-        String prefill = agentName("prefill", rank);
+        String prefill = link.agentName("prefill", rank);
         long[] latencyMicros = new long[shape.requests()];
         boolean[] seen = new boolean[shape.requests()];
         TransferHandle[] frees = new TransferHandle[window];
@@ -220,22 +152,13 @@ final class PdDemo {
         long firstArrival = 0;
         long lastArrival = 0;
         for (int n = 0; n < shape.requests(); n++) {
-            Optional<Notification> got = agent.pollNotification(timeout);
-            long arrival = epochMicros();
-            if (got.isEmpty()) {
-                throw new CommException(OpContext.of("demo-pd:decode", rank, "poll"),
-                        "no request within " + timeout + " after " + n + " of " + shape.requests());
-            }
-            Notification note = got.get();
-            ByteBuffer p = ByteBuffer.wrap(note.payload()).order(ByteOrder.LITTLE_ENDIAN);
-            if (!note.from().equals(prefill) || p.remaining() != 16) {
-                throw new IllegalStateException("demo --pd: decode rank " + rank + ": unexpected " + note + " (expected 16 bytes from "
-                        + prefill + ")");
-            }
+            Notification note = link.next("request " + n + " of " + shape.requests() + " from " + prefill);
+            long arrival = DemoLink.epochMicros();
+            ByteBuffer p = link.payload(note, prefill, 16);
             int request = (int) p.getLong();
             long sentMicros = p.getLong();
             if (request < 0 || request >= shape.requests() || seen[request]) {
-                throw new IllegalStateException("demo --pd: decode rank " + rank + ": request " + request + " unexpected");
+                throw new IllegalStateException(link.who() + ": request " + request + " unexpected");
             }
             seen[request] = true;
             if (n == 0) {
@@ -247,19 +170,18 @@ final class PdDemo {
             long w = 0;
             for (int l = 0; l < shape.layers(); l++) {
                 for (int b = 0; b < shape.blocks(); b++) {
-                    w += wrongBytes(mem, shape.poolOffset(slot, l, b), shape.blockBytes(), seed(request, l, b));
+                    w += BytePattern.wrongBytes(mem, shape.poolOffset(slot, l, b), shape.blockBytes(), seed(request, l, b));
                 }
             }
             if (w != 0) {
-                throw new IllegalStateException("demo --pd: decode rank " + rank + ": request " + request + " has " + w
-                        + " wrong bytes");
+                throw new IllegalStateException(link.who() + ": request " + request + " has " + w + " wrong bytes");
             }
             wrong += w;
             // the slot is free again: prefill's credit for request + window
             if (frees[slot] != null) {
                 frees[slot].await();
             }
-            frees[slot] = agent.notify(prefill, longBytes(request), timeout);
+            frees[slot] = agent.notify(prefill, DemoLink.longs(request), timeout);
         }
         for (TransferHandle h : frees) {
             if (h != null) {
@@ -267,36 +189,38 @@ final class PdDemo {
             }
         }
         // prefill says when its last write completed on its side; then this agent may go
-        store.get(key("prefill-done", rank), timeout);
+        link.awaitDone(DONE, rank);
         long bytes = shape.requestBytes() * shape.requests();
         double seconds = Math.max(1, lastArrival - firstArrival) / 1e6;
         long carried = shape.requestBytes() * (shape.requests() - 1L); // the first one starts the clock
         Arrays.sort(latencyMicros);
         out.printf(Locale.ROOT, "demo --pd: decode rank %d verified %d requests, %d bytes, wrong bytes %d, %.2f GB/s, "
                         + "latency p50 %.3f ms p99 %.3f ms (prefill send to decode notification)%n", rank, shape.requests(),
-                bytes, wrong, shape.requests() > 1 ? carried / seconds / 1e9 : 0.0, percentile(latencyMicros, 50) / 1e3,
-                percentile(latencyMicros, 99) / 1e3);
+                bytes, wrong, shape.requests() > 1 ? carried / seconds / 1e9 : 0.0,
+                DemoLink.percentile(latencyMicros, 50) / 1e3, DemoLink.percentile(latencyMicros, 99) / 1e3);
         out.flush();
-        for (String k : List.of(key("shape", rank), key("pool", rank), key("prefill-done", rank))) {
+        for (String k : List.of(link.key("shape", rank), link.key("pool", rank))) {
             store.deleteKey(k);
         }
+        link.clearDone(DONE, rank);
         agent.deregister(pool);
         return 0;
     }
 
     // ------------------------------------------------------------------ prefill
 
-    private int prefill(DistributedConfig cfg, Store store, TransferAgent agent) {
-        int rank = cfg.rank();
+    private int prefill(DemoLink link, int world) {
+        int rank = link.rank();
+        TransferAgent agent = link.agent();
         int window = shape.window();
-        String expected = shape.encode() + " world=" + cfg.worldSize();
-        String theirs = new String(store.get(key("shape", rank), timeout), StandardCharsets.US_ASCII);
+        String expected = shape.encode() + " world=" + world;
+        String theirs = link.shapeOf(rank);
         if (!theirs.equals(expected)) {
             System.err.println("demo --pd prefill: rank " + rank + ": the decode job runs with " + theirs + ", this job with "
                     + expected + "; give both jobs the same options and sizes");
             return 2;
         }
-        RemoteDescriptor pool = RemoteDescriptor.decode(store.get(key("pool", rank), timeout));
+        RemoteDescriptor pool = RemoteDescriptor.decode(link.getKey(link.key("pool", rank), "pool of decode rank " + rank));
         MemoryRegion source = agent.register(ByteBuffer.allocateDirect((int) (shape.requestBytes() * window)), Set.of());
         ByteBuffer src = source.buffer().order(ByteOrder.LITTLE_ENDIAN);
         int descriptors = shape.layers() * shape.blocks();
@@ -325,15 +249,15 @@ final class PdDemo {
         for (int r = 0; r < shape.requests(); r++) {
             int slot = r % window;
             if (r >= window) {
-                awaitFree(agent, rank, freed, r - window);
+                awaitFree(link, freed, r - window);
                 inFlight[slot].await();
             }
             for (int layer = 0; layer < shape.layers(); layer++) {
                 for (int b = 0; b < shape.blocks(); b++) {
-                    fill(src, shape.sourceOffset(slot, layer, b), shape.blockBytes(), seed(r, layer, b));
+                    BytePattern.fill(src, shape.sourceOffset(slot, layer, b), shape.blockBytes(), seed(r, layer, b));
                 }
             }
-            byte[] note = ByteBuffer.allocate(16).order(ByteOrder.LITTLE_ENDIAN).putLong(r).putLong(epochMicros()).array();
+            byte[] note = DemoLink.longs(r, DemoLink.epochMicros());
             long issued = System.nanoTime();
             TransferHandle h = agent.write(locals.get(slot), remotes.get(slot), note, timeout);
             int request = r;
@@ -347,9 +271,9 @@ final class PdDemo {
         }
         long elapsed = System.nanoTime() - t0;
         for (int r = Math.max(0, shape.requests() - window); r < shape.requests(); r++) {
-            awaitFree(agent, rank, freed, r); // decode verified everything: nothing of ours is in use there
+            awaitFree(link, freed, r); // decode verified everything: nothing of ours is in use there
         }
-        store.set(key("prefill-done", rank), NO_BYTES);
+        link.markDone(DONE, rank);
         long bytes = shape.requestBytes() * shape.requests();
         for (CompletableFuture<Void> f : recorded) {
             f.orTimeout(timeout.toMillis(), TimeUnit.MILLISECONDS).join(); // each latency is written
@@ -358,45 +282,21 @@ final class PdDemo {
         Arrays.sort(sorted);
         out.printf(Locale.ROOT, "demo --pd: prefill rank %d wrote %d requests, %d bytes, %.2f GB/s (fill, write, credit), "
                         + "write p50 %.3f ms p99 %.3f ms (issue to completion)%n", rank, shape.requests(), bytes,
-                bytes / (elapsed / 1e9) / 1e9, percentile(sorted, 50) / 1e6, percentile(sorted, 99) / 1e6);
+                bytes / (elapsed / 1e9) / 1e9, DemoLink.percentile(sorted, 50) / 1e6, DemoLink.percentile(sorted, 99) / 1e6);
         out.flush();
         agent.deregister(source);
         return 0;
     }
 
     /** Takes decode's slot-free notifications until request {@code r}'s slot is free. */
-    private void awaitFree(TransferAgent agent, int rank, boolean[] freed, int r) {
-        String decode = agentName("decode", rank);
+    private static void awaitFree(DemoLink link, boolean[] freed, int r) {
+        String decode = link.agentName("decode", link.rank());
         while (!freed[r]) {
-            Notification n = agent.pollNotification(timeout).orElseThrow(() -> new CommException(
-                    OpContext.of("demo-pd:prefill", rank, "credit"),
-                    "decode freed no slot within " + timeout + " (waiting for request " + r + ")"));
-            byte[] p = n.payload();
-            if (!n.from().equals(decode) || p.length != 8) {
-                throw new IllegalStateException("demo --pd: prefill rank " + rank + ": unexpected " + n);
-            }
-            long freedRequest = ByteBuffer.wrap(p).order(ByteOrder.LITTLE_ENDIAN).getLong();
+            long freedRequest = link.payload(link.next("decode's credit for request " + r), decode, 8).getLong();
             if (freedRequest < 0 || freedRequest >= freed.length) {
-                throw new IllegalStateException("demo --pd: prefill rank " + rank + ": decode freed request " + freedRequest);
+                throw new IllegalStateException(link.who() + ": decode freed request " + freedRequest);
             }
             freed[(int) freedRequest] = true;
         }
-    }
-
-    private static byte[] longBytes(long v) {
-        return ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(v).array();
-    }
-
-    private static long epochMicros() {
-        Instant now = Instant.now();
-        return now.getEpochSecond() * 1_000_000L + now.getNano() / 1_000;
-    }
-
-    static long percentile(long[] sorted, int p) {
-        if (sorted.length == 0) {
-            return 0;
-        }
-        int i = (int) Math.ceil(p / 100.0 * sorted.length) - 1;
-        return sorted[Math.max(0, Math.min(sorted.length - 1, i))];
     }
 }

@@ -94,9 +94,31 @@ public final class PipelineDemo implements Callable<Integer> {
             + "the decode job with commrun --master-port P and the prefill job with --store HOST:P")
     String pd;
 
-    @Option(names = "--store", paramLabel = "HOST:PORT", description = "with --pd: the store where both jobs' agents "
-            + "meet (default for decode: its own launcher store; prefill must name it)")
+    @Option(names = "--weights", paramLabel = "ROLE", description = "instead of the pipeline: weight updates as two "
+            + "jobs whose transfer agents meet in one store; ROLE is engine (each rank registers room for the whole "
+            + "weight set and verifies every byte of every version) or trainer (each rank pushes its shard of the "
+            + "tensors into every engine rank, version after version, one notification per version and engine rank); "
+            + "run the engine job with commrun --master-port P and the trainer job with --store HOST:P")
+    String weights;
+
+    @Option(names = "--store", paramLabel = "HOST:PORT", description = "with --pd or --weights: the store where both "
+            + "jobs' agents meet (default for decode and engine: its own launcher store; prefill and trainer must name it)")
     String store;
+
+    @Option(names = "--weights-mib", description = "with --weights: MiB of the whole weight set, held by every engine "
+            + "rank (default ${DEFAULT-VALUE})")
+    int weightsMib = 2048;
+
+    @Option(names = "--tensors", description = "with --weights: tensors in the weight set, of uneven sizes "
+            + "(default ${DEFAULT-VALUE})")
+    int tensors = 64;
+
+    @Option(names = "--versions", description = "with --weights: versions the trainer pushes (default ${DEFAULT-VALUE})")
+    int versions = 3;
+
+    @Option(names = "--region-mib", description = "with --weights: largest registered region in MiB; the weight set "
+            + "takes as many as it needs, no tensor split between two (default ${DEFAULT-VALUE})")
+    int regionMib = 1024;
 
     @Option(names = "--requests", description = "with --pd: requests per rank (default ${DEFAULT-VALUE})")
     int requests = 200;
@@ -148,6 +170,14 @@ public final class PipelineDemo implements Callable<Integer> {
             return new ElasticServing(tp, hidden, steps, moe, out).run();
         }
         DistributedConfig cfg = DistributedConfig.fromEnvironment();
+        if (pd != null && weights != null) {
+            System.err.println("demo: --pd and --weights are two demos; give one");
+            return 2;
+        }
+        if (weights != null) {
+            return new WeightsDemo(weights, store, new WeightsDemo.Shape((long) weightsMib << 20, tensors, versions,
+                    (long) regionMib << 20), cfg.timeout(), out).run();
+        }
         if (pd != null) {
             return new PdDemo(pd, store, new PdDemo.Shape(requests, layers, blocks, blockBytes, window), cfg.timeout(), out)
                     .run();
