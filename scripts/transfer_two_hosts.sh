@@ -22,7 +22,12 @@ done
 [[ $max == 1073741824 ]] && max=16777216
 serve=""
 cleanup() {
-  [[ -n $serve ]] && kill "$serve" 2>/dev/null && wait "$serve" 2>/dev/null
+  set +e
+  # whatever still runs in the two namespaces (the serving side, a first run's build of the tools), by id
+  for pid in $(ip netns pids "$prefix-h1" 2>/dev/null) $(ip netns pids "$prefix-h2" 2>/dev/null); do
+    kill -KILL "$pid" 2>/dev/null
+  done
+  [[ -n $serve ]] && wait "$serve" 2>/dev/null
   scripts/netns-hosts.sh down "$prefix"
   rm -f "/tmp/$prefix.serve"
 }
@@ -31,7 +36,8 @@ read -r a1 a2 < <(scripts/netns-hosts.sh up "$prefix")
 JCOMM_HOST_ID=host-a ip netns exec "$prefix-h1" bin/commbench transfer --serve --listen "$a1:$port" --max-bytes "$max" \
   --timeout 600 >"/tmp/$prefix.serve" 2>&1 &
 serve=$!
-for _ in $(seq 100); do
+# bin/commbench builds the tools first when their sources changed: up to a few minutes
+for _ in $(seq 1500); do
   grep -q '^# serving' "/tmp/$prefix.serve" && break
   kill -0 "$serve" 2>/dev/null || { cat "/tmp/$prefix.serve"; exit 1; }
   sleep 0.2

@@ -198,10 +198,10 @@ public final class TransferBenchCommand implements Callable<Integer> {
             String to = where.host();
             TwoHostTransferBench.Result r = TwoHostTransferBench.measure(client, to,
                     TwoHostTransferBench.sizes(minBytes, maxBytes), seconds, ob, timeout, s -> {
-                        stream[0] = s;
+                        stream[0] = s[0];
                         TwoHostTransferBench.printHeader(System.out, HostIdentity.local(), to, tcpStreams,
                                 tcpChunkBytes);
-                        TwoHostTransferBench.printStream(System.out, s);
+                        TwoHostTransferBench.printStream(System.out, s[0], tcpStreams, s[1]);
                         System.out.flush();
                     }, row -> {
                         TwoHostTransferBench.printRow(System.out, row, stream[0]);
