@@ -1,5 +1,11 @@
 package io.jcomm.tools.bench.transfer;
 
+import io.jcomm.api.HostIdentity;
+import io.jcomm.cpu.store.TcpStore;
+import io.jcomm.cpu.store.TcpStoreConfig;
+import io.jcomm.cpu.store.TcpStoreServer;
+import io.jcomm.cpu.store.TcpStoreServerConfig;
+import io.jcomm.transfer.TransferOptions;
 import io.jcomm.transfer.bench.ManyToOneBench;
 import io.jcomm.transfer.bench.TransferBench;
 import java.io.BufferedReader;
@@ -7,6 +13,7 @@ import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -23,10 +30,13 @@ import picocli.CommandLine.Option;
  * a memcpy and a raw loopback socket in the same run); with {@code --torch}, then the same bytes with
  * torch 1.13 gloo send/recv ({@code scripts/torch_transfer_bench.py}) and the ratio of each transport
  * to it. With {@code --many-to-one}, instead, the head-of-line figures of {@link ManyToOneBench}:
- * small tcp writes alone and beside large writes from several initiators into one owner.
+ * small tcp writes alone and beside large writes from several initiators into one owner. With
+ * {@code --serve} on one host and {@code --peer} on another, instead, the tcp write between the two
+ * hosts beside plain sockets between them ({@link TwoHostTransferBench}).
  */
 @Command(name = "transfer", mixinStandardHelpOptions = true,
-        description = "One-sided transfers by size (shm, tcp, memcpy, raw socket); --torch: beside torch gloo send/recv.")
+        description = "One-sided transfers by size (shm, tcp, memcpy, raw socket); --torch: beside torch gloo send/recv; "
+                + "--serve on one host and --peer on another: tcp across hosts beside raw sockets.")
 public final class TransferBenchCommand implements Callable<Integer> {
 
     @Option(names = "--min-bytes", description = "smallest size (default ${DEFAULT-VALUE})")
@@ -45,8 +55,38 @@ public final class TransferBenchCommand implements Callable<Integer> {
     @Option(names = "--script", description = "path of torch_transfer_bench.py (default: scripts/ of the jcomm checkout)")
     Path script;
 
-    @Option(names = "--timeout", description = "seconds the torch side may take (default ${DEFAULT-VALUE})")
+    @Option(names = "--timeout", description = "seconds the torch side may take, or the two sides across hosts wait for "
+            + "each other (default ${DEFAULT-VALUE})")
     int timeoutSeconds = 300;
+
+    @Option(names = "--serve", description = "instead: the owner side across hosts, on the host of --listen: a store server "
+            + "there (or the one of --store), an agent with an off-heap region of --max-bytes and a raw socket sink; "
+            + "serves one --peer run")
+    boolean serve;
+
+    @Option(names = "--listen", paramLabel = "HOST:PORT", description = "with --serve: the address of this host the peer "
+            + "reaches; the store server listens on PORT, the agent and the raw sink on free ports of HOST")
+    String listen;
+
+    @Option(names = "--store", paramLabel = "HOST:PORT", description = "with --serve: meet in this store instead of starting "
+            + "one (the port of --listen is then unused)")
+    String store;
+
+    @Option(names = "--peer", paramLabel = "HOST:PORT", description = "instead: the initiator side across hosts: the store "
+            + "of the --serve side; measures by size the tcp write, the raw socket round and, once, one raw socket's stream")
+    String peer;
+
+    @Option(names = "--token-file", description = "with --serve or --peer: the job token of the store and the agents "
+            + "(default: none)")
+    Path tokenFile;
+
+    @Option(names = "--tcp-streams", description = "with --peer: tcp connections of the engine to the owner (default "
+            + "${DEFAULT-VALUE})")
+    int tcpStreams = TransferOptions.TCP_STREAMS_DEFAULT;
+
+    @Option(names = "--tcp-chunk-bytes", description = "with --peer: largest piece a tcp write is split into (default "
+            + "${DEFAULT-VALUE})")
+    int tcpChunkBytes = TransferOptions.TCP_CHUNK_BYTES_DEFAULT;
 
     @Option(names = "--many-to-one", description = "instead: N initiators write --max-bytes each into one owner over tcp, "
             + "over and over, while the first also writes --min-bytes one at a time; small-write latency alone and under load")
@@ -58,6 +98,9 @@ public final class TransferBenchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
+        if (serve || peer != null) {
+            return acrossHosts();
+        }
         if (manyToOne != null) {
             if (manyToOne < 1 || manyToOne > 64 || owners < 1 || owners > manyToOne || minBytes < 1 || maxBytes < minBytes || maxBytes > 1 << 30 || seconds <= 0
                     || seconds > 60) {
@@ -98,6 +141,108 @@ public final class TransferBenchCommand implements Callable<Integer> {
                     r.bytes() / r.shm() / 1e9, r.bytes() / r.tcp() / 1e9, g / r.shm(), g / r.tcp());
         }
         return 0;
+    }
+
+    /** {@code --serve} or {@code --peer}: one side of the measurement across hosts. */
+    private int acrossHosts() throws Exception {
+        String err = serve && peer != null ? "give --serve or --peer, not both"
+                : serve && listen == null ? "--serve needs --listen HOST:PORT (an address of this host the peer reaches)"
+                : !serve && (listen != null || store != null) ? "--listen and --store go with --serve"
+                : manyToOne != null || torch ? "--many-to-one and --torch are for one host"
+                : minBytes < 1 || maxBytes < minBytes || maxBytes > 1 << 30 || seconds <= 0 || seconds > 60 || timeoutSeconds < 1
+                ? "need 1 <= --min-bytes <= --max-bytes <= 1 GiB, 0 < --seconds <= 60, --timeout >= 1"
+                : null;
+        HostPort where = null;
+        if (err == null) {
+            where = HostPort.parse(serve ? (store != null ? store : listen) : peer);
+            if (where == null || (serve && store != null && HostPort.host(listen) == null)) {
+                err = "an address is HOST:PORT (PORT 1..65535), not " + (serve ? (store != null ? store + " / " + listen : listen) : peer);
+            }
+        }
+        TransferOptions.Builder ob;
+        if (err == null) {
+            ob = TransferOptions.builder(serve ? TwoHostTransferBench.OWNER : TwoHostTransferBench.PEER)
+                    .namespace(TwoHostTransferBench.PREFIX + "agents").tcpStreams(tcpStreams).tcpChunkBytes(tcpChunkBytes)
+                    .timeout(Duration.ofSeconds(Math.max(30, timeoutSeconds)));
+            if (tokenFile != null) {
+                ob.tokenFile(tokenFile);
+            }
+            try {
+                ob.build(); // checks the values
+            } catch (IllegalArgumentException e) {
+                err = e.getMessage();
+            }
+        } else {
+            ob = null;
+        }
+        if (err != null) {
+            System.err.println("commbench transfer: " + err);
+            return 2;
+        }
+        Duration timeout = Duration.ofSeconds(timeoutSeconds);
+        TcpStoreServer server = null;
+        if (serve && store == null) {
+            TcpStoreServerConfig.Builder sb = TcpStoreServerConfig.builder()
+                    .name("commbench-transfer").host(where.host()).port(where.port());
+            if (tokenFile != null) {
+                sb.tokenFile(tokenFile);
+            }
+            server = TcpStoreServer.start(sb.build());
+        }
+        TcpStoreConfig.Builder cb = TcpStoreConfig.builder().host(where.host())
+                .port(where.port()).timeout(timeout);
+        if (tokenFile != null) {
+            cb.tokenFile(tokenFile);
+        }
+        try (TcpStore client = TcpStore.connect(cb.build())) {
+            if (serve) {
+                return TwoHostTransferBench.serve(client, HostPort.host(listen), maxBytes, ob, timeout, System.out) ? 0 : 1;
+            }
+            double[] stream = new double[1];
+            String to = where.host();
+            TwoHostTransferBench.Result r = TwoHostTransferBench.measure(client, to,
+                    TwoHostTransferBench.sizes(minBytes, maxBytes), seconds, ob, timeout, s -> {
+                        stream[0] = s[0];
+                        TwoHostTransferBench.printHeader(System.out, HostIdentity.local(), to, tcpStreams,
+                                tcpChunkBytes);
+                        TwoHostTransferBench.printStream(System.out, s[0], tcpStreams, s[1]);
+                        System.out.flush();
+                    }, row -> {
+                        TwoHostTransferBench.printRow(System.out, row, stream[0]);
+                        System.out.flush();
+                    });
+            TwoHostTransferBench.printVerdict(System.out, r);
+            return 0;
+        } finally {
+            if (server != null) {
+                server.close();
+            }
+        }
+    }
+
+    /** A parsed {@code HOST:PORT}. */
+    record HostPort(String host, int port) {
+        static HostPort parse(String s) {
+            String h = host(s);
+            if (h == null) {
+                return null;
+            }
+            String p = s.substring(s.lastIndexOf(':') + 1);
+            if (!p.matches("[0-9]{1,5}") || Integer.parseInt(p) < 1 || Integer.parseInt(p) > 65535) {
+                return null;
+            }
+            return new HostPort(h, Integer.parseInt(p));
+        }
+
+        /** The host of {@code HOST:PORT} or of a bare {@code HOST}; null if empty. */
+        static String host(String s) {
+            if (s == null) {
+                return null;
+            }
+            int colon = s.lastIndexOf(':');
+            String h = colon < 0 ? s : s.substring(0, colon);
+            return h.isEmpty() || h.length() > 255 ? null : h;
+        }
     }
 
     /** Runs the torch script; fills {@code secondsPerOp} by size. */
