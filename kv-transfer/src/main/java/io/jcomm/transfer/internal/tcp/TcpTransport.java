@@ -439,6 +439,10 @@ final class TcpTransport implements Transport {
         volatile CommException failure;
         /** When the last response arrived (or the connection was made). */
         volatile long lastHeard = System.nanoTime();
+        /** Held while a request is written, by the sender thread or a caller sending directly. */
+        final ReentrantLock writeLock = new ReentrantLock();
+        /** The request header; guarded by {@link #writeLock}. */
+        final ByteBuffer header = ByteBuffer.allocateDirect(TcpWire.REQUEST_HEADER).order(ByteOrder.LITTLE_ENDIAN);
 
         Stream(PeerConn conn, SocketChannel ch) {
             this.conn = conn;
@@ -453,6 +457,9 @@ final class TcpTransport implements Transport {
         void submit(Op op) {
             if (failure != null) {
                 op.future.completeExceptionally(failure);
+                return;
+            }
+            if (op.express && sendDirect(op)) {
                 return;
             }
             boolean queued;
@@ -520,30 +527,19 @@ final class TcpTransport implements Transport {
         }
 
         private void sendLoop() {
-            ByteBuffer h = ByteBuffer.allocateDirect(TcpWire.REQUEST_HEADER).order(ByteOrder.LITTLE_ENDIAN);
             try {
                 while (failure == null) {
                     Op op = next();
                     if (op == null) {
                         continue;
                     }
-                    pending.put(op.id, op);
-                    if (failure != null) {
-                        drain();
-                        return;
-                    }
-                    int nl = op.notification == null ? 0 : op.notification.length;
-                    h.clear();
-                    h.putInt(op.type).putInt(nl).putLong(op.id)
-                            .putInt(op.remote == null ? 0 : op.remote.regionId()).putInt(0)
-                            .putLong(op.remote == null ? 0 : op.remote.generation()).putLong(op.offset).putLong(op.length);
-                    h.flip();
-                    TcpWire.writeFully(ch, h);
-                    if (nl > 0) {
-                        TcpWire.writeFully(ch, ByteBuffer.wrap(op.notification));
-                    }
-                    if (op.type == TcpWire.WRITE) {
-                        TcpWire.writeFully(ch, op.local.duplicate());
+                    writeLock.lock();
+                    try {
+                        if (!send(op)) {
+                            return;
+                        }
+                    } finally {
+                        writeLock.unlock();
                     }
                 }
             } catch (InterruptedException e) {
@@ -552,6 +548,61 @@ final class TcpTransport implements Transport {
             } catch (IOException | RuntimeException e) {
                 brokenBy(e);
             }
+        }
+
+        /**
+         * Writes one request (header, notification, a write's data) with {@link #writeLock} held; false
+         * when the stream failed first (its requests, this one included, are failed).
+         */
+        private boolean send(Op op) throws IOException {
+            pending.put(op.id, op);
+            if (failure != null) {
+                drain();
+                return false;
+            }
+            int nl = op.notification == null ? 0 : op.notification.length;
+            ByteBuffer h = header;
+            h.clear();
+            h.putInt(op.type).putInt(nl).putLong(op.id)
+                    .putInt(op.remote == null ? 0 : op.remote.regionId()).putInt(0)
+                    .putLong(op.remote == null ? 0 : op.remote.generation()).putLong(op.offset).putLong(op.length);
+            h.flip();
+            TcpWire.writeFully(ch, h);
+            if (nl > 0) {
+                TcpWire.writeFully(ch, ByteBuffer.wrap(op.notification));
+            }
+            if (op.type == TcpWire.WRITE) {
+                TcpWire.writeFully(ch, op.local.duplicate());
+            }
+            return true;
+        }
+
+        /**
+         * Sends an express request on the caller's thread when nothing else is queued or unanswered on
+         * this stream (so the socket's buffer has room and nothing is overtaken), which saves the hand-off
+         * to the sender thread; false when it has to be queued.
+         */
+        private boolean sendDirect(Op op) {
+            if (!pending.isEmpty() || !writeLock.tryLock()) {
+                return false;
+            }
+            try {
+                lock.lock();
+                try {
+                    if (!express.isEmpty() || !bulk.isEmpty() || !pending.isEmpty()) {
+                        return false;
+                    }
+                } finally {
+                    lock.unlock();
+                }
+                send(op);
+            } catch (IOException | RuntimeException e) {
+                brokenBy(e);
+                drain();
+            } finally {
+                writeLock.unlock();
+            }
+            return true;
         }
 
         /** The next request to send, express first; null after a 100 ms wait with nothing sendable. */
