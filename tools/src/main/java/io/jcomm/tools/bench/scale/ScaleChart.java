@@ -13,6 +13,7 @@ import java.util.function.ToDoubleFunction;
 import org.knowm.xchart.XYChart;
 import org.knowm.xchart.XYChartBuilder;
 import org.knowm.xchart.XYSeries;
+import org.knowm.xchart.style.Styler;
 import org.knowm.xchart.style.markers.SeriesMarkers;
 
 /**
@@ -60,6 +61,8 @@ public final class ScaleChart {
         XYChart c = new XYChartBuilder().width(BenchCharts.CHART_WIDTH).height(BenchCharts.CHART_HEIGHT).title(title)
                 .xAxisTitle("ranks").yAxisTitle(yTitle).build();
         BenchCharts.style(c.getStyler());
+        // the lines rise (times) or stay level (per rank): a legend inside would cover points
+        c.getStyler().setLegendPosition(Styler.LegendPosition.OutsideS).setLegendLayout(Styler.LegendLayout.Horizontal);
         c.getStyler().setPlotGridLinesVisible(true);
         // x is log2(ranks) on a linear axis, labelled back as ranks (xchart's own logarithmic axis labels decades)
         c.setCustomXAxisTickLabelsFormatter(ScaleChart::ranksTick);
