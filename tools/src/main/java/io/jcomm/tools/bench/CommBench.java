@@ -16,7 +16,8 @@ import picocli.CommandLine.Command;
  * <p>One subcommand per operation of the CPU group ({@code allreduce}, {@code barrier},
  * {@code broadcast-object}, ...), each launching {@code --nproc} local ranks itself; then
  * {@code store} (rendezvous store round trips, jcomm vs torch), {@code mq} (the Aeron broadcaster),
- * {@code init} (group initialisation time), {@code transfer} (one-sided transfers, jcomm vs torch gloo), {@code plot} and {@code compare}. Further benchmarks
+ * {@code init} (group initialisation time), {@code scale} (group creation with hundreds of thread ranks),
+ * {@code transfer} (one-sided transfers, jcomm vs torch gloo), {@code plot} and {@code compare}. Further benchmarks
  * plug in as subcommands of {@link #commandLine()}.
  */
 @Command(name = "commbench", mixinStandardHelpOptions = true, subcommands = {},
@@ -39,6 +40,7 @@ public final class CommBench implements Callable<Integer> {
         cl.addSubcommand("transfer", new io.jcomm.tools.bench.transfer.TransferBenchCommand());
         cl.addSubcommand("rdzv", new io.jcomm.tools.bench.rdzv.RdzvBenchCommand());
         cl.addSubcommand("warmup", new io.jcomm.tools.bench.warmup.WarmupBenchCommand());
+        cl.addSubcommand("scale", new io.jcomm.tools.bench.scale.ScaleBenchCommand());
         cl.addSubcommand("plot", new PlotCommand());
         cl.addSubcommand("compare", new CompareCommand());
         return cl;

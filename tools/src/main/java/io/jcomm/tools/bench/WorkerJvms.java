@@ -80,23 +80,35 @@ public final class WorkerJvms implements AutoCloseable {
     }
 
     /**
-     * Waits for every worker, at most {@code timeoutSeconds} in all. Returns 0 when all exited 0, 1 when
-     * one did not or the time ran out (then saying so on stderr, prefixed by {@code who}).
+     * Waits for every worker, at most {@code timeoutSeconds} in all. Returns 0 when all exited 0, 1 as soon
+     * as one exits otherwise (its peers would only wait for it until their own timeouts; {@link #close()}
+     * ends them) or when the time ran out (then saying so on stderr, prefixed by {@code who}).
      */
     public int await(long timeoutSeconds, String who) throws InterruptedException {
         long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutSeconds);
-        int exit = 0;
-        for (Process p : procs) {
-            long left = end - System.nanoTime();
-            if (left <= 0 || !p.waitFor(left, TimeUnit.NANOSECONDS)) {
+        while (true) {
+            boolean running = false;
+            for (Process p : procs) {
+                if (p.isAlive()) {
+                    running = true;
+                } else if (p.exitValue() != 0) {
+                    return 1;
+                }
+            }
+            if (!running) {
+                return 0;
+            }
+            if (System.nanoTime() - end > 0) {
                 System.err.println(who + ": timed out after " + timeoutSeconds + " s");
                 return 1;
             }
-            if (p.exitValue() != 0) {
-                exit = 1;
+            for (Process p : procs) {
+                if (p.isAlive()) {
+                    p.waitFor(20, TimeUnit.MILLISECONDS);
+                    break;
+                }
             }
         }
-        return exit;
     }
 
     /** Kills the workers that are left (and their children) and lets the pumps finish (bounded). */

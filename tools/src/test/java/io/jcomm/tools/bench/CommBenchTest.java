@@ -42,7 +42,7 @@ class CommBenchTest {
     @Test
     void everyBenchmarkIsASubcommand() {
         var subs = CommBench.commandLine().getSubcommands().keySet();
-        for (String name : List.of("allreduce", "barrier", "broadcast-object", "store", "mq", "init", "plot", "compare")) {
+        for (String name : List.of("allreduce", "barrier", "broadcast-object", "store", "mq", "init", "scale", "plot", "compare")) {
             assertTrue(subs.contains(name), name + " missing from " + subs);
         }
     }

@@ -44,8 +44,10 @@ import org.knowm.xchart.style.markers.SeriesMarkers;
  */
 public final class BenchCharts {
 
-    static final int CHART_WIDTH = 640;
-    static final int CHART_HEIGHT = 420;
+    /** Width of one chart on a sheet, in pixels. */
+    public static final int CHART_WIDTH = 640;
+    /** Height of one chart on a sheet, in pixels. */
+    public static final int CHART_HEIGHT = 420;
 
     private static final Color[] PALETTE = {
         new Color(0x1f77b4), new Color(0xd62728), new Color(0x2ca02c), new Color(0xff7f0e),
@@ -67,6 +69,16 @@ public final class BenchCharts {
         if (charts.isEmpty()) {
             throw new IllegalArgumentException("no results to plot");
         }
+        writeSheet(charts, png);
+        return charts.size();
+    }
+
+    /**
+     * Writes {@code charts} to {@code png} as one sheet, two charts a row ({@link #CHART_WIDTH} ×
+     * {@link #CHART_HEIGHT} each), through a temporary file beside it.
+     */
+    public static void writeSheet(List<? extends Chart<?, ?>> charts, Path png) throws IOException {
+        System.setProperty("java.awt.headless", "true");
         int cols = charts.size() == 1 ? 1 : 2;
         int rows = (charts.size() + cols - 1) / cols;
         Path parent = png.toAbsolutePath().getParent();
@@ -92,7 +104,6 @@ public final class BenchCharts {
             }
         }
         Files.move(tmp, png, StandardCopyOption.REPLACE_EXISTING);
-        return charts.size();
     }
 
     /** The charts, one per operation, in the order the operations first appear. */
@@ -161,7 +172,8 @@ public final class BenchCharts {
         return op + (n.size() == 1 ? "  (" + n.first() + " ranks)" : "");
     }
 
-    private static void style(Styler s) {
+    /** The look of every commbench chart: white, the legend top left, the palette. */
+    public static void style(Styler s) {
         s.setChartBackgroundColor(Color.WHITE);
         s.setPlotBackgroundColor(Color.WHITE);
         s.setLegendPosition(Styler.LegendPosition.InsideNW);
@@ -281,7 +293,7 @@ public final class BenchCharts {
     }
 
     /** 0.012, 0.5, 3, 120, 4.5K: short tick labels. */
-    static String compact(double v) {
+    public static String compact(double v) {
         double a = Math.abs(v);
         if (a >= 10_000) {
             return String.format(Locale.ROOT, "%.0fK", v / 1000);
