@@ -24,8 +24,10 @@ import java.util.concurrent.atomic.AtomicReference;
  * i mod owners: 4 prefill ranks into 2 decode ranks is {@code 4, 2}), over and over, while the first
  * initiator also issues {@code smallBytes} writes one at a time (issue, await) into the first owner. The small writes' latency with
  * the large ones in flight is set beside their latency alone and beside one piece's time
- * ({@link TransferOptions#tcpChunkBytes()} at the aggregate bandwidth of the large writes). All agents
- * live in this JVM (independent instances, real loopback sockets).
+ * ({@link TransferOptions#tcpChunkBytes()} at the aggregate bandwidth of the large writes), and beside
+ * the same small rounds over a plain loopback socket pair, alone and under the same load: what the
+ * machine's scheduling costs a small message when no transport queues it. All agents live in this JVM
+ * (independent instances, real loopback sockets).
  *
  * <p>Usage: {@code ManyToOneBench [initiators (4)] [largeBytes (64 MiB)] [smallBytes (4 KiB)] [seconds (2)] [owners (1)]};
  * {@code commbench transfer --many-to-one} runs the same measurement.
@@ -46,9 +48,11 @@ public final class ManyToOneBench {
      * @param idle         small-write latencies with nothing else in flight, sorted
      * @param loaded       small-write latencies with the large writes in flight, sorted
      * @param loadedBytesPerSecond aggregate bandwidth of the large writes meanwhile
+     * @param rawIdle      plain socket rounds of {@code smallBytes} with nothing else running, sorted
+     * @param rawLoaded    the same with the large writes in flight, sorted
      */
     public record Result(int initiators, int owners, int largeBytes, int smallBytes, int chunkBytes, double[] idle, double[] loaded,
-                         double loadedBytesPerSecond) {
+                         double loadedBytesPerSecond, double[] rawIdle, double[] rawLoaded) {
 
         /** One piece's time at the measured aggregate bandwidth. */
         public double chunkSeconds() {
@@ -84,7 +88,8 @@ public final class ManyToOneBench {
         Set<Permission> rw = EnumSet.of(Permission.READ, Permission.WRITE);
         Duration timeout = Duration.ofSeconds(60);
         List<TransferAgent> agents = new ArrayList<>();
-        try (InMemoryStore store = new InMemoryStore(Duration.ofSeconds(10))) {
+        try (InMemoryStore store = new InMemoryStore(Duration.ofSeconds(10));
+             TransferBench.RawTcp raw = new TransferBench.RawTcp(smallBytes)) {
             try {
                 List<TransferAgent> ownerAgents = new ArrayList<>();
                 for (int o = 0; o < owners; o++) {
@@ -114,10 +119,12 @@ public final class ManyToOneBench {
                 }
                 smalls(first, smallSrc, smallDst, seconds / 3, timeout);
                 double[] idle = smalls(first, smallSrc, smallDst, seconds, timeout);
+                raws(raw, smallBytes, seconds / 3);
+                double[] rawIdle = raws(raw, smallBytes, seconds);
                 AtomicLong moved = new AtomicLong();
                 AtomicReference<Throwable> failed = new AtomicReference<>();
                 List<Thread> loaders = new ArrayList<>();
-                long stopAt = System.nanoTime() + (long) ((seconds * 1.5 + 0.5) * 1e9);
+                long stopAt = System.nanoTime() + (long) ((seconds * 2.5 + 0.5) * 1e9);
                 for (int i = 0; i < initiators; i++) {
                     final int k = i;
                     Thread t = new Thread(() -> {
@@ -139,6 +146,7 @@ public final class ManyToOneBench {
                 double[] loaded = smalls(first, smallSrc, smallDst, seconds, timeout);
                 long w1 = System.nanoTime();
                 long m1 = moved.get();
+                double[] rawLoaded = raws(raw, smallBytes, seconds);
                 for (Thread t : loaders) {
                     t.join(timeout.toMillis());
                 }
@@ -146,13 +154,32 @@ public final class ManyToOneBench {
                     throw new IllegalStateException("a large write failed: " + failed.get(), failed.get());
                 }
                 double bw = (m1 - m0) / ((w1 - w0) / 1e9);
-                return new Result(initiators, owners, largeBytes, smallBytes, chunk, idle, loaded, bw);
+                return new Result(initiators, owners, largeBytes, smallBytes, chunk, idle, loaded, bw, rawIdle, rawLoaded);
             } finally {
                 for (TransferAgent a : agents) {
                     a.close();
                 }
             }
         }
+    }
+
+    private static double[] raws(TransferBench.RawTcp raw, int bytes, double seconds) throws java.io.IOException {
+        double[] l = new double[1024];
+        int n = 0;
+        long end = System.nanoTime() + (long) (seconds * 1e9);
+        long t;
+        do {
+            long t0 = System.nanoTime();
+            raw.round(bytes);
+            t = System.nanoTime();
+            if (n == l.length) {
+                l = Arrays.copyOf(l, 2 * n);
+            }
+            l[n++] = (t - t0) / 1e9;
+        } while (t < end);
+        double[] r = Arrays.copyOf(l, n);
+        Arrays.sort(r);
+        return r;
     }
 
     private static double[] smalls(TransferAgent a, MemoryRegion src, RemoteDescriptor dst, double seconds, Duration timeout) {
@@ -181,18 +208,22 @@ public final class ManyToOneBench {
                 r.owners(), r.owners() == 1 ? "" : "s", r.smallBytes(),
                 System.getProperty("java.vm.name") + " " + Runtime.version(), Runtime.getRuntime().availableProcessors());
         out.printf(Locale.ROOT, "%-28s %8s %10s %10s %10s %10s%n", "small writes", "count", "p50 us", "p90 us", "p99 us", "max us");
-        for (Object[] row : new Object[][] {{"alone", r.idle()}, {"beside the large writes", r.loaded()}}) {
+        for (Object[] row : new Object[][] {{"alone", r.idle()}, {"beside the large writes", r.loaded()},
+                {"raw socket round, alone", r.rawIdle()}, {"raw round, beside them", r.rawLoaded()}}) {
             double[] l = (double[]) row[1];
             out.printf(Locale.ROOT, "%-28s %8d %10.1f %10.1f %10.1f %10.1f%n", row[0], l.length, quantile(l, 0.5) * 1e6,
                     quantile(l, 0.9) * 1e6, quantile(l, 0.99) * 1e6, l.length == 0 ? Double.NaN : l[l.length - 1] * 1e6);
         }
+        double piece = r.ownerChunkSeconds();
         out.printf(Locale.ROOT, "large writes: %.2f GB/s in all; one %d-byte piece at that rate: %.1f us (at the first owner's share: "
-                + "%.1f us); one large write: %.1f us%nsmall under load - alone: p50 %.1f us = %.2f pieces, p99 %.1f us = %.2f pieces "
-                + "(at the first owner's share)%n", r.loadedBytesPerSecond() / 1e9, r.chunkBytes(), r.chunkSeconds() * 1e6,
-                r.ownerChunkSeconds() * 1e6, r.largeSeconds() * 1e6, (quantile(r.loaded(), 0.5) - quantile(r.idle(), 0.5)) * 1e6,
-                (quantile(r.loaded(), 0.5) - quantile(r.idle(), 0.5)) / r.ownerChunkSeconds(),
-                (quantile(r.loaded(), 0.99) - quantile(r.idle(), 0.5)) * 1e6,
-                (quantile(r.loaded(), 0.99) - quantile(r.idle(), 0.5)) / r.ownerChunkSeconds());
+                + "%.1f us); one large write: %.1f us%n", r.loadedBytesPerSecond() / 1e9, r.chunkBytes(), r.chunkSeconds() * 1e6,
+                piece * 1e6, r.largeSeconds() * 1e6);
+        for (double q : new double[] {0.5, 0.9, 0.99}) {
+            double overRaw = quantile(r.loaded(), q) - quantile(r.rawLoaded(), q);
+            out.printf(Locale.ROOT, "p%-2d under load: small write - raw round under the same load %.1f us = %.2f pieces at the owner's "
+                    + "share%n", Math.round(q * 100), overRaw * 1e6, overRaw / piece);
+        }
+        out.println();
     }
 
     public static void main(String[] args) throws Exception {

@@ -156,7 +156,8 @@ public final class TransferBench {
     }
 
     /** A loopback socket pair: {@link #round} sends n bytes, the echo thread reads them and answers 8 bytes. */
-    private static final class RawTcp implements AutoCloseable {
+    /** A plain loopback socket pair: the bytes one way, an 8-byte ack back ({@link #round}). */
+    static final class RawTcp implements AutoCloseable {
         final ServerSocketChannel server;
         final SocketChannel client;
         final SocketChannel peer;
