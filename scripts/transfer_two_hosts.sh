@@ -38,11 +38,11 @@ JCOMM_HOST_ID=host-a ip netns exec "$prefix-h1" bin/commbench transfer --serve -
 serve=$!
 # bin/commbench builds the tools first when their sources changed: up to a few minutes
 for _ in $(seq 1500); do
-  grep -q '^# serving' "/tmp/$prefix.serve" && break
+  grep -q '# serving:' "/tmp/$prefix.serve" && break
   kill -0 "$serve" 2>/dev/null || { cat "/tmp/$prefix.serve"; exit 1; }
   sleep 0.2
 done
-grep -q '^# serving' "/tmp/$prefix.serve" || { echo "the serving side did not start:"; cat "/tmp/$prefix.serve"; exit 1; }
+grep -q '# serving:' "/tmp/$prefix.serve" || { echo "the serving side did not start:"; cat "/tmp/$prefix.serve"; exit 1; }
 JCOMM_HOST_ID=host-b ip netns exec "$prefix-h2" bin/commbench transfer --peer "$a1:$port" --timeout 600 "$@"
 wait "$serve" || { echo "the serving side failed:"; cat "/tmp/$prefix.serve"; exit 1; }
 serve=""
