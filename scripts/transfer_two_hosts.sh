@@ -7,16 +7,21 @@
 # removed whatever happens.
 # usage: scripts/transfer_two_hosts.sh [commbench transfer options for the peer...]
 #        e.g. scripts/transfer_two_hosts.sh --max-bytes 16777216 --seconds 0.6 --tcp-streams 4
+#        or   scripts/transfer_two_hosts.sh --many-to-one 4 --owners 2 --max-bytes 67108864 --min-bytes 4096 --seconds 2
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix=xt$$
 port=29731
 max=1073741824
+m2o=()   # the serving side holds the regions of a many-to-few run: the same shape on both sides
 for ((i = 1; i <= $#; i++)); do   # the owner's region must hold the peer's largest size
   a=${!i}
+  j=$((i + 1))
   case "$a" in
     --max-bytes=*) max=${a#*=} ;;
-    --max-bytes) j=$((i + 1)); max=${!j} ;;
+    --max-bytes) max=${!j} ;;
+    --many-to-one=*|--owners=*|--min-bytes=*) m2o+=("$a") ;;
+    --many-to-one|--owners|--min-bytes) m2o+=("$a" "${!j}") ;;
   esac
 done
 [[ $max == 1073741824 ]] && max=16777216
@@ -34,7 +39,7 @@ cleanup() {
 trap cleanup EXIT
 read -r a1 a2 < <(scripts/netns-hosts.sh up "$prefix")
 JCOMM_HOST_ID=host-a ip netns exec "$prefix-h1" bin/commbench transfer --serve --listen "$a1:$port" --max-bytes "$max" \
-  --timeout 600 >"/tmp/$prefix.serve" 2>&1 &
+  ${m2o[@]+"${m2o[@]}"} --timeout 600 >"/tmp/$prefix.serve" 2>&1 &
 serve=$!
 # bin/commbench builds the tools first when their sources changed: up to a few minutes
 for _ in $(seq 1500); do

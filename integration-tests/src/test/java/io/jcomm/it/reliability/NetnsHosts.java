@@ -109,13 +109,18 @@ public final class NetnsHosts implements AutoCloseable {
 
     /** The command line of a {@code commrun} JVM on the test class path (its own options and target to follow). */
     public static List<String> commrunJvm() {
+        return javaCommand(CommRun.class, "256m");
+    }
+
+    /** The command line of a JVM running {@code main} on the test class path (its arguments to follow). */
+    public static List<String> javaCommand(Class<?> main, String maxHeap) {
         List<String> cmd = new ArrayList<>();
         cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         cmd.addAll(JvmFlags.REQUIRED);
-        cmd.add("-Xmx256m");
+        cmd.add("-Xmx" + maxHeap);
         cmd.add("-cp");
         cmd.add(System.getProperty("java.class.path"));
-        cmd.add(CommRun.class.getName());
+        cmd.add(main.getName());
         return cmd;
     }
 }

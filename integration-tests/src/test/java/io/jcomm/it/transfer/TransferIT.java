@@ -3,7 +3,6 @@ package io.jcomm.it.transfer;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.jcomm.api.JvmFlags;
 import io.jcomm.api.internal.shm.ShmFiles;
 import io.jcomm.cpu.store.TcpStoreServer;
 import io.jcomm.cpu.store.TcpStoreServerConfig;
@@ -246,13 +245,7 @@ class TransferIT {
 
     /** A worker's JVM on the test class path. */
     private static List<String> worker(int who, Path token, Path dir) {
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(JvmFlags.REQUIRED);
-        cmd.add("-Xmx512m");
-        cmd.add("-cp");
-        cmd.add(System.getProperty("java.class.path"));
-        cmd.add(TransferWorker.class.getName());
+        List<String> cmd = new ArrayList<>(NetnsHosts.javaCommand(TransferWorker.class, "512m"));
         cmd.addAll(List.of(role(who), token.toString(), dir.toString()));
         return cmd;
     }

@@ -2,7 +2,6 @@ package io.jcomm.it.transfer;
 
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.jcomm.api.JvmFlags;
 import io.jcomm.cpu.store.TcpStoreServer;
 import io.jcomm.cpu.store.TcpStoreServerConfig;
 import io.jcomm.it.reliability.NetnsHosts;
@@ -100,10 +99,7 @@ class TransferSilenceIT {
     @Test
     void aCutLinkBetweenTwoHostsIsNoticedOnBothSidesWithinTheSilenceTimeout(@TempDir Path dir) throws Exception {
         try (NetnsHosts h = NetnsHosts.create("sil" + ProcessHandle.current().pid() % 100_000)) {
-            List<String> java = new ArrayList<>();
-            java.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-            java.addAll(JvmFlags.REQUIRED);
-            java.addAll(List.of("-Xmx256m", "-cp", System.getProperty("java.class.path"), SilentPeerWorker.class.getName()));
+            List<String> java = NetnsHosts.javaCommand(SilentPeerWorker.class, "256m");
             Path[] logs = {dir.resolve("owner.log"), dir.resolve("initiator.log")};
             Process[] p = new Process[2];
             try {

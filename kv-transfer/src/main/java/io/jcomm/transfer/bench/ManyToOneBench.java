@@ -98,63 +98,17 @@ public final class ManyToOneBench {
                     agents.add(a);
                     ownerAgents.add(a);
                 }
-                TransferAgent owner = ownerAgents.get(0);
                 List<TransferAgent> inits = new ArrayList<>();
-                List<MemoryRegion> srcs = new ArrayList<>();
                 List<RemoteDescriptor> dsts = new ArrayList<>();
                 for (int i = 0; i < initiators; i++) {
                     TransferAgent a = TransferAgent.open(store, TransferOptions.builder("m2o-init-" + i).transports(Set.of("tcp"))
                             .timeout(timeout).build());
                     agents.add(a);
                     inits.add(a);
-                    srcs.add(a.register(ByteBuffer.allocateDirect(largeBytes), Set.of()));
                     dsts.add(ownerAgents.get(i % owners).register(ByteBuffer.allocateDirect(largeBytes), rw).descriptor());
                 }
-                TransferAgent first = inits.get(0);
-                MemoryRegion smallSrc = first.register(ByteBuffer.allocateDirect(smallBytes), Set.of());
-                RemoteDescriptor smallDst = owner.register(ByteBuffer.allocateDirect(smallBytes), rw).descriptor();
-                int chunk = owner.options().tcpChunkBytes();
-                for (int i = 0; i < initiators; i++) { // connect and warm up
-                    inits.get(i).write(srcs.get(i).all(), dsts.get(i), null, timeout).await();
-                }
-                smalls(first, smallSrc, smallDst, seconds / 3, timeout);
-                double[] idle = smalls(first, smallSrc, smallDst, seconds, timeout);
-                raws(raw, smallBytes, seconds / 3);
-                double[] rawIdle = raws(raw, smallBytes, seconds);
-                AtomicLong moved = new AtomicLong();
-                AtomicReference<Throwable> failed = new AtomicReference<>();
-                List<Thread> loaders = new ArrayList<>();
-                long stopAt = System.nanoTime() + (long) ((seconds * 2.5 + 0.5) * 1e9);
-                for (int i = 0; i < initiators; i++) {
-                    final int k = i;
-                    Thread t = new Thread(() -> {
-                        try {
-                            while (System.nanoTime() < stopAt) {
-                                inits.get(k).write(srcs.get(k).all(), dsts.get(k), null, timeout).await();
-                                moved.addAndGet(largeBytes);
-                            }
-                        } catch (RuntimeException e) {
-                            failed.compareAndSet(null, e);
-                        }
-                    }, "m2o-large-" + i);
-                    t.start();
-                    loaders.add(t);
-                }
-                Thread.sleep((long) (seconds * 250));
-                long m0 = moved.get();
-                long w0 = System.nanoTime();
-                double[] loaded = smalls(first, smallSrc, smallDst, seconds, timeout);
-                long w1 = System.nanoTime();
-                long m1 = moved.get();
-                double[] rawLoaded = raws(raw, smallBytes, seconds);
-                for (Thread t : loaders) {
-                    t.join(timeout.toMillis());
-                }
-                if (failed.get() != null) {
-                    throw new IllegalStateException("a large write failed: " + failed.get(), failed.get());
-                }
-                double bw = (m1 - m0) / ((w1 - w0) / 1e9);
-                return new Result(initiators, owners, largeBytes, smallBytes, chunk, idle, loaded, bw, rawIdle, rawLoaded);
+                RemoteDescriptor smallDst = ownerAgents.get(0).register(ByteBuffer.allocateDirect(smallBytes), rw).descriptor();
+                return measure(inits, dsts, smallDst, owners, smallBytes, seconds, () -> raw.round(smallBytes));
             } finally {
                 for (TransferAgent a : agents) {
                     a.close();
@@ -163,33 +117,96 @@ public final class ManyToOneBench {
         }
     }
 
-    private static double[] raws(TransferBench.RawTcp raw, int bytes, double seconds) throws java.io.IOException {
-        double[] l = new double[1024];
-        int n = 0;
-        long end = System.nanoTime() + (long) (seconds * 1e9);
-        long t;
-        do {
-            long t0 = System.nanoTime();
-            raw.round(bytes);
-            t = System.nanoTime();
-            if (n == l.length) {
-                l = Arrays.copyOf(l, 2 * n);
-            }
-            l[n++] = (t - t0) / 1e9;
-        } while (t < end);
-        double[] r = Arrays.copyOf(l, n);
-        Arrays.sort(r);
-        return r;
+    /** One timed round trip: a plain socket's small message and its ack. */
+    public interface Round {
+        void run() throws java.io.IOException;
+    }
+
+    /**
+     * The measurement with agents and regions made elsewhere (another process, another host): initiator
+     * {@code i} writes its whole {@code largeDsts.get(i)} over and over, the first initiator also writes
+     * {@code smallBytes} into {@code smallDst} one at a time, and {@code rawRound} is a plain socket round of
+     * {@code smallBytes} towards the owners' host; about {@code seconds} alone, then about {@code seconds}
+     * under load.
+     *
+     * @param owners how many owners the descriptors name (for the report)
+     */
+    public static Result measure(List<TransferAgent> inits, List<RemoteDescriptor> largeDsts, RemoteDescriptor smallDst, int owners,
+                                 int smallBytes, double seconds, Round rawRound) throws Exception {
+        int initiators = inits.size();
+        int largeBytes = Math.toIntExact(largeDsts.get(0).length());
+        if (initiators < 1 || largeDsts.size() != initiators || smallDst.length() < smallBytes || smallBytes < 1 || seconds <= 0) {
+            throw new IllegalArgumentException("need one large descriptor per initiator, a small one of at least smallBytes, seconds > 0");
+        }
+        Duration timeout = Duration.ofSeconds(60);
+        List<MemoryRegion> srcs = new ArrayList<>();
+        for (int i = 0; i < initiators; i++) {
+            srcs.add(inits.get(i).register(ByteBuffer.allocateDirect(Math.toIntExact(largeDsts.get(i).length())), Set.of()));
+        }
+        TransferAgent first = inits.get(0);
+        MemoryRegion smallSrc = first.register(ByteBuffer.allocateDirect(smallBytes), Set.of());
+        RemoteDescriptor small = smallDst.slice(0, smallBytes);
+        int chunk = first.options().tcpChunkBytes();
+        for (int i = 0; i < initiators; i++) { // connect and warm up
+            inits.get(i).write(srcs.get(i).all(), largeDsts.get(i), null, timeout).await();
+        }
+        smalls(first, smallSrc, small, seconds / 3, timeout);
+        double[] idle = smalls(first, smallSrc, small, seconds, timeout);
+        latencies(rawRound, seconds / 3);
+        double[] rawIdle = latencies(rawRound, seconds);
+        AtomicLong moved = new AtomicLong();
+        AtomicReference<Throwable> failed = new AtomicReference<>();
+        List<Thread> loaders = new ArrayList<>();
+        long stopAt = System.nanoTime() + (long) ((seconds * 2.5 + 0.5) * 1e9);
+        for (int i = 0; i < initiators; i++) {
+            final int k = i;
+            Thread t = new Thread(() -> {
+                try {
+                    while (System.nanoTime() < stopAt) {
+                        inits.get(k).write(srcs.get(k).all(), largeDsts.get(k), null, timeout).await();
+                        moved.addAndGet(largeDsts.get(k).length());
+                    }
+                } catch (RuntimeException e) {
+                    failed.compareAndSet(null, e);
+                }
+            }, "m2o-large-" + i);
+            t.start();
+            loaders.add(t);
+        }
+        Thread.sleep((long) (seconds * 250));
+        long m0 = moved.get();
+        long w0 = System.nanoTime();
+        double[] loaded = smalls(first, smallSrc, small, seconds, timeout);
+        long w1 = System.nanoTime();
+        long m1 = moved.get();
+        double[] rawLoaded = latencies(rawRound, seconds);
+        for (Thread t : loaders) {
+            t.join(timeout.toMillis());
+        }
+        if (failed.get() != null) {
+            throw new IllegalStateException("a large write failed: " + failed.get(), failed.get());
+        }
+        double bw = (m1 - m0) / ((w1 - w0) / 1e9);
+        return new Result(initiators, owners, largeBytes, smallBytes, chunk, idle, loaded, bw, rawIdle, rawLoaded);
     }
 
     private static double[] smalls(TransferAgent a, MemoryRegion src, RemoteDescriptor dst, double seconds, Duration timeout) {
+        try {
+            return latencies(() -> a.write(src.all(), dst, null, timeout).await(), seconds);
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e); // a write throws no IOException
+        }
+    }
+
+    /** The latencies of {@code round} run back to back for about {@code seconds}, sorted, in seconds. */
+    private static double[] latencies(Round round, double seconds) throws java.io.IOException {
         double[] l = new double[1024];
         int n = 0;
         long end = System.nanoTime() + (long) (seconds * 1e9);
         long t;
         do {
             long t0 = System.nanoTime();
-            a.write(src.all(), dst, null, timeout).await();
+            round.run();
             t = System.nanoTime();
             if (n == l.length) {
                 l = Arrays.copyOf(l, 2 * n);

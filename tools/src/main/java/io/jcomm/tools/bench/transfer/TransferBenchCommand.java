@@ -88,8 +88,10 @@ public final class TransferBenchCommand implements Callable<Integer> {
             + "${DEFAULT-VALUE})")
     int tcpChunkBytes = TransferOptions.TCP_CHUNK_BYTES_DEFAULT;
 
-    @Option(names = "--many-to-one", description = "instead: N initiators write --max-bytes each into one owner over tcp, "
-            + "over and over, while the first also writes --min-bytes one at a time; small-write latency alone and under load")
+    @Option(names = "--many-to-one", description = "instead: N initiators write --max-bytes each into one owner (or --owners) "
+            + "over tcp, over and over, while the first also writes --min-bytes one at a time; small-write latency alone and "
+            + "under load, beside plain socket rounds; with --serve/--peer across hosts (give both sides the same N, --owners, "
+            + "--min-bytes and --max-bytes)")
     Integer manyToOne;
 
     @Option(names = "--owners", description = "with --many-to-one: the initiators write into this many owners, initiator i "
@@ -148,7 +150,9 @@ public final class TransferBenchCommand implements Callable<Integer> {
         String err = serve && peer != null ? "give --serve or --peer, not both"
                 : serve && listen == null ? "--serve needs --listen HOST:PORT (an address of this host the peer reaches)"
                 : !serve && (listen != null || store != null) ? "--listen and --store go with --serve"
-                : manyToOne != null || torch ? "--many-to-one and --torch are for one host"
+                : torch ? "--torch is for one host"
+                : manyToOne != null && (manyToOne < 1 || manyToOne > 64 || owners < 1 || owners > manyToOne)
+                ? "--many-to-one needs 1 <= N <= 64 and 1 <= --owners <= N"
                 : minBytes < 1 || maxBytes < minBytes || maxBytes > 1 << 30 || seconds <= 0 || seconds > 60 || timeoutSeconds < 1
                 ? "need 1 <= --min-bytes <= --max-bytes <= 1 GiB, 0 < --seconds <= 60, --timeout >= 1"
                 : null;
@@ -161,12 +165,7 @@ public final class TransferBenchCommand implements Callable<Integer> {
         }
         TransferOptions.Builder ob;
         if (err == null) {
-            ob = TransferOptions.builder(serve ? TwoHostTransferBench.OWNER : TwoHostTransferBench.PEER)
-                    .namespace(TwoHostTransferBench.PREFIX + "agents").tcpStreams(tcpStreams).tcpChunkBytes(tcpChunkBytes)
-                    .timeout(Duration.ofSeconds(Math.max(30, timeoutSeconds)));
-            if (tokenFile != null) {
-                ob.tokenFile(tokenFile);
-            }
+            ob = agentOptions(serve ? TwoHostTransferBench.OWNER : TwoHostTransferBench.PEER);
             try {
                 ob.build(); // checks the values
             } catch (IllegalArgumentException e) {
@@ -196,7 +195,14 @@ public final class TransferBenchCommand implements Callable<Integer> {
         }
         try (TcpStore client = TcpStore.connect(cb.build())) {
             if (serve) {
-                return TwoHostTransferBench.serve(client, HostPort.host(listen), maxBytes, ob, timeout, System.out) ? 0 : 1;
+                return TwoHostTransferBench.serve(client, HostPort.host(listen), maxBytes, ob,
+                        o -> agentOptions(TwoHostTransferBench.OWNER + "-m2o-" + o), manyToOne == null ? 0 : manyToOne, owners,
+                        minBytes, timeout, System.out) ? 0 : 1;
+            }
+            if (manyToOne != null) {
+                ManyToOneBench.print(System.out, TwoHostTransferBench.measureManyToOne(client, where.host(), manyToOne, minBytes,
+                        seconds, i -> agentOptions(TwoHostTransferBench.PEER + "-m2o-" + i), timeout));
+                return 0;
             }
             double[] stream = new double[1];
             String to = where.host();
@@ -218,6 +224,16 @@ public final class TransferBenchCommand implements Callable<Integer> {
                 server.close();
             }
         }
+    }
+
+    /** The options of one agent of the measurement across hosts, named {@code name}. */
+    private TransferOptions.Builder agentOptions(String name) {
+        TransferOptions.Builder b = TransferOptions.builder(name).namespace(TwoHostTransferBench.PREFIX + "agents")
+                .tcpStreams(tcpStreams).tcpChunkBytes(tcpChunkBytes).timeout(Duration.ofSeconds(Math.max(30, timeoutSeconds)));
+        if (tokenFile != null) {
+            b.tokenFile(tokenFile);
+        }
+        return b;
     }
 
     /** A parsed {@code HOST:PORT}. */

@@ -6,6 +6,7 @@ import io.jcomm.transfer.Permission;
 import io.jcomm.transfer.RemoteDescriptor;
 import io.jcomm.transfer.TransferAgent;
 import io.jcomm.transfer.TransferOptions;
+import io.jcomm.transfer.bench.ManyToOneBench;
 import io.jcomm.transfer.bench.TransferBench;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -85,12 +86,36 @@ final class TwoHostTransferBench {
      */
     static boolean serve(Store store, String host, int maxBytes, TransferOptions.Builder ob, Duration timeout, PrintStream out)
             throws Exception {
-        for (String k : List.of("done", "desc", "raw")) {
+        return serve(store, host, maxBytes, ob, null, 0, 1, 0, timeout, out);
+    }
+
+    /**
+     * {@link #serve(Store, String, int, TransferOptions.Builder, Duration, PrintStream)}, and with
+     * {@code manyToOne > 0} also {@code owners} owner agents (named by {@code ownerOptions}) holding one
+     * region of {@code maxBytes} per initiator (initiator i's in owner i mod owners) and a small region of
+     * {@code smallBytes} in the first, for {@link #measureManyToOne}.
+     */
+    static boolean serve(Store store, String host, int maxBytes, TransferOptions.Builder ob,
+                         java.util.function.IntFunction<TransferOptions.Builder> ownerOptions, int manyToOne, int owners,
+                         int smallBytes, Duration timeout, PrintStream out) throws Exception {
+        for (String k : List.of("done", "desc", "raw", "m2o")) {
             store.deleteKey(PREFIX + k);
         }
+        List<TransferAgent> extra = new ArrayList<>();
         try (TransferAgent owner = TransferAgent.open(store, ob.listenHost(host).transports(Set.of("tcp")).build());
-             RawSink sink = new RawSink(host, maxBytes)) {
+             RawSink sink = new RawSink(host, Math.max(maxBytes, smallBytes))) {
             MemoryRegion region = owner.register(ByteBuffer.allocateDirect(maxBytes), RW);
+            for (int o = 0; o < (manyToOne > 0 ? owners : 0); o++) {
+                extra.add(TransferAgent.open(store, ownerOptions.apply(o).listenHost(host).transports(Set.of("tcp")).build()));
+            }
+            for (int i = 0; i < manyToOne; i++) {
+                store.set(PREFIX + "m2o/large/" + i, extra.get(i % owners).register(ByteBuffer.allocateDirect(maxBytes), RW)
+                        .descriptor().encode());
+            }
+            if (manyToOne > 0) {
+                store.set(PREFIX + "m2o/small", extra.get(0).register(ByteBuffer.allocateDirect(smallBytes), RW).descriptor().encode());
+                store.set(PREFIX + "m2o", (manyToOne + " " + owners).getBytes(StandardCharsets.US_ASCII));
+            }
             store.set(PREFIX + "raw", (host + " " + sink.port() + " " + maxBytes).getBytes(StandardCharsets.US_ASCII));
             store.set(PREFIX + "desc", region.descriptor().encode());
             out.printf(Locale.ROOT, "# serving: agent %s on %s (tcp), a region of %d bytes, raw sink on %s:%d; waiting for the peer%n",
@@ -105,6 +130,10 @@ final class TwoHostTransferBench {
                 return false;
             } finally {
                 store.deleteKey(PREFIX + "done");
+            }
+        } finally {
+            for (TransferAgent a : extra) {
+                a.close();
             }
         }
     }
@@ -322,6 +351,56 @@ final class TwoHostTransferBench {
                 each.accept(r);
             }
             return new Result(best, parallel, opts.tcpStreams(), opts.tcpChunkBytes(), rows);
+        }
+    }
+
+    /**
+     * Many to few across hosts: {@code initiators} agents here (named by {@code initiatorOptions}) against
+     * the owners a {@link #serve} with as many initiators published, and the small rounds over a plain
+     * socket to its raw sink ({@link ManyToOneBench#measure(List, List, RemoteDescriptor, int, int, double,
+     * ManyToOneBench.Round)}).
+     */
+    static ManyToOneBench.Result measureManyToOne(Store store, String storeHost, int initiators, int smallBytes, double seconds,
+                                                  java.util.function.IntFunction<TransferOptions.Builder> initiatorOptions,
+                                                  Duration timeout) throws Exception {
+        String[] shape = new String(store.get(PREFIX + "m2o", timeout), StandardCharsets.US_ASCII).split(" ");
+        if (Integer.parseInt(shape[0]) != initiators) {
+            throw new IllegalArgumentException("the serving side holds regions for --many-to-one " + shape[0] + ", not " + initiators);
+        }
+        int owners = Integer.parseInt(shape[1]);
+        String[] raw = new String(store.get(PREFIX + "raw", timeout), StandardCharsets.US_ASCII).split(" ");
+        RemoteDescriptor small = RemoteDescriptor.decode(store.get(PREFIX + "m2o/small", timeout));
+        if (small.length() < smallBytes) {
+            throw new IllegalArgumentException("the serving side's small region has " + small.length() + " bytes, less than --min-bytes "
+                    + smallBytes + " (give both sides the same --min-bytes)");
+        }
+        List<RemoteDescriptor> large = new ArrayList<>();
+        for (int i = 0; i < initiators; i++) {
+            large.add(RemoteDescriptor.decode(store.get(PREFIX + "m2o/large/" + i, timeout)));
+        }
+        String local = localAddressTowards(storeHost);
+        List<TransferAgent> inits = new ArrayList<>();
+        try (SocketChannel round = SocketChannel.open(new InetSocketAddress(raw[0], Integer.parseInt(raw[1])))) {
+            tune(round);
+            writeFully(round, ByteBuffer.wrap(new byte[] {'R'}));
+            ByteBuffer head = ByteBuffer.allocateDirect(4);
+            ByteBuffer out = ByteBuffer.allocateDirect(smallBytes);
+            ByteBuffer ack = ByteBuffer.allocateDirect(8);
+            for (int i = 0; i < initiators; i++) {
+                inits.add(TransferAgent.open(store, initiatorOptions.apply(i).listenHost(local).transports(Set.of("tcp")).build()));
+            }
+            return ManyToOneBench.measure(inits, large, small, owners, smallBytes, seconds, () -> {
+                head.clear().putInt(0, smallBytes);
+                writeFully(round, head);
+                writeFully(round, out.clear());
+                ack.clear();
+                readFully(round, ack);
+            });
+        } finally {
+            for (TransferAgent a : inits) {
+                a.close();
+            }
+            store.set(PREFIX + "done", new byte[0]);
         }
     }
 

@@ -371,18 +371,8 @@ final class TcpBackend implements CpuBackend {
         int pos = mod(rank - src);
         ByteBuffer buf = tensor.buffer();
         if (small) {
-            // the parent: clear the lowest set bit of pos; the children: pos + 2^j for 2^j below that bit
-            int low = pos == 0 ? Integer.highestOneBit(Math.max(1, size - 1)) << 1 : Integer.lowestOneBit(pos);
-            int[] peers = new int[1 + 32];
-            int n = 0;
-            if (pos != 0) {
-                peers[n++] = mod(rank - low);
-            }
-            for (int d = low >> 1; d > 0; d >>= 1) {
-                if (pos + d < size) {
-                    peers[n++] = mod(rank + d);
-                }
-            }
+            int[] peers = new int[33];
+            int n = treePeers(src, peers);
             Op op = e.begin(Frame.DATA, OpCodes.BROADCAST, deadline, peers, n);
             op.template.dtype(tensor.dtype()).count(tensor.numel()).root(src).algo(ALGO_TREE);
             if (pos != 0) {
@@ -1150,7 +1140,8 @@ final class TcpBackend implements CpuBackend {
     }
 
     /**
-     * The peers of this rank in the binomial tree rooted at {@code root}, as in {@link #broadcastLazy}: at
+     * The peers of this rank in the binomial tree rooted at {@code root} (broadcast, gather and scatter of
+     * lazily connected groups): at
      * position {@code pos = rank - root (mod N)} the parent (first, unless this is the root) at
      * {@code pos - lowestOneBit(pos)}, then the children at {@code pos + 2^j} for the powers of two below
      * that bit, largest first. The child at {@code pos + d} heads the positions {@code [pos + d, pos + 2d)}
@@ -1171,6 +1162,11 @@ final class TcpBackend implements CpuBackend {
         return n;
     }
 
+    /** How many positions the subtree at position {@code pos} of a binomial tree holds (itself included). */
+    private int subtree(int pos) {
+        return pos == 0 ? size : Math.min(Integer.lowestOneBit(pos), size - pos);
+    }
+
     /**
      * Gather in a lazily connected group, over the binomial tree rooted at {@code dst} (ceil(log2 N) rounds,
      * the barrier's peers only): each rank collects its subtree's inputs in position order, its children's
@@ -1181,7 +1177,7 @@ final class TcpBackend implements CpuBackend {
         int[] peers = new int[33];
         int n = treePeers(dst, peers);
         int pos = mod(rank - dst);
-        int span = pos == 0 ? size : Math.min(Integer.lowestOneBit(pos), size - pos);
+        int span = subtree(pos);
         long b = input.byteSize();
         Op op = e.begin(Frame.DATA, OpCodes.GATHER, deadline, peers, n);
         op.template.dtype(input.dtype()).count(input.numel()).root(dst).algo(ALGO_TREE);
@@ -1189,7 +1185,7 @@ final class TcpBackend implements CpuBackend {
         slice(block, 0, b).put(input.buffer());
         for (int i = pos == 0 ? 0 : 1; i < n; i++) {
             int d = mod(peers[i] - rank);
-            e.post(Recv.into(op, peers[i], op.frame(0), slice(block, d * b, Math.min(d, size - pos - d) * b), null));
+            e.post(Recv.into(op, peers[i], op.frame(0), slice(block, d * b, subtree(pos + d) * b), null));
         }
         e.await(op);
         if (pos != 0) {
@@ -1212,7 +1208,7 @@ final class TcpBackend implements CpuBackend {
         int[] peers = new int[33];
         int n = treePeers(src, peers);
         int pos = mod(rank - src);
-        int span = pos == 0 ? size : Math.min(Integer.lowestOneBit(pos), size - pos);
+        int span = subtree(pos);
         long b = output.byteSize();
         Op op = e.begin(Frame.DATA, OpCodes.SCATTER, deadline, peers, n);
         op.template.dtype(output.dtype()).count(output.numel()).root(src).algo(ALGO_TREE);
@@ -1227,7 +1223,7 @@ final class TcpBackend implements CpuBackend {
         }
         for (int i = pos == 0 ? 0 : 1; i < n; i++) {
             int d = mod(peers[i] - rank);
-            e.send(op, peers[i], op.frame(0), slice(block, d * b, Math.min(d, size - pos - d) * b));
+            e.send(op, peers[i], op.frame(0), slice(block, d * b, subtree(pos + d) * b));
         }
         output.buffer().put(slice(block, 0, b));
         e.await(op);
