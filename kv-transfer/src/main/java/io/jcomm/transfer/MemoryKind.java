@@ -10,7 +10,13 @@ public enum MemoryKind {
      * A shared-memory file made by {@link TransferAgent#allocateShared}: an agent on the same host
      * copies straight into or out of it (shm transport); other hosts reach it over tcp.
      */
-    SHARED(2);
+    SHARED(2),
+    /**
+     * A device tensor registered through its device provider's {@link io.jcomm.api.device.DeviceMemory}
+     * ({@link TransferAgent#register(io.jcomm.api.Tensor, java.util.Set)}); reached over tcp, its bytes pass
+     * through a host staging buffer of the same size that the agent keeps.
+     */
+    DEVICE(3);
 
     private final int code;
 

@@ -8,6 +8,8 @@ import io.jcomm.api.OpContext;
 import io.jcomm.api.PeerFailureException;
 import io.jcomm.api.ProtocolException;
 import io.jcomm.api.Tensor;
+import io.jcomm.api.device.DeviceCommunicatorProvider;
+import io.jcomm.api.device.DeviceMemory;
 import io.jcomm.api.internal.shm.ShmFiles;
 import io.jcomm.api.store.Store;
 import io.jcomm.transfer.internal.PeerRecords;
@@ -213,12 +215,45 @@ public final class TransferAgent implements AutoCloseable {
                 Permission.bits(remoteAccess), null));
     }
 
-    /** Registers a host tensor's memory. */
+    /**
+     * Registers a tensor's memory. A host tensor's bytes are registered as they are (as
+     * {@link #register(ByteBuffer, Set)}). A device tensor is registered through the
+     * {@link DeviceMemory} of an available {@link DeviceCommunicatorProvider} of its device type (the
+     * highest priority one that offers it): the region is {@link MemoryKind#DEVICE}, the agent keeps a host
+     * staging buffer of the tensor's size, remote writes land there and are copied to the device before
+     * they are answered, remote reads copy from the device first, and this agent's own transfers from or
+     * into the region copy the same way around them. Remote agents reach it over tcp.
+     *
+     * @throws IllegalArgumentException for a device tensor of a type no available provider copies, or of
+     *         more than 2 GiB
+     */
     public MemoryRegion register(Tensor tensor, Set<Permission> remoteAccess) {
-        if (!tensor.isHost()) {
-            throw new IllegalArgumentException("only host tensors can be registered (device memory is not supported yet): " + tensor);
+        if (tensor.isHost()) {
+            return register(tensor.buffer(), remoteAccess);
         }
-        return register(tensor.buffer(), remoteAccess);
+        checkOpen("register");
+        String type = tensor.device().type();
+        DeviceMemory memory = null;
+        int best = Integer.MIN_VALUE;
+        for (DeviceCommunicatorProvider p : ServiceLoader.load(DeviceCommunicatorProvider.class)) {
+            if (p.deviceType().equals(type) && p.priority() > best && p.availability().available()) {
+                Optional<DeviceMemory> m = p.deviceMemory();
+                if (m.isPresent()) {
+                    memory = m.get();
+                    best = p.priority();
+                }
+            }
+        }
+        if (memory == null) {
+            throw new IllegalArgumentException("no available device provider copies " + type + " memory: cannot register " + tensor);
+        }
+        if (tensor.byteSize() > Integer.MAX_VALUE - 8) {
+            throw new IllegalArgumentException("a region has at most 2 GiB, " + tensor + " has " + tensor.byteSize() + " bytes");
+        }
+        long[] slot = regions.reserve();
+        ByteBuffer staging = ByteBuffer.allocateDirect((int) tensor.byteSize());
+        return new MemoryRegion(name, regions.add(slot, MemoryKind.DEVICE, staging, Permission.bits(remoteAccess), null, memory,
+                tensor));
     }
 
     /**
@@ -342,16 +377,32 @@ public final class TransferAgent implements AutoCloseable {
         CompletableFuture<Void> f;
         try {
             List<Segment> segments = new ArrayList<>(local.size());
+            List<LocalDescriptor> deviceReads = null;
             for (LocalDescriptor l : local) {
                 RegionTable.Entry e = l.region().entry();
                 if (!e.pin()) {
                     throw new CommClosedException(c, "local region " + e.id() + " is deregistered");
                 }
                 pinned.add(e);
+                if (e.kind() == MemoryKind.DEVICE) {
+                    if (write) {
+                        e.fill(l.offset(), l.length()); // the device's bytes into the staging buffer the transport sends
+                    } else {
+                        (deviceReads == null ? deviceReads = new ArrayList<>() : deviceReads).add(l);
+                    }
+                }
                 segments.add(new Segment(e.view(l.offset(), l.length()), remote.get(segments.size())));
             }
             PeerInfo peer = peer(agent, d);
             f = dispatch(write, peer, segments, notification, d);
+            if (deviceReads != null) {
+                List<LocalDescriptor> reads = deviceReads;
+                f = f.thenRun(() -> {
+                    for (LocalDescriptor l : reads) {
+                        l.region().entry().flush(l.offset(), l.length()); // what arrived, onto the device
+                    }
+                });
+            }
         } catch (CommException e) {
             f = CompletableFuture.failedFuture(e);
         }

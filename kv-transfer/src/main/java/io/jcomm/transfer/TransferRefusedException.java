@@ -24,7 +24,12 @@ public class TransferRefusedException extends ProtocolException {
         /** The owner's notification queue stayed full past its offer timeout (the data was written). */
         NOTIFICATION_QUEUE_FULL(4),
         /** The request itself was malformed (a length over the bounds of the wire protocol). */
-        MALFORMED(5);
+        MALFORMED(5),
+        /**
+         * The owner's device provider failed to copy between a device region and its host staging buffer
+         * (the detail has the library's error); for a write, the device memory may hold part of the bytes.
+         */
+        DEVICE(6);
 
         private final int code;
 
@@ -51,7 +56,11 @@ public class TransferRefusedException extends ProtocolException {
     private final Reason reason;
 
     public TransferRefusedException(OpContext context, Reason reason, String detail) {
-        super(context, reason + ": " + detail);
+        this(context, reason, detail, null);
+    }
+
+    public TransferRefusedException(OpContext context, Reason reason, String detail, Throwable cause) {
+        super(context, reason + ": " + detail, cause);
         this.reason = reason;
     }
 

@@ -33,4 +33,13 @@ public interface DeviceCommunicatorProvider {
      * @throws io.jcomm.api.BackendException when unavailable (with the reason) or bootstrap fails
      */
     DeviceCommunicator create(DeviceCommunicatorContext context);
+
+    /**
+     * Copies between this provider's device memory and host memory, where the provider supports it
+     * (an engine stages device tensors through host buffers with it); empty by default and whenever
+     * the provider is unavailable.
+     */
+    default java.util.Optional<DeviceMemory> deviceMemory() {
+        return java.util.Optional.empty();
+    }
 }

@@ -79,4 +79,12 @@ public final class NcclDeviceCommunicatorProvider implements DeviceCommunicatorP
         }
         return NcclCommunicator.create(NAME, p.api(), context);
     }
+
+    /** {@code cudaMemcpy} between cuda tensors and direct host buffers, when NCCL and CUDA are available. */
+    @Override
+    public java.util.Optional<io.jcomm.api.device.DeviceMemory> deviceMemory() {
+        NcclProbe.Result p = probe.get();
+        return p.availability().available() ? java.util.Optional.of(new io.jcomm.device.internal.nccl.NcclDeviceMemory(p.api()))
+                : java.util.Optional.empty();
+    }
 }

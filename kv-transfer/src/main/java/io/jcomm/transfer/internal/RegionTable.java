@@ -4,6 +4,8 @@ import io.jcomm.api.CommException;
 import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.Deadline;
 import io.jcomm.api.OpContext;
+import io.jcomm.api.Tensor;
+import io.jcomm.api.device.DeviceMemory;
 import io.jcomm.api.internal.Entropy;
 import io.jcomm.transfer.MemoryKind;
 import io.jcomm.transfer.Permission;
@@ -34,16 +36,35 @@ public final class RegionTable {
         private final ByteBuffer memory;
         private final int permissionBits;
         private final ShmRegionFile shm;
+        private final DeviceMemory device;
+        private final Tensor tensor;
         private final AtomicInteger pins = new AtomicInteger();
         private volatile boolean revoked;
 
-        Entry(int id, long generation, MemoryKind kind, ByteBuffer memory, int permissionBits, ShmRegionFile shm) {
+        Entry(int id, long generation, MemoryKind kind, ByteBuffer memory, int permissionBits, ShmRegionFile shm,
+              DeviceMemory device, Tensor tensor) {
             this.id = id;
             this.generation = generation;
             this.kind = kind;
             this.memory = memory;
             this.permissionBits = permissionBits;
             this.shm = shm;
+            this.device = device;
+            this.tensor = tensor;
+        }
+
+        /** For a device region: copies {@code [offset, offset + length)} from the device into the staging buffer. */
+        public void fill(long offset, long length) {
+            if (device != null) {
+                device.copyToHost(tensor, offset, view(offset, length));
+            }
+        }
+
+        /** For a device region: copies {@code [offset, offset + length)} from the staging buffer to the device. */
+        public void flush(long offset, long length) {
+            if (device != null && length > 0) {
+                device.copyFromHost(view(offset, length), tensor, offset);
+            }
         }
 
         public int id() { return id; }
@@ -111,9 +132,18 @@ public final class RegionTable {
     }
 
     /** Publishes a registration in its reserved slot. */
-    public synchronized Entry add(long[] reserved, MemoryKind kind, ByteBuffer memory, int permissionBits, ShmRegionFile shm) {
+    public Entry add(long[] reserved, MemoryKind kind, ByteBuffer memory, int permissionBits, ShmRegionFile shm) {
+        return add(reserved, kind, memory, permissionBits, shm, null, null);
+    }
+
+    /**
+     * Publishes a registration in its reserved slot; for a device region {@code memory} is its host staging
+     * buffer and {@code device} copies between it and {@code tensor}.
+     */
+    public synchronized Entry add(long[] reserved, MemoryKind kind, ByteBuffer memory, int permissionBits, ShmRegionFile shm,
+                                  DeviceMemory device, Tensor tensor) {
         int id = (int) reserved[0];
-        Entry e = new Entry(id, reserved[1], kind, memory.duplicate().clear().slice(), permissionBits, shm);
+        Entry e = new Entry(id, reserved[1], kind, memory.duplicate().clear().slice(), permissionBits, shm, device, tensor);
         retired[id] = false;
         slots.set(id, e);
         return e;
@@ -158,6 +188,14 @@ public final class RegionTable {
                     + " of " + agent + " is being deregistered (asked by " + peer + ")");
         }
         ByteBuffer view = e.view(offset, length);
+        if (access == Permission.READ) {
+            try {
+                e.fill(offset, length);
+            } catch (RuntimeException x) {
+                e.unpin();
+                throw deviceFailure(e, peer, x);
+            }
+        }
         return new RegionAccess() {
             private boolean closed;
 
@@ -172,6 +210,15 @@ public final class RegionTable {
             }
 
             @Override
+            public void commit() {
+                try {
+                    e.flush(offset, view.position());
+                } catch (RuntimeException x) {
+                    throw deviceFailure(e, peer, x);
+                }
+            }
+
+            @Override
             public void close() {
                 if (!closed) {
                     closed = true;
@@ -179,6 +226,11 @@ public final class RegionTable {
                 }
             }
         };
+    }
+
+    private TransferRefusedException deviceFailure(Entry e, String peer, RuntimeException cause) {
+        return new TransferRefusedException(CONTEXT, TransferRefusedException.Reason.DEVICE, "region " + e.id + " of " + agent
+                + " (asked by " + peer + "): " + cause.getMessage(), cause);
     }
 
     /**

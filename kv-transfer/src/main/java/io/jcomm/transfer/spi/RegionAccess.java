@@ -15,6 +15,16 @@ public interface RegionAccess extends AutoCloseable {
     /** True once the owner began deregistering the region: stop touching it and close. */
     boolean revoked();
 
+    /**
+     * After a write: makes the bytes written into {@link #buffer()} (up to its position) part of the
+     * registered memory. Nothing to do for host memory; a device region copies them from its staging
+     * buffer to the device here.
+     *
+     * @throws io.jcomm.transfer.TransferRefusedException with reason {@code DEVICE} when that copy fails
+     */
+    default void commit() {
+    }
+
     /** Unpins the region. */
     @Override
     void close();

@@ -937,6 +937,7 @@ final class TcpTransport implements Transport {
             }
             boolean revoked = false;
             long left;
+            TransferRefusedException failed = null;
             try (access) {
                 ByteBuffer dst = access.buffer();
                 while (dst.hasRemaining()) {
@@ -952,6 +953,17 @@ final class TcpTransport implements Transport {
                     dst.limit(cap);
                 }
                 left = dst.remaining();
+                if (!revoked) {
+                    try {
+                        access.commit();
+                    } catch (TransferRefusedException e) {
+                        failed = e;
+                    }
+                }
+            }
+            if (failed != null) {
+                respond(ch, r, id, failed.reason().code(), failed.detail());
+                continue;
             }
             if (revoked) {
                 scratch = drain(ch, left, scratch);

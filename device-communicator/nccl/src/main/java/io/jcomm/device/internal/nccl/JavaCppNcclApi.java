@@ -172,6 +172,18 @@ public final class JavaCppNcclApi implements NcclApi {
     }
 
     @Override
+    public int cudaMemcpyHost(long device, java.nio.ByteBuffer host, boolean toDevice) {
+        Scratch s = scratch.get();
+        org.bytedeco.javacpp.BytePointer h = new org.bytedeco.javacpp.BytePointer(host); // at the buffer's position
+        try {
+            return toDevice ? cudart.cudaMemcpy(s.a.at(device), h, host.remaining(), cudart.cudaMemcpyHostToDevice)
+                    : cudart.cudaMemcpy(h, s.a.at(device), host.remaining(), cudart.cudaMemcpyDeviceToHost);
+        } finally {
+            h.deallocate(false);
+        }
+    }
+
+    @Override
     public int cudaMemcpy2DAsync(long dst, long dpitch, long src, long spitch, long width, long height, long stream) {
         Scratch s = scratch.get();
         return cudart.cudaMemcpy2DAsync(s.a.at(dst), dpitch, s.b.at(src), spitch, width, height,

@@ -60,6 +60,13 @@ public interface NcclApi {
     /** Device-to-device (or any, with unified addressing) asynchronous copy. */
     int cudaMemcpyAsync(long dst, long src, long bytes, long stream);
 
+    /**
+     * A synchronous copy between device memory at {@code device} and the remaining bytes of the direct
+     * host buffer {@code host} ({@code cudaMemcpy}), on the calling thread's current device; does not move
+     * the buffer's position.
+     */
+    int cudaMemcpyHost(long device, java.nio.ByteBuffer host, boolean toDevice);
+
     int cudaMemcpy2DAsync(long dst, long dpitch, long src, long spitch, long width, long height, long stream);
 
     /** Stream-ordered allocation (capturable); {@code out[0]} receives the address. */

@@ -442,6 +442,25 @@ public class FakeNccl implements NcclApi {
     }
 
     @Override
+    public int cudaMemcpyHost(long device, ByteBuffer host, boolean toDevice) {
+        log("cudaMemcpyHost");
+        int f = injected("cudaMemcpyHost");
+        if (f != 0) {
+            return f;
+        }
+        ByteBuffer d = at(device, host.remaining());
+        if (d == null || !host.isDirect()) {
+            return NcclConstants.CUDA_ERROR_INVALID_VALUE;
+        }
+        if (toDevice) {
+            d.put(host.duplicate());
+        } else {
+            host.duplicate().put(d);
+        }
+        return 0;
+    }
+
+    @Override
     public int cudaMemcpyAsync(long dst, long src, long bytes, long stream) {
         log("cudaMemcpyAsync@" + stream);
         ByteBuffer d = at(dst, bytes);

@@ -66,9 +66,34 @@ public final class GpuCheck {
             }
         }
         errorPaths(provider, probe);
+        deviceMemory(provider);
         overhead(provider, probe.api(), iterations);
         System.out.println(failures == 0 ? "gpu-check: all checks passed" : "gpu-check: " + failures + " check(s) failed");
         System.exit(failures == 0 ? 0 : 1);
+    }
+
+    /** The copies the transfer engine stages device regions with: 4 MiB up and back at an offset. */
+    private static void deviceMemory(NcclDeviceCommunicatorProvider provider) {
+        io.jcomm.api.device.DeviceMemory m = provider.deviceMemory().orElse(null);
+        result(m != null, "deviceMemory offered");
+        if (m == null) {
+            return;
+        }
+        try (CudaMemory mem = new CudaMemory(0)) {
+            Tensor dev = mem.allocate(DType.U8, 8 << 20);
+            java.nio.ByteBuffer up = java.nio.ByteBuffer.allocateDirect(4 << 20);
+            for (int i = 0; i < up.capacity(); i++) {
+                up.put(i, (byte) (i * 13 + 5));
+            }
+            long t0 = System.nanoTime();
+            m.copyFromHost(up.duplicate(), dev, 1 << 20);
+            java.nio.ByteBuffer down = java.nio.ByteBuffer.allocateDirect(4 << 20);
+            m.copyToHost(dev, 1 << 20, down.duplicate());
+            long us = (System.nanoTime() - t0) / 1000;
+            result(up.equals(down), "deviceMemory: 4 MiB to cuda:0 and back at offset 1 MiB, equal, " + us + " us");
+        } catch (RuntimeException e) {
+            result(false, "deviceMemory: " + e);
+        }
     }
 
     private static void errorPaths(NcclDeviceCommunicatorProvider provider, NcclProbe.Result probe) {
