@@ -18,8 +18,8 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * Peers that go silent without closing their connections ({@link SilentPeerWorker}, tcp only, a 1 s
- * {@code peerSilenceTimeout}): a stopped owner (SIGSTOP) fails the initiator's pending writes with a
+ * Peers that go silent without closing their connections ({@link SilentPeerWorker}, tcp only, a
+ * {@code peerSilenceTimeout} of 1.5 s): a stopped owner (SIGSTOP) fails the initiator's pending writes with a
  * PeerFailureException within the silence timeout, not at their 60 s deadline; a stopped initiator has
  * its half-received writes ended by the owner, whose sink region is then released at once and whose other
  * memory is intact; and across two network namespaces a cut link does both.
@@ -27,7 +27,7 @@ import org.junit.jupiter.api.io.TempDir;
 @Timeout(value = 150, unit = TimeUnit.SECONDS)
 class TransferSilenceIT {
 
-    private static final long SILENCE_MS = 1000;
+    private static final long SILENCE_MS = 1500;
     /** The silence timeout, the reaper's period and a loaded machine's scheduling. */
     private static final long NOTICED_WITHIN_MS = SILENCE_MS + 1500;
 

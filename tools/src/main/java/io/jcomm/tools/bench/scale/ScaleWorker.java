@@ -62,7 +62,11 @@ public final class ScaleWorker {
         try {
             run(args);
         } catch (Throwable t) {
-            System.out.println(FAILED + t);
+            StringBuilder why = new StringBuilder(t.toString());
+            for (Throwable c = t.getCause(); c != null && c != c.getCause(); c = c.getCause()) {
+                why.append(" <- ").append(c); // the root cause in the one line the run reports
+            }
+            System.out.println(FAILED + why);
             t.printStackTrace(System.out);
             System.out.flush();
             io.jcomm.api.internal.recorder.FlightRecorder.releaseFile(); // halt skips the hook that removes it
