@@ -1,6 +1,6 @@
 package io.jcomm.it.reliability;
 
-import io.jcomm.api.JvmFlags;
+import io.jcomm.tools.bench.WorkerJvms;
 import io.jcomm.tools.run.CommRun;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -114,13 +114,6 @@ public final class NetnsHosts implements AutoCloseable {
 
     /** The command line of a JVM running {@code main} on the test class path (its arguments to follow). */
     public static List<String> javaCommand(Class<?> main, String maxHeap) {
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(JvmFlags.REQUIRED);
-        cmd.add("-Xmx" + maxHeap);
-        cmd.add("-cp");
-        cmd.add(System.getProperty("java.class.path"));
-        cmd.add(main.getName());
-        return cmd;
+        return WorkerJvms.javaCommand(List.of("-Xmx" + maxHeap), main);
     }
 }

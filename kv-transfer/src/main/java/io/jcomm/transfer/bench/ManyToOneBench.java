@@ -75,11 +75,6 @@ public final class ManyToOneBench {
         return sorted.length == 0 ? Double.NaN : sorted[Math.min(sorted.length - 1, (int) Math.floor(q * sorted.length))];
     }
 
-    /** Runs the measurement into one owner: about {@code seconds} alone, then about {@code seconds} under load. */
-    public static Result measure(int initiators, int largeBytes, int smallBytes, double seconds) throws Exception {
-        return measure(initiators, 1, largeBytes, smallBytes, seconds);
-    }
-
     /** Runs the measurement into {@code owners} owners: about {@code seconds} alone, then about {@code seconds} under load. */
     public static Result measure(int initiators, int owners, int largeBytes, int smallBytes, double seconds) throws Exception {
         if (initiators < 1 || owners < 1 || owners > initiators || largeBytes < smallBytes || smallBytes < 1 || seconds <= 0) {

@@ -156,6 +156,24 @@ public final class TransferBench {
     }
 
     /** A loopback socket pair: {@link #round} sends n bytes, the echo thread reads them and answers 8 bytes. */
+    /**
+     * One raw socket round as these benchmarks measure it, against an echo that acknowledges each message:
+     * a 4-byte length (big-endian), the first {@code n} bytes of {@code payload}, then an 8-byte ack read
+     * back. {@code head} (at least 4 bytes) and {@code ack} (8 bytes) are the caller's scratch buffers.
+     */
+    public static void rawRound(SocketChannel c, int n, ByteBuffer payload, ByteBuffer head, ByteBuffer ack) throws IOException {
+        head.clear().putInt(0, n).limit(4);
+        while (head.hasRemaining()) {
+            c.write(head);
+        }
+        ByteBuffer o = payload.duplicate().clear().limit(n);
+        while (o.hasRemaining()) {
+            c.write(o);
+        }
+        ack.clear();
+        RawTcp.readFully(c, ack);
+    }
+
     /** A plain loopback socket pair: the bytes one way, an 8-byte ack back ({@link #round}). */
     static final class RawTcp implements AutoCloseable {
         final ServerSocketChannel server;
@@ -163,6 +181,7 @@ public final class TransferBench {
         final SocketChannel peer;
         final ByteBuffer out;
         final ByteBuffer ack = ByteBuffer.allocateDirect(8);
+        final ByteBuffer head = ByteBuffer.allocateDirect(4);
         final Thread echo;
 
         RawTcp(int max) throws IOException {
@@ -207,16 +226,7 @@ public final class TransferBench {
         }
 
         void round(int n) throws IOException {
-            ByteBuffer h = ByteBuffer.allocate(4).putInt(0, n);
-            while (h.hasRemaining()) {
-                client.write(h);
-            }
-            ByteBuffer o = out.duplicate().clear().limit(n);
-            while (o.hasRemaining()) {
-                client.write(o);
-            }
-            ack.clear();
-            readFully(client, ack);
+            rawRound(client, n, out, head, ack);
         }
 
         @Override

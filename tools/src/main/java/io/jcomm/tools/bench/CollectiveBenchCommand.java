@@ -1,7 +1,6 @@
 package io.jcomm.tools.bench;
 
 import io.jcomm.api.DType;
-import io.jcomm.api.JvmFlags;
 import io.jcomm.cpu.store.TcpStoreServer;
 import io.jcomm.cpu.store.TcpStoreServerConfig;
 import io.jcomm.tools.bench.plot.BenchCharts;
@@ -223,18 +222,15 @@ final class CollectiveBenchCommand implements Callable<Integer> {
         int exit;
         BenchProgress progress = BenchProgress.start(op.cliName(), backend, sizes, System.err,
                 TimeUnit.SECONDS.toMillis(progressSeconds));
-        List<String> worker = new ArrayList<>();
-        worker.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        worker.addAll(JvmFlags.REQUIRED);
-        worker.addAll(List.of("-XX:+UseSerialGC", "-Xms512m", "-Xmx1g", "-XX:MaxDirectMemorySize=4g",
+        List<String> flags = new ArrayList<>(List.of("-XX:+UseSerialGC", "-Xms512m", "-Xmx1g", "-XX:MaxDirectMemorySize=4g",
                 "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"));
         if (api == BenchApi.COORDINATOR) {
             // why a TP broadcaster could not be made (one line, only then)
-            worker.add("-Dorg.slf4j.simpleLogger.log.io.jcomm.parallel.LateBroadcaster=info");
+            flags.add("-Dorg.slf4j.simpleLogger.log.io.jcomm.parallel.LateBroadcaster=info");
         }
-        worker.addAll(jvmArgs);
-        worker.addAll(List.of("-cp", System.getProperty("java.class.path"), BenchWorker.class.getName(),
-                op.name(), api.name(), backend, t.shortName(), sizeArg.toString(), Integer.toString(w),
+        flags.addAll(jvmArgs);
+        List<String> worker = WorkerJvms.javaCommand(flags, BenchWorker.class);
+        worker.addAll(List.of(op.name(), api.name(), backend, t.shortName(), sizeArg.toString(), Integer.toString(w),
                 Integer.toString(n), Boolean.toString(!noFloor), Integer.toString(Math.max(0, idleCpuSeconds))));
         worker.addAll(options);
         try (WorkerJvms workers = WorkerJvms.start(nproc, r -> {

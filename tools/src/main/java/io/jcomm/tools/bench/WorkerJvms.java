@@ -1,9 +1,11 @@
 package io.jcomm.tools.bench;
 
+import io.jcomm.api.JvmFlags;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -27,6 +29,20 @@ public final class WorkerJvms implements AutoCloseable {
     private final List<Thread> pumps = new ArrayList<>();
 
     private WorkerJvms() {
+    }
+
+    /**
+     * The command line of a JVM on this JVM's class path running {@code main}: this JVM's {@code java}, the
+     * SDK's required flags ({@link JvmFlags#REQUIRED}), {@code jvmFlags}, the class path and the class; its
+     * arguments to follow (the list is mutable).
+     */
+    public static List<String> javaCommand(List<String> jvmFlags, Class<?> main) {
+        List<String> cmd = new ArrayList<>();
+        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        cmd.addAll(JvmFlags.REQUIRED);
+        cmd.addAll(jvmFlags);
+        cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), main.getName()));
+        return cmd;
     }
 
     /**

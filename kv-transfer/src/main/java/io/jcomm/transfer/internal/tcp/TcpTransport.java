@@ -433,7 +433,7 @@ final class TcpTransport implements Transport {
         final Condition ready = lock.newCondition();
         final ArrayDeque<Op> express = new ArrayDeque<>();
         final ArrayDeque<Op> bulk = new ArrayDeque<>();
-        /** Bulk pieces sent and not yet answered (0 or 1); guarded by {@link #lock}. */
+        /** Bulk pieces sent and not yet answered (at most {@link #BULK_IN_FLIGHT}); guarded by {@link #lock}. */
         int bulkInFlight;
         final Map<Long, Op> pending = new ConcurrentHashMap<>();
         volatile CommException failure;

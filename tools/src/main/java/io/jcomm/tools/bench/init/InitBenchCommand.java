@@ -1,6 +1,6 @@
 package io.jcomm.tools.bench.init;
 
-import io.jcomm.api.JvmFlags;
+import io.jcomm.tools.bench.WorkerJvms;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -9,7 +9,6 @@ import java.io.PrintStream;
 import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -269,15 +268,10 @@ public final class InitBenchCommand implements Callable<Integer> {
     }
 
     private Process launch(int rank, int world, BlockingQueue<String> lines) throws IOException {
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(JvmFlags.REQUIRED);
-        cmd.addAll(List.of("-XX:+UseSerialGC", "-XX:-UsePerfData", "-Xmx512m",
+        List<String> flags = new ArrayList<>(List.of("-XX:+UseSerialGC", "-XX:-UsePerfData", "-Xmx512m",
                 "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"));
-        cmd.addAll(jvmArgs);
-        cmd.add("-cp");
-        cmd.add(System.getProperty("java.class.path"));
-        cmd.add(InitBenchWorker.class.getName());
+        flags.addAll(jvmArgs);
+        List<String> cmd = WorkerJvms.javaCommand(flags, InitBenchWorker.class);
         cmd.addAll(List.of(Integer.toString(tp), Integer.toString(pp), Integer.toString(dp), Long.toString(timeoutMs),
                 Boolean.toString(mq), Boolean.toString(nodeLocal), Boolean.toString(concurrent), Boolean.toString(oneStep),
                 Boolean.toString(mqAcrossHostsOnly), Boolean.toString(mqBackground)));

@@ -4,11 +4,11 @@ import io.aeron.ExclusivePublication;
 import io.aeron.Image;
 import io.aeron.Subscription;
 import io.jcomm.api.Deadline;
-import io.jcomm.api.JvmFlags;
 import io.jcomm.mq.AeronMedia;
 import io.jcomm.mq.IdleConfig;
 import io.jcomm.mq.MessageQueueOptions;
 import io.jcomm.mq.QueueWriter;
+import io.jcomm.tools.bench.WorkerJvms;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -292,11 +292,8 @@ public final class MqBenchCommand implements Callable<Integer> {
     }
 
     private Child startReader(int rank, Path handleFile, Path aeronDir, String tag) throws IOException {
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(JvmFlags.REQUIRED);
-        cmd.addAll(List.of("-XX:+UseSerialGC", "-Xmx1g", "-cp", System.getProperty("java.class.path"),
-                MqBenchReader.class.getName(), handleFile.toString(), Integer.toString(rank), remote ? "1" : "0",
+        List<String> cmd = WorkerJvms.javaCommand(List.of("-XX:+UseSerialGC", "-Xmx1g"), MqBenchReader.class);
+        cmd.addAll(List.of(handleFile.toString(), Integer.toString(rank), remote ? "1" : "0",
                 readerIdle, aeronDir.toString(), tag, udpAddress, noWakeups ? "0" : "1"));
         ProcessBuilder pb = new ProcessBuilder(cmd);
         pb.redirectErrorStream(true);

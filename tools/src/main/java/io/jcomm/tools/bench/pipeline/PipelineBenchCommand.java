@@ -1,6 +1,5 @@
 package io.jcomm.tools.bench.pipeline;
 
-import io.jcomm.api.JvmFlags;
 import io.jcomm.cpu.store.TcpStoreServer;
 import io.jcomm.cpu.store.TcpStoreServerConfig;
 import io.jcomm.tools.bench.WorkerJvms;
@@ -214,13 +213,10 @@ public final class PipelineBenchCommand implements Callable<Integer> {
         int world = tp * pp;
         Map<Integer, Row> byHidden = new LinkedHashMap<>();
         int exit;
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(JvmFlags.REQUIRED);
-        cmd.add("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn");
-        cmd.addAll(jvmArgs);
-        cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), PipelineBenchWorker.class.getName(),
-                Integer.toString(tp), Integer.toString(pp), Integer.toString(warmup), Integer.toString(steps), recv,
+        List<String> flags = new ArrayList<>(List.of("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"));
+        flags.addAll(jvmArgs);
+        List<String> cmd = WorkerJvms.javaCommand(flags, PipelineBenchWorker.class);
+        cmd.addAll(List.of(Integer.toString(tp), Integer.toString(pp), Integer.toString(warmup), Integer.toString(steps), recv,
                 sizeArg.toString()));
         cmd.addAll(options);
         Map<String, String> env = new java.util.HashMap<>();

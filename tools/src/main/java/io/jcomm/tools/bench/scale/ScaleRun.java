@@ -1,11 +1,9 @@
 package io.jcomm.tools.bench.scale;
 
-import io.jcomm.api.JvmFlags;
 import io.jcomm.cpu.store.TcpStoreServer;
 import io.jcomm.cpu.store.TcpStoreServerConfig;
 import io.jcomm.tools.bench.WorkerJvms;
 import java.io.IOException;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -78,12 +76,9 @@ public record ScaleRun(int n, int jvms, int tp, int pp, Duration timeout, List<S
      *                               each worker's output)
      */
     public ScaleRow run(BiConsumer<Integer, String> output) throws IOException, InterruptedException {
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(JvmFlags.REQUIRED);
-        cmd.addAll(WORKER_FLAGS);
-        cmd.addAll(jvmArgs);
-        cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), ScaleWorker.class.getName()));
+        List<String> flags = new ArrayList<>(WORKER_FLAGS);
+        flags.addAll(jvmArgs);
+        List<String> cmd = WorkerJvms.javaCommand(flags, ScaleWorker.class);
         List<ScaleRow.Jvm> reports = new ArrayList<>();
         List<Deque<String>> tails = new ArrayList<>();
         String[] failures = new String[jvms];

@@ -79,21 +79,12 @@ final class TwoHostTransferBench {
 
     /**
      * Serves one run: an owner agent with an off-heap region of {@code maxBytes} listening on
-     * {@code host}, and a raw sink; publishes both in {@code store} and returns when the peer says it
-     * is done or after {@code timeout}.
+     * {@code host}, and a raw sink; with {@code manyToOne > 0} also {@code owners} owner agents (named by
+     * {@code ownerOptions}) holding one region of {@code maxBytes} per initiator (initiator i's in owner
+     * i mod owners) and a small region of {@code smallBytes} in the first, for {@link #measureManyToOne}.
+     * Publishes them in {@code store} and returns when the peer says it is done or after {@code timeout}.
      *
      * @return whether the peer finished within the timeout
-     */
-    static boolean serve(Store store, String host, int maxBytes, TransferOptions.Builder ob, Duration timeout, PrintStream out)
-            throws Exception {
-        return serve(store, host, maxBytes, ob, null, 0, 1, 0, timeout, out);
-    }
-
-    /**
-     * {@link #serve(Store, String, int, TransferOptions.Builder, Duration, PrintStream)}, and with
-     * {@code manyToOne > 0} also {@code owners} owner agents (named by {@code ownerOptions}) holding one
-     * region of {@code maxBytes} per initiator (initiator i's in owner i mod owners) and a small region of
-     * {@code smallBytes} in the first, for {@link #measureManyToOne}.
      */
     static boolean serve(Store store, String host, int maxBytes, TransferOptions.Builder ob,
                          java.util.function.IntFunction<TransferOptions.Builder> ownerOptions, int manyToOne, int owners,
@@ -318,13 +309,7 @@ final class TwoHostTransferBench {
             ByteBuffer ack = ByteBuffer.allocateDirect(8);
             ByteBuffer head = ByteBuffer.allocateDirect(8);
             Op engine0 = n -> init.write(src.slice(0, n), desc.slice(0, n), null).await();
-            Op round0 = n -> {
-                head.clear().putInt(0, n).limit(4);
-                writeFully(round, head);
-                writeFully(round, out.duplicate().clear().limit(n));
-                ack.clear();
-                readFully(round, ack);
-            };
+            Op round0 = n -> TransferBench.rawRound(round, n, out, head, ack);
             // the raw stream of one socket: a calibration, then the best of three trials of about max(0.5, seconds) s
             double streamRate = streamOnce(stream, out, ack, 64L << 20);
             double best = 0;
@@ -389,13 +374,8 @@ final class TwoHostTransferBench {
             for (int i = 0; i < initiators; i++) {
                 inits.add(TransferAgent.open(store, initiatorOptions.apply(i).listenHost(local).transports(Set.of("tcp")).build()));
             }
-            return ManyToOneBench.measure(inits, large, small, owners, smallBytes, seconds, () -> {
-                head.clear().putInt(0, smallBytes);
-                writeFully(round, head);
-                writeFully(round, out.clear());
-                ack.clear();
-                readFully(round, ack);
-            });
+            return ManyToOneBench.measure(inits, large, small, owners, smallBytes, seconds,
+                    () -> TransferBench.rawRound(round, smallBytes, out, head, ack));
         } finally {
             for (TransferAgent a : inits) {
                 a.close();

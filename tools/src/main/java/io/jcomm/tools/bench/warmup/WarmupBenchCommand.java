@@ -1,10 +1,8 @@
 package io.jcomm.tools.bench.warmup;
 
-import io.jcomm.api.JvmFlags;
 import io.jcomm.cpu.store.TcpStoreServer;
 import io.jcomm.cpu.store.TcpStoreServerConfig;
 import io.jcomm.tools.bench.WorkerJvms;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -78,13 +76,10 @@ public final class WarmupBenchCommand implements Callable<Integer> {
     }
 
     private int run(String op, int bytes, int run) throws Exception {
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(JvmFlags.REQUIRED);
-        cmd.add("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn");
-        cmd.addAll(jvmArgs);
-        cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), WarmupBenchWorker.class.getName(), op,
-                Integer.toString(bytes), Integer.toString(calls), Integer.toString(first)));
+        List<String> flags = new ArrayList<>(List.of("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"));
+        flags.addAll(jvmArgs);
+        List<String> cmd = WorkerJvms.javaCommand(flags, WarmupBenchWorker.class);
+        cmd.addAll(List.of(op, Integer.toString(bytes), Integer.toString(calls), Integer.toString(first)));
         String[] result = new String[1];
         try (TcpStoreServer server = TcpStoreServer.start(TcpStoreServerConfig.builder().port(0).build());
              WorkerJvms w = WorkerJvms.start(2, r -> pinned(r, cmd), server.port(), Map.of("JCOMM_LAUNCHER_STORE", "1"),
