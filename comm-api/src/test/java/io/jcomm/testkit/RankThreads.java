@@ -156,16 +156,7 @@ public final class RankThreads<R extends AutoCloseable> implements AutoCloseable
 
     /** Stack traces of the rank threads and the SDK's own ({@code jcomm-}) threads, for timeout messages. */
     public static String stacks() {
-        StringBuilder sb = new StringBuilder();
-        Thread.getAllStackTraces().forEach((t, st) -> {
-            if (t.getName().startsWith("rank-") || t.getName().startsWith("jcomm-")) {
-                sb.append("--- ").append(t.getName()).append(" (").append(t.getState()).append(")\n");
-                for (int i = 0; i < Math.min(st.length, 25); i++) {
-                    sb.append("    at ").append(st[i]).append('\n');
-                }
-            }
-        });
-        return sb.toString();
+        return io.jcomm.api.internal.ThreadStacks.of("rank-", "jcomm-");
     }
 
     /** Closes every rank's resource from the calling thread (best effort; unblocks waiting ranks). */

@@ -4,14 +4,12 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.awt.GraphicsEnvironment;
 import java.awt.image.BufferedImage;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import javax.imageio.ImageIO;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -83,7 +81,7 @@ class BenchChartsTest {
 
     @Test
     void drawsOneChartPerOperationWithALinePerBackend(@TempDir Path dir) throws Exception {
-        Assumptions.assumeTrue(hasFonts(), "no fonts for headless AWT on this machine (install fonts-dejavu-core)");
+        ChartFonts.assume();
         Path png = dir.resolve("chart.png");
         assertEquals(3, BenchCharts.write(sample(), png));
         BufferedImage img = ImageIO.read(png.toFile());
@@ -98,14 +96,6 @@ class BenchChartsTest {
         assertThrows(IllegalArgumentException.class, () -> BenchCharts.write(List.of(), dir.resolve("none.png")));
     }
 
-    private static boolean hasFonts() {
-        try {
-            System.setProperty("java.awt.headless", "true");
-            return GraphicsEnvironment.getLocalGraphicsEnvironment().getAvailableFontFamilyNames().length > 0;
-        } catch (Throwable t) {
-            return false;
-        }
-    }
 
     private static int count(BufferedImage img, int x0, int y0, int rgb) {
         int n = 0;

@@ -4,13 +4,11 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.jcomm.tools.bench.CommBench;
-import java.awt.GraphicsEnvironment;
 import java.awt.image.BufferedImage;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import javax.imageio.ImageIO;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -21,7 +19,7 @@ class PlotEndToEndTest {
     @Test
     @Timeout(value = 120, unit = TimeUnit.SECONDS)
     void benchThenPlotAndCompare(@TempDir Path dir) throws Exception {
-        Assumptions.assumeTrue(hasFonts(), "no fonts for headless AWT on this machine (install fonts-dejavu-core)");
+        ChartFonts.assume();
         Path json = dir.resolve("a.json");
         Path png = dir.resolve("a.png");
         assertEquals(0, CommBench.commandLine().execute("allreduce", "--nproc", "2", "-b", "1K", "-e", "16K", "-f", "4",
@@ -35,14 +33,5 @@ class PlotEndToEndTest {
         assertEquals(0, CommBench.commandLine().execute("plot", "-o", both.toString(), json.toString(), json.toString()));
         assertEquals(BenchCharts.CHART_HEIGHT, ImageIO.read(both.toFile()).getHeight());
         assertEquals(0, CommBench.commandLine().execute("--compare", json.toString(), json.toString()));
-    }
-
-    private static boolean hasFonts() {
-        try {
-            System.setProperty("java.awt.headless", "true");
-            return GraphicsEnvironment.getLocalGraphicsEnvironment().getAvailableFontFamilyNames().length > 0;
-        } catch (Throwable t) {
-            return false;
-        }
     }
 }

@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.jcomm.tools.bench.plot.BenchCharts;
-import java.awt.GraphicsEnvironment;
+import io.jcomm.tools.bench.plot.ChartFonts;
 import java.awt.image.BufferedImage;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
@@ -17,7 +17,6 @@ import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import javax.imageio.ImageIO;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -87,7 +86,7 @@ class ScaleBenchTest {
 
     @Test
     void drawsTimesAndPerRankCosts(@TempDir Path dir) throws Exception {
-        Assumptions.assumeTrue(hasFonts(), "no fonts for headless AWT on this machine (install fonts-dejavu-core)");
+        ChartFonts.assume();
         List<ScaleRow> rows = List.of(
                 ScaleRow.of(64, List.of(jvm(0, 64, 3600, 2400, 6000)), 2400),
                 ScaleRow.of(256, List.of(jvm(0, 256, 9000, 8700, 15000)), 10000),
@@ -111,7 +110,7 @@ class ScaleBenchTest {
         Path png = dir.resolve("scale.png");
         CommandLine cl = new CommandLine(new ScaleBenchCommand(new PrintStream(out, true, StandardCharsets.UTF_8),
                 new PrintStream(err, true, StandardCharsets.UTF_8)));
-        boolean fonts = hasFonts(); // without one the chart cannot be drawn; the table still is
+        boolean fonts = ChartFonts.available(); // without one the chart cannot be drawn; the table still is
         List<String> args = new java.util.ArrayList<>(List.of("--ranks", "32", "--timeout-s", "30"));
         if (fonts) {
             args.addAll(List.of("--plot", png.toString()));
@@ -130,14 +129,6 @@ class ScaleBenchTest {
         }
     }
 
-    private static boolean hasFonts() {
-        try {
-            System.setProperty("java.awt.headless", "true");
-            return GraphicsEnvironment.getLocalGraphicsEnvironment().getAvailableFontFamilyNames().length > 0;
-        } catch (Throwable t) {
-            return false;
-        }
-    }
 
     private static int count(BufferedImage img, int x0, int rgb) {
         int n = 0;
