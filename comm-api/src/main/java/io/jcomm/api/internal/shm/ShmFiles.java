@@ -25,8 +25,10 @@ import java.nio.file.attribute.FileAttribute;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.nio.file.attribute.UserPrincipal;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.regex.Matcher;
@@ -180,10 +182,17 @@ public final class ShmFiles {
         if (!Files.isDirectory(base)) {
             return removed;
         }
+        Map<Long, Boolean> pids = new HashMap<>(); // one look per owner process: thousands of files may share a few
         try (DirectoryStream<Path> ds = Files.newDirectoryStream(base, prefix + "*")) {
             for (Path p : ds) {
                 String n = p.getFileName().toString();
-                if (!n.startsWith(prefix) || !NAME.matcher(n).matches() || ownerAlive(p)) {
+                Matcher m = NAME.matcher(n);
+                if (!n.startsWith(prefix) || !m.matches()) {
+                    continue;
+                }
+                boolean alive = Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS) ? ownerAlive(p)
+                        : pids.computeIfAbsent(Long.parseLong(m.group(3)), pid -> new ProcessIdentity(pid, -1).alive());
+                if (alive) {
                     continue;
                 }
                 if (deleteRecursively(p)) {
@@ -280,6 +289,49 @@ public final class ShmFiles {
      * @throws IOException with a message that says what to do (not writable, too small, ENOSPC)
      */
     public static MappedByteBuffer createMapped(Path file, long bytes, String what, String smaller) throws IOException {
+        try (Partial p = create(file, bytes, what, smaller, true)) {
+            return p.map();
+        }
+    }
+
+    /**
+     * A file made by {@link #createPartly}: its read-write mapping, and the open channel through which
+     * the caller allocates the rest ({@link #allocate}) before it touches it.
+     *
+     * @param map the mapping of the whole file
+     * @param channel the file, open for writing; closing it leaves the mapping valid
+     */
+    public record Partial(MappedByteBuffer map, FileChannel channel) implements java.io.Closeable {
+
+        /**
+         * Allocates {@code [from, from + length)} by writing zeros through the file, so that touching it
+         * later cannot raise a SIGBUS on a full tmpfs.
+         *
+         * @throws IOException on ENOSPC or a closed channel
+         */
+        public void allocate(long from, long length) throws IOException {
+            ShmFiles.allocate(channel, from, length);
+        }
+
+        /** Closes the channel (the mapping stays). */
+        @Override
+        public void close() throws IOException {
+            channel.close();
+        }
+    }
+
+    /**
+     * {@link #createMapped}, but allocates nothing yet: the file has its full length (and the same checks
+     * of the directory and of free space for all of it), and the caller allocates each range through
+     * {@link Partial#allocate} before any process touches it (a page touched first through a mapping
+     * of a full tmpfs is a SIGBUS). For regions most of which may never be used.
+     */
+    public static Partial createPartly(Path file, long bytes, String what, String smaller) throws IOException {
+        return create(file, bytes, what, smaller, false);
+    }
+
+    private static Partial create(Path file, long bytes, String what, String smaller, boolean allocateAll)
+            throws IOException {
         Path dir = file.toAbsolutePath().getParent();
         if (dir == null || !Files.isDirectory(dir) || !Files.isWritable(dir)) {
             throw new IOException(dir + " is not a writable directory");
@@ -289,14 +341,27 @@ public final class ShmFiles {
             throw new IOException(space.get());
         }
         boolean created = false;
-        try (FileChannel fc = FileChannel.open(file, Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
-                StandardOpenOption.WRITE), FILE_OWNER_ONLY)) {
+        FileChannel fc = null;
+        try {
+            fc = FileChannel.open(file, Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
+                    StandardOpenOption.WRITE), FILE_OWNER_ONLY);
             created = true;
-            allocate(fc, 0, bytes); // ENOSPC here, never SIGBUS later
-            return fc.map(FileChannel.MapMode.READ_WRITE, 0, bytes);
+            if (allocateAll) {
+                allocate(fc, 0, bytes); // ENOSPC here, never SIGBUS later
+            } else {
+                allocate(fc, bytes - 1, 1); // the length (and its last page)
+            }
+            return new Partial(fc.map(FileChannel.MapMode.READ_WRITE, 0, bytes), fc);
         } catch (FileAlreadyExistsException e) {
             throw e;
         } catch (IOException | RuntimeException e) {
+            if (fc != null) {
+                try {
+                    fc.close();
+                } catch (IOException ignored) {
+                    // the failure below says what went wrong
+                }
+            }
             if (created) {
                 unlink(file);
             }

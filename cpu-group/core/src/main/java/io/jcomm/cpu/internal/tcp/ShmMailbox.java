@@ -125,6 +125,13 @@ final class ShmMailbox {
 
     /** Sends one point-to-point message: its record now (or once there is room), its payload by the link if large. */
     void send(Op op, Frame header, ByteBuffer payload) {
+        try {
+            region.allocateMailbox(peer);
+        } catch (java.io.IOException e) {
+            throw engine.fail(new io.jcomm.api.BackendException(engine.ctx(), "cannot allocate the shared-memory ring to rank "
+                    + peer + " (" + e.getMessage() + "): the shared-memory directory is full; free space there, or set "
+                    + io.jcomm.cpu.TcpOptions.SHM_FAST_BYTES + "=0", e));
+        }
         int n = payload == null ? 0 : payload.remaining();
         header.payload = n;
         boolean inline = n <= inlineMax;

@@ -67,6 +67,10 @@ final class ShmStaging {
     private final int mailboxBytes;
     private final MappedByteBuffer[] regions;
     private boolean unlinked;
+    /** This rank's fast-path region while parts of it are still to be allocated (its mailbox rings), else null. */
+    private ShmFiles.Partial file;
+    /** Which of this rank's mailbox rings are allocated (fast path; by destination). */
+    private final boolean[] allocated;
     /** The last piece number this rank used (pieces are numbered per region, alike on every rank). */
     private long piece;
 
@@ -78,6 +82,7 @@ final class ShmStaging {
         this.pieceBytes = pieceBytes;
         this.mailboxBytes = mailboxBytes;
         this.regions = new MappedByteBuffer[size];
+        this.allocated = new boolean[size];
     }
 
     /** Name prefix of staging files (owned names, {@link ShmFiles#ownedName}). */
@@ -103,7 +108,20 @@ final class ShmStaging {
         Path path = dir.resolve(ShmFiles.ownedName(prefix, "r" + rank + ".g" + generation + "." + group));
         ShmStaging s = new ShmStaging(dir, path, prefix, rank, size, piece, mailbox);
         try {
-            MappedByteBuffer m = ShmFiles.createMapped(path, s.regionBytes(size), "shared staging", option);
+            MappedByteBuffer m;
+            if (mailbox == 0) {
+                m = ShmFiles.createMapped(path, s.regionBytes(size), "shared staging", option);
+            } else {
+                // the rings are allocated one by one before their first record (allocateMailbox): most are never used
+                s.file = ShmFiles.createPartly(path, s.regionBytes(size), "shared staging", option);
+                m = s.file.map();
+                s.file.allocate(0, s.mailbox(0));
+                for (int p = 0; p < size; p++) {
+                    // the control line (this rank's tail of the ring from p) and the first page of the ring to p,
+                    // where p polls for the first record
+                    s.file.allocate(s.mailbox(p), MAILBOX_CONTROL + Math.min(mailbox, MAILBOX_FIRST_BYTES));
+                }
+            }
             LONGS.setRelease(m, INPUT_SEQ, 0L);
             LONGS.setRelease(m, RESULT_SEQ, 0L);
             LONGS.setRelease(m, 8, (long) piece);
@@ -134,12 +152,15 @@ final class ShmStaging {
     private static final int MAILBOX_MIN = 64 << 10;
     private static final int MAILBOX_MAX = 1 << 20;
     private static final int MAILBOXES_PER_RANK = 8 << 20;
+    /** Bytes at the start of each ring allocated with the region: where its consumer polls before any record. */
+    private static final int MAILBOX_FIRST_BYTES = 4096;
 
     /**
      * Ring bytes of each mailbox of a fast-path region of a group of {@code size} ranks: 1 MiB in groups
      * of up to 9 ranks, then smaller so that a rank's rings stay near 8 MiB (a power of two, at least
-     * 64 KiB). A function of the size alone, so that every rank lays the regions out alike; pages are
-     * touched only as the rings are used.
+     * 64 KiB). A function of the size alone, so that every rank lays the regions out alike. A ring's memory
+     * is allocated when its sender first uses it ({@link #allocateMailbox}): a group of 8 ranks that
+     * never sends point to point costs each rank its header and slots, not 8 MiB.
      */
     static int mailboxBytes(int size) {
         int share = MAILBOXES_PER_RANK / Math.max(1, size - 1);
@@ -160,6 +181,20 @@ final class ShmStaging {
     ByteBuffer mailboxData(int owner, int dest) {
         int at = mailbox(dest) + MAILBOX_CONTROL;
         return regions[owner].duplicate().position(at).limit(at + mailboxBytes).slice().order(ByteOrder.LITTLE_ENDIAN);
+    }
+
+    /**
+     * Allocates this rank's ring to {@code dest} through the file before its first record (a page of a
+     * full tmpfs touched first through the mapping would be a SIGBUS). Driving thread.
+     *
+     * @throws IOException when the shared-memory directory is full
+     */
+    void allocateMailbox(int dest) throws IOException {
+        if (allocated[dest] || file == null) {
+            return;
+        }
+        file.allocate(mailbox(dest) + MAILBOX_CONTROL, mailboxBytes);
+        allocated[dest] = true;
     }
 
     /** Bytes {@code consumer} consumed of the ring from {@code source} (acquire). */
@@ -276,6 +311,14 @@ final class ShmStaging {
     /** Unlinks the file and unmaps every region. Only when no thread uses them any more. */
     void close() {
         unlinkFile();
+        if (file != null) {
+            try {
+                file.close();
+            } catch (IOException e) {
+                LOG.debug("rank {}: closing {}: {}", rank, path, e.toString());
+            }
+            file = null;
+        }
         for (int i = 0; i < regions.length; i++) {
             if (regions[i] != null) {
                 ShmFiles.unmap(regions[i]);
