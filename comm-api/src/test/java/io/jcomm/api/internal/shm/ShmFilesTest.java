@@ -145,6 +145,69 @@ class ShmFilesTest {
         ShmFiles.unmap(m);
     }
 
+    /** Bytes the file system holds for {@code f} ({@code stat}: blocks of 512 bytes). */
+    private static long allocatedBytes(Path f) throws Exception {
+        Process p = new ProcessBuilder("stat", "-c", "%b", f.toString()).redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.US_ASCII).trim();
+        assertTrue(p.waitFor(10, TimeUnit.SECONDS) && p.exitValue() == 0, out);
+        return Long.parseLong(out) * 512;
+    }
+
+    @Test
+    void partlyCreatedFilesHoldMemoryOnlyWhereTheCallerAllocates() throws Exception {
+        // on the tmpfs the rings live on where there is one: what matters is memory, not disk blocks
+        Path dir = Files.isDirectory(ShmFiles.DEFAULT_DIR) && Files.isWritable(ShmFiles.DEFAULT_DIR)
+                ? ShmFiles.DEFAULT_DIR : base;
+        Path f = dir.resolve(ShmFiles.ownedName("jcomm-test-", "partly"));
+        long size = 8L << 20;
+        ShmFiles.Partial p = ShmFiles.createPartly(f, size, "a test file", "less");
+        try {
+            assertEquals(size, Files.size(f), "the full length, for peers that map it");
+            assertEquals("rw-------", PosixFilePermissions.toString(Files.getPosixFilePermissions(f)));
+            assertTrue(allocatedBytes(f) <= 64 << 10, "nothing but the last page yet: " + allocatedBytes(f));
+            p.allocate(1 << 20, 1 << 20);
+            long held = allocatedBytes(f);
+            assertTrue(held >= 1 << 20 && held <= (1 << 20) + (128 << 10), "the allocated MiB: " + held);
+            MappedByteBuffer m = p.map();
+            assertEquals(size, m.capacity());
+            assertEquals(0L, m.getLong(1 << 20));
+            m.putLong(1 << 20, 42L);
+            p.close(); // the mapping outlives the channel
+            assertEquals(42L, m.getLong(1 << 20));
+            assertThrows(IOException.class, () -> p.allocate(0, 4096), "a closed file allocates nothing");
+            ShmFiles.unmap(m);
+        } finally {
+            p.close();
+            ShmFiles.unlink(f);
+        }
+        assertThrows(IOException.class, () -> ShmFiles.createPartly(dir.resolve("jcomm-test-huge-1-0123abcd"),
+                Long.MAX_VALUE / 4, "a ring", "less"));
+    }
+
+    @Test
+    void staleCleanupLooksOncePerOwnerAndRemovesEveryFileOfADeadOne() throws Exception {
+        long dead = deadPid();
+        List<Path> stale = new java.util.ArrayList<>();
+        for (int i = 0; i < 50; i++) {
+            Path p = base.resolve("jcomm-fast-r" + i + ".g1.tp0-" + dead + "-0123ab" + String.format("%02x", i));
+            Files.write(p, new byte[8]);
+            stale.add(p);
+        }
+        List<Path> live = new java.util.ArrayList<>();
+        for (int i = 0; i < 50; i++) {
+            Path p = base.resolve(ShmFiles.ownedName("jcomm-fast-", "r" + i + ".g1.tp0"));
+            Files.write(p, new byte[8]);
+            live.add(p);
+        }
+        List<Path> removed = new java.util.ArrayList<>(ShmFiles.cleanStale(base, "jcomm-fast-"));
+        removed.sort(null);
+        stale.sort(null);
+        assertEquals(stale, removed);
+        for (Path p : live) {
+            assertTrue(Files.exists(p), p.toString());
+        }
+    }
+
     @Test
     void creationFailsWithAMessageAndLeavesNothing() throws Exception {
         Path missing = base.resolve("no-such-dir").resolve("jcomm-test-x-1-0123abcd");
