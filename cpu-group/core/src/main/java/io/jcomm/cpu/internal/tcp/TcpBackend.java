@@ -29,15 +29,17 @@ import java.nio.ByteOrder;
  *   <li>allGather / allGatherV: direct when small, else a pipelined ring receiving straight into the
  *       output.</li>
  *   <li>gather, scatter, send/recv and the object payloads: one direct message per peer; in a lazily
- *       connected group the object all-gather takes ceil(log2 N) rounds instead (Bruck), so that it
- *       needs the barrier's peers only.</li>
+ *       connected group the object all-gather takes ceil(log2 N) rounds instead (Bruck), and the object
+ *       broadcast and gather the binomial tree, so that they need the barrier's peers only.</li>
  * </ul>
  * A lazily connected group keeps every world-sized collective on the barrier's peers (rank ± 2^k):
  * all-reduce up to {@code tcp.smallBytes} by recursive doubling, above by the ring; broadcast up to
  * {@code tcp.smallBytes} over a binomial tree, above down the chain; all-gather(V) up to
  * {@code tcp.smallBytes} in ceil(log2 N) rounds (Bruck), above on the ring; reduce-scatter on the ring at
- * every size; gather and scatter over the binomial tree rooted at the root (each rank moves
- * its subtree's parts in one message).
+ * every size; gather and scatter, and the object broadcast and gather, over the binomial tree rooted at
+ * the root (each rank moves its subtree's parts in one message). What still connects every pair there:
+ * all-to-all(V), which needs every pair's data, and the monitored barrier, whose rank 0 hears from each
+ * rank itself to name the ones missing.
  * Every rank computes the same reduction order, so all ranks get bit-identical results.
  *
  * <h2>Same-host fast path</h2>
@@ -1419,6 +1421,9 @@ final class TcpBackend implements CpuBackend {
         }
         e.enter("broadcastObject");
         try {
+            if (e.lazy) {
+                return broadcastBytesTree(payload, src, maxBytes, deadline);
+            }
             Op op = e.begin(Frame.DATA, OpCodes.BCAST_BYTES, deadline);
             op.template.root(src);
             if (rank == src) {
@@ -1624,6 +1629,9 @@ final class TcpBackend implements CpuBackend {
     public byte[][] gatherBytes(byte[] payload, int dst, int myRank, int groupSize, int maxBytes, Deadline deadline) {
         e.enter("gatherObject");
         try {
+            if (e.lazy) {
+                return gatherBytesTree(payload, dst, maxBytes, deadline);
+            }
             Op op = e.begin(Frame.DATA, OpCodes.GATHER_BYTES, deadline);
             op.template.root(dst);
             if (rank != dst) {
@@ -1646,6 +1654,92 @@ final class TcpBackend implements CpuBackend {
         } finally {
             e.exit();
         }
+    }
+
+    /**
+     * The object broadcast of a lazily connected group, over the binomial tree rooted at {@code src} (the
+     * barrier's peers only): each rank receives the object from its parent and passes it to its children.
+     * Inside {@code enter}.
+     */
+    private byte[] broadcastBytesTree(byte[] payload, int src, int maxBytes, Deadline deadline) {
+        int[] peers = new int[33];
+        int n = treePeers(src, peers);
+        boolean root = rank == src;
+        Op op = e.begin(Frame.DATA, OpCodes.BCAST_BYTES, deadline, peers, n);
+        op.template.root(src).algo(ALGO_TREE);
+        byte[] got = payload;
+        if (!root) {
+            Recv r = e.post(Recv.bytes(op, peers[0], op.frame(0), maxBytes));
+            e.await(op);
+            got = r.bytes;
+        }
+        for (int i = root ? 0 : 1; i < n; i++) {
+            e.send(op, peers[i], op.frame(0), bytePayload(ByteBuffer.wrap(got)));
+        }
+        e.await(op);
+        return got;
+    }
+
+    /**
+     * The object gather of a lazily connected group, over the binomial tree rooted at {@code dst}: each rank
+     * sends its parent one message with its subtree's objects in position order, each as a little-endian
+     * {@code i32} length and its bytes; the root checks every length and puts the objects in rank order.
+     * Inside {@code enter}.
+     */
+    private byte[][] gatherBytesTree(byte[] payload, int dst, int maxBytes, Deadline deadline) {
+        int[] peers = new int[33];
+        int n = treePeers(dst, peers);
+        int pos = mod(rank - dst);
+        Op op = e.begin(Frame.DATA, OpCodes.GATHER_BYTES, deadline, peers, n);
+        op.template.root(dst).algo(ALGO_TREE);
+        int first = pos == 0 ? 0 : 1;
+        Recv[] rs = new Recv[n];
+        for (int i = first; i < n; i++) {
+            long most = (long) subtree(pos + mod(peers[i] - rank)) * (4L + maxBytes);
+            rs[i] = e.post(Recv.bytes(op, peers[i], op.frame(0), (int) Math.min(most, Integer.MAX_VALUE - 64)));
+        }
+        e.await(op);
+        // own entry, then the children's blocks by position: the children are listed farthest first
+        long total = 4L + payload.length;
+        for (int i = first; i < n; i++) {
+            total += rs[i].bytes.length;
+        }
+        if (total > Integer.MAX_VALUE - 64) {
+            throw (ProtocolException) e.fail(new ProtocolException(e.ctx(), "the objects gathered below this rank take "
+                    + total + " bytes, more than one message carries"));
+        }
+        ByteBuffer block = ByteBuffer.allocate((int) total).order(ByteOrder.LITTLE_ENDIAN);
+        block.putInt(payload.length).put(payload);
+        for (int i = n - 1; i >= first; i--) {
+            block.put(rs[i].bytes);
+        }
+        block.flip();
+        if (pos != 0) {
+            e.send(op, peers[0], op.frame(0), bytePayload(block));
+            e.await(op);
+            return null;
+        }
+        byte[][] out = new byte[size][];
+        for (int p = 0; p < size; p++) {
+            int from = mod(dst + p);
+            if (block.remaining() < 4) {
+                throw (ProtocolException) e.fail(new ProtocolException(e.ctx(), "the gathered objects end before rank "
+                        + from + "'s"));
+            }
+            int len = block.getInt();
+            if (len < 0 || len > block.remaining()) {
+                throw (ProtocolException) e.fail(new ProtocolException(e.ctx(), "rank " + from
+                        + "'s gathered object has a bad length: " + len));
+            }
+            out[from] = new byte[checkedLength(from, len, maxBytes)];
+            block.get(out[from]);
+        }
+        if (block.hasRemaining()) {
+            throw (ProtocolException) e.fail(new ProtocolException(e.ctx(), block.remaining()
+                    + " bytes follow the gathered objects"));
+        }
+        out[rank] = payload;
+        return out;
     }
 
     @Override

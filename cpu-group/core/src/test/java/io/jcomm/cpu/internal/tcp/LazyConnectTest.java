@@ -88,7 +88,33 @@ class LazyConnectTest {
                     assertArrayEquals(new double[] {g.rank() * 100 + root, ~g.rank()}, mine.toDoubleArray(), "scatter from " + root);
                 }
             }, T);
-            assertEquals(before, t.call(g -> tcp(g).linkedPeers(), T), "gather and scatter made links");
+            // so do the object broadcast and gather, small and large objects (past the inline payload) alike
+            t.run(g -> {
+                for (int root : new int[] {0, 6, N - 1}) {
+                    for (int len : new int[] {0, 5, 70_000}) {
+                        byte[] mine = new byte[len];
+                        java.util.Arrays.fill(mine, (byte) (g.rank() + root));
+                        byte[] got = g.broadcastObject(g.rank() == root ? mine : null, root, byte[].class);
+                        assertEquals(len, got.length, "broadcastObject from " + root);
+                        for (byte x : got) {
+                            assertEquals((byte) (root + root), x, "broadcastObject from " + root);
+                        }
+                        List<byte[]> all = g.gatherObject(mine, root, byte[].class);
+                        if (g.rank() != root) {
+                            assertTrue(all == null || all.isEmpty(), "only the root gets the objects");
+                            continue;
+                        }
+                        assertEquals(N, all.size());
+                        for (int r = 0; r < N; r++) {
+                            assertEquals(len, all.get(r).length, "gatherObject to " + root + ", rank " + r);
+                            for (byte x : all.get(r)) {
+                                assertEquals((byte) (r + root), x, "gatherObject to " + root + ", rank " + r);
+                            }
+                        }
+                    }
+                }
+            }, T);
+            assertEquals(before, t.call(g -> tcp(g).linkedPeers(), T), "gather, scatter and the objects made links");
             // an operation that needs everyone connects everyone, once
             t.run(g -> {
                 Tensor x = Tensor.allocate(io.jcomm.api.DType.I32, N);
