@@ -225,9 +225,11 @@ final class Engine {
                 shutdownFromDriver();
             } else if (registered) {
                 LAST_EXIT.setOpaque(this, System.nanoTime());
-                if (pendingOutput()) {
+                if (pendingOutput() && !(boolean) KICKED.getOpaque(this)) {
+                    // the socket did not take everything: the progress thread finishes it. KICKED (set and cleared
+                    // under the driver lock) says that the engine is in the thread's busy set or on its way there
                     KICKED.setOpaque(this, true);
-                    progress.kick(); // the socket did not take everything: the progress thread finishes it
+                    progress.kick(this);
                 }
             }
         } finally {
@@ -252,6 +254,7 @@ final class Engine {
      */
     boolean progressInBackground() {
         if (closed || shutDown || failure.isTripped()) {
+            KICKED.setOpaque(this, false); // nothing more to push: out of the busy set
             return false;
         }
         if (!(boolean) KICKED.getOpaque(this) && System.nanoTime() - (long) LAST_EXIT.getOpaque(this) < RECENT_CALL_NANOS) {
@@ -262,6 +265,7 @@ final class Engine {
         }
         try {
             if (closed || shutDown || failure.isTripped()) {
+                KICKED.setOpaque(this, false);
                 return false;
             }
             opName = BETWEEN_CALLS;
@@ -276,12 +280,21 @@ final class Engine {
             KICKED.setOpaque(this, pending);
             return pending;
         } catch (RuntimeException e) {
+            KICKED.setOpaque(this, false);
             fail(io.jcomm.cpu.internal.Errors.wrap(e, ctx()));
             return false;
         } finally {
             driver = null;
             driverLock.unlock();
         }
+    }
+
+    /**
+     * Whether the progress thread still owes this engine a pass (bytes waited for a socket when it last
+     * looked, or a caller left some since): a pass that found the driver lock taken leaves it set.
+     */
+    boolean kicked() {
+        return (boolean) KICKED.getOpaque(this);
     }
 
     /**

@@ -1,7 +1,10 @@
 package io.jcomm.cpu.internal.tcp;
 
 import io.jcomm.api.internal.Entropy;
-import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.Iterator;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 import org.slf4j.Logger;
@@ -20,10 +23,13 @@ import org.slf4j.LoggerFactory;
  * pass over its sockets and shared-memory rings, and lets go.
  *
  * <h2>Cadence</h2>
- * A group kicks the thread when a call leaves bytes waiting for the socket; while any group has such
- * bytes the thread passes every {@value #BUSY_MIN_MICROS} us, backing off to {@value #BUSY_MAX_MICROS} us;
- * otherwise every {@value #IDLE_MILLIS} ms (so a dead link is noticed within about that long, at a cost of
- * about a microsecond per group per pass). With no group registered it parks until one is.
+ * A group kicks the thread when a call leaves bytes waiting for the socket, and joins its busy set; while
+ * that set is not empty the thread passes over its groups only, every {@value #BUSY_MIN_MICROS} us, backing
+ * off to {@value #BUSY_MAX_MICROS} us, and a group leaves the set once nothing of it waits. Every group is
+ * passed every {@value #IDLE_MILLIS} ms (so a dead link is noticed within about that long, at a cost of
+ * about a microsecond per group per pass). So a process with thousands of groups (ranks as threads) pays
+ * for the groups with bytes in flight, not for all of them, at the busy cadence. With no group registered
+ * the thread parks until one is.
  *
  * <h2>Dead peers</h2>
  * Each process has a random identity that its groups publish with their addresses. When a group loses a
@@ -43,9 +49,12 @@ final class Progress {
     }
 
     private final long processId;
-    private final CopyOnWriteArrayList<Engine> engines = new CopyOnWriteArrayList<>();
+    private final Set<Engine> engines = ConcurrentHashMap.newKeySet();
+    /** Groups kicked since the thread last looked (each once until it leaves the busy set). */
+    private final ConcurrentLinkedQueue<Engine> kickedQueue = new ConcurrentLinkedQueue<>();
+    /** Groups with bytes waiting for a socket: the progress thread's own. */
+    private final Set<Engine> busySet = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
     private final Thread thread;
-    private volatile boolean kicked;
 
     private Progress(long processId) {
         this.processId = processId;
@@ -73,9 +82,9 @@ final class Progress {
         engines.remove(e);
     }
 
-    /** A group left bytes waiting for the socket: pass soon. */
-    void kick() {
-        kicked = true;
+    /** {@code e} left bytes waiting for the socket: pass over it soon (once per busy spell of it). */
+    void kick(Engine e) {
+        kickedQueue.add(e);
         LockSupport.unpark(thread);
     }
 
@@ -96,29 +105,50 @@ final class Progress {
 
     private void run() {
         long busy = TimeUnit.MICROSECONDS.toNanos(BUSY_MIN_MICROS);
+        long idle = TimeUnit.MILLISECONDS.toNanos(IDLE_MILLIS);
+        long nextFull = System.nanoTime();
         while (true) {
             try {
                 if (engines.isEmpty()) {
+                    busySet.clear();
+                    kickedQueue.clear();
                     LockSupport.park(this);
+                    nextFull = System.nanoTime();
                     continue;
                 }
+                boolean kicked = false;
+                for (Engine e; (e = kickedQueue.poll()) != null; ) {
+                    kicked |= busySet.add(e);
+                }
                 if (kicked) {
-                    kicked = false;
                     busy = TimeUnit.MICROSECONDS.toNanos(BUSY_MIN_MICROS);
                 }
-                boolean pending = false;
-                for (Engine e : engines) {
-                    pending |= e.progressInBackground();
+                long now = System.nanoTime();
+                if (now - nextFull >= 0) {
+                    for (Engine e : engines) {
+                        if (e.progressInBackground()) {
+                            busySet.add(e);
+                        }
+                    }
+                    nextFull = System.nanoTime() + idle;
+                }
+                for (Iterator<Engine> it = busySet.iterator(); it.hasNext(); ) {
+                    Engine e = it.next();
+                    if (!e.progressInBackground() && !e.kicked()) {
+                        it.remove(); // a later kick brings it back
+                    }
                 }
                 long sleep;
-                if (pending) {
+                if (!busySet.isEmpty()) {
                     sleep = busy;
                     busy = Math.min(TimeUnit.MICROSECONDS.toNanos(BUSY_MAX_MICROS), busy * 2);
                 } else {
-                    sleep = TimeUnit.MILLISECONDS.toNanos(IDLE_MILLIS);
+                    sleep = Math.max(0, nextFull - System.nanoTime());
                     busy = TimeUnit.MICROSECONDS.toNanos(BUSY_MIN_MICROS);
                 }
-                LockSupport.parkNanos(this, sleep);
+                if (sleep > 0 && kickedQueue.isEmpty()) {
+                    LockSupport.parkNanos(this, sleep);
+                }
             } catch (Throwable t) { // never let the thread die: every group depends on it
                 LOG.error("tcp progress thread: unexpected error (continuing)", t);
                 LockSupport.parkNanos(this, TimeUnit.MILLISECONDS.toNanos(IDLE_MILLIS));
