@@ -35,8 +35,8 @@ import java.nio.ByteOrder;
  * A lazily connected group keeps every world-sized collective on the barrier's peers (rank ± 2^k):
  * all-reduce up to {@code tcp.smallBytes} by recursive doubling, above by the ring; broadcast up to
  * {@code tcp.smallBytes} over a binomial tree, above down the chain; all-gather(V) up to
- * {@code tcp.smallBytes} in ceil(log2 N) rounds (Bruck), above on the ring; reduce-scatter on the ring at
- * every size; gather and scatter, and the object broadcast and gather, over the binomial tree rooted at
+ * {@code tcp.smallBytes} in ceil(log2 N) rounds (Bruck), above on the ring; reduce-scatter up to
+ * {@code tcp.smallBytes} in all as a recursive-doubling all-reduce of the whole input, above on the ring; gather and scatter, and the object broadcast and gather, over the binomial tree rooted at
  * the root (each rank moves its subtree's parts in one message). What still connects every pair there:
  * all-to-all(V), which needs every pair's data, and the monitored barrier, whose rank 0 hears from each
  * rank itself to name the ones missing.
@@ -430,7 +430,8 @@ final class TcpBackend implements CpuBackend {
             boolean shared = st != null;
             if (e.lazy && !shared) {
                 if (direct) {
-                    allReduceDoubling(tensor, rop, deadline);
+                    allReduceDoubling(tensor.buffer(), work(bytes), tensor.dtype(), (int) tensor.numel(), rop, deadline,
+                            OpCodes.ALLREDUCE);
                 } else {
                     Op op = beginRing(OpCodes.ALLREDUCE, deadline);
                     op.template.dtype(tensor.dtype()).count(tensor.numel()).redop(rop).algo(ALGO_PIPELINE);
@@ -468,10 +469,12 @@ final class TcpBackend implements CpuBackend {
      * 0 .. P-1 then exchange with rank XOR 2^k in round k and reduce what they got; finally rank i hands the
      * result back to rank P + i. Every peer is at distance 2^k or P, so the operation needs the barrier's
      * peers only, in ceil(log2 N) + 1 rounds at most. Each pair reduces the same two operands (in either
-     * order: the reductions are commutative), so every rank gets bit-identical results. Inside
-     * {@code enter}.
+     * order: the reductions are commutative), so every rank gets bit-identical results. {@code buf} holds
+     * the input and gets the result; {@code tmp} (as large, apart from it) receives. {@code code} is the
+     * collective's (a small reduce-scatter runs as this all-reduce). Inside {@code enter}.
      */
-    private void allReduceDoubling(Tensor tensor, ReduceOp rop, Deadline deadline) {
+    private void allReduceDoubling(ByteBuffer buf, ByteBuffer tmp, DType t, int count, ReduceOp rop, Deadline deadline,
+                                   int code) {
         int p = Integer.highestOneBit(size);
         int rounds = Integer.numberOfTrailingZeros(p);
         int[] peers = new int[rounds + 1];
@@ -486,11 +489,7 @@ final class TcpBackend implements CpuBackend {
                 peers[n++] = rank ^ (1 << k);
             }
         }
-        DType t = tensor.dtype();
-        int b = (int) tensor.byteSize();
-        int count = (int) tensor.numel();
-        ByteBuffer buf = tensor.buffer();
-        Op op = e.begin(Frame.DATA, OpCodes.ALLREDUCE, deadline, peers, n);
+        Op op = e.begin(Frame.DATA, code, deadline, peers, n);
         op.template.dtype(t).count(count).redop(rop).algo(ALGO_TREE);
         int last = rounds + 1;
         if (rank >= p) {
@@ -499,7 +498,6 @@ final class TcpBackend implements CpuBackend {
             e.await(op);
             return;
         }
-        ByteBuffer tmp = work(b);
         if (rank + p < size) {
             e.post(Recv.into(op, rank + p, op.frame(0), tmp, null));
             e.await(op);
@@ -1243,7 +1241,19 @@ final class TcpBackend implements CpuBackend {
         }
         e.enter("reduceScatter");
         try {
-            // a lazily connected group takes the ring at every size: it needs two peers
+            if (e.lazy && st == null && b * size <= cfg.smallBytes) {
+                // a lazily connected group: small, an all-reduce by recursive doubling of the whole input
+                // (ceil(log2 N) rounds instead of the ring's N - 1 steps), of which each rank keeps its part
+                long total = b * size;
+                ByteBuffer w = work(2 * total);
+                ByteBuffer acc = slice(w, 0, total);
+                acc.duplicate().put(slice(input.buffer(), 0, total));
+                allReduceDoubling(acc, slice(w, total, total), input.dtype(), (int) input.numel(), rop, deadline,
+                        OpCodes.REDUCESCATTER);
+                output.buffer().duplicate().put(slice(acc, rank * b, b));
+                return;
+            }
+            // a lazily connected group takes the ring above that: it needs two peers
             boolean ring = e.lazy && st == null;
             boolean direct = b * size <= cfg.smallBytes && !ring;
             Op op = ring ? beginRing(OpCodes.REDUCESCATTER, deadline) : e.begin(Frame.DATA, OpCodes.REDUCESCATTER, deadline);
