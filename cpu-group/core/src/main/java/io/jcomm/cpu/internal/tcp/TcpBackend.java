@@ -33,7 +33,8 @@ import java.nio.ByteOrder;
  *       broadcast and gather the binomial tree, so that they need the barrier's peers only.</li>
  * </ul>
  * A lazily connected group keeps every world-sized collective on the barrier's peers (rank ± 2^k):
- * all-reduce up to {@code tcp.smallBytes} by recursive doubling, above by the ring; broadcast up to
+ * all-reduce by recursive doubling up to a size that grows with N ({@link #doublingBeatsRing}: about
+ * 0.5 MiB at 17 ranks, 16 MiB at 1,024), above by the ring; broadcast up to
  * {@code tcp.smallBytes} over a binomial tree, above down the chain; all-gather(V) up to
  * {@code tcp.smallBytes} in ceil(log2 N) rounds (Bruck), above on the ring; reduce-scatter up to
  * {@code tcp.smallBytes} in all as a recursive-doubling all-reduce of the whole input, above on the ring; gather and scatter, and the object broadcast and gather, over the binomial tree rooted at
@@ -429,7 +430,7 @@ final class TcpBackend implements CpuBackend {
             boolean direct = bytes <= cfg.smallBytes;
             boolean shared = st != null;
             if (e.lazy && !shared) {
-                if (direct) {
+                if (doublingBeatsRing(bytes, size, cfg.smallBytes)) {
                     allReduceDoubling(tensor.buffer(), work(bytes), tensor.dtype(), (int) tensor.numel(), rop, deadline,
                             OpCodes.ALLREDUCE);
                 } else {
@@ -458,6 +459,29 @@ final class TcpBackend implements CpuBackend {
      * Starts a ring operation of a lazily connected group: connects this rank's ring neighbours only
      * (rank - 1 and rank + 1). Inside {@code enter}.
      */
+    /**
+     * Whether a lazily connected group of {@code n} ranks all-reduces {@code bytes} faster by recursive
+     * doubling than by the ring, in the usual model of a step as a latency plus bytes over bandwidth, with
+     * the latency worth {@code smallBytes} of transfer: doubling takes ceil(log2 n) steps of all the bytes,
+     * the ring 2 (n - 1) steps of a 1/n part each. So the doubling covers more with more ranks: always
+     * {@code smallBytes}, and with the default 64 KiB about 0.5 MiB at 17 ranks, 1.9 MiB at 64 and 16 MiB at 1,024.
+     */
+    static boolean doublingBeatsRing(long bytes, int n, long smallBytes) {
+        if (bytes > DOUBLING_MAX_BYTES) {
+            return false; // its scratch copy is one buffer
+        }
+        if (bytes <= smallBytes) {
+            return true;
+        }
+        int log2 = 32 - Integer.numberOfLeadingZeros(n - 1);
+        double doubling = log2 * ((double) smallBytes + bytes);
+        double ring = 2.0 * (n - 1) * ((double) smallBytes + (double) bytes / n);
+        return doubling < ring;
+    }
+
+    /** The largest all-reduce the recursive doubling takes, whatever the model says. */
+    static final long DOUBLING_MAX_BYTES = 1L << 30;
+
     private Op beginRing(int code, Deadline deadline) {
         int[] peers = {mod(rank - 1), mod(rank + 1)};
         return e.begin(Frame.DATA, code, deadline, peers, 2);

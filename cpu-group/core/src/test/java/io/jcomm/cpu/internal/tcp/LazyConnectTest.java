@@ -132,8 +132,32 @@ class LazyConnectTest {
     }
 
     @Test
+    void recursiveDoublingCoversLargerAllReducesInLargerGroups() {
+        long small = 64 << 10;
+        for (int n : new int[] {17, 20, 64, 1024}) {
+            assertTrue(TcpBackend.doublingBeatsRing(small, n, small), "up to tcp.smallBytes at " + n);
+        }
+        assertTrue(TcpBackend.doublingBeatsRing(400_000, 20, small));
+        assertFalse(TcpBackend.doublingBeatsRing(800_000, 20, small), "0.8 MB at 20 ranks: the ring");
+        assertTrue(TcpBackend.doublingBeatsRing(15L << 20, 1024, small));
+        assertFalse(TcpBackend.doublingBeatsRing(17L << 20, 1024, small), "17 MiB at 1,024 ranks: the ring");
+        assertFalse(TcpBackend.doublingBeatsRing(TcpBackend.DOUBLING_MAX_BYTES + 1, 1 << 20, 1L << 31), "one scratch buffer");
+        long prev = 0;
+        for (int n = 17; n <= 4096; n *= 2) { // the reach grows with the ranks
+            long reach = small;
+            while (TcpBackend.doublingBeatsRing(reach + 4096, n, small)) {
+                reach += 4096;
+            }
+            assertTrue(reach > prev, n + " ranks: " + reach);
+            prev = reach;
+        }
+    }
+
+    @Test
     void worldCollectivesNeedOnlyTheBarriersPeers() {
-        int big = 100_003; // above tcp.smallBytes: the ring and chain algorithms
+        // above tcp.smallBytes: the chain, and the rings of all-gather and reduce-scatter; its all-reduce takes the
+        // recursive doubling in f32 (0.4 MB) and the ring in i64 (0.8 MB) at 20 ranks
+        int big = 100_003;
         try (ThreadRanks t = ThreadRanks.start(N, r -> opts(r, 2), T)) {
             t.run(g -> {
                 int n = g.size();
