@@ -159,6 +159,8 @@ final class ShmPlane {
                         l.mailbox = new ShmMailbox(engine, l, f, l.peer);
                     }
                 }
+            } else if (f != null) {
+                f.closeFile(); // no mailbox will allocate its ring: the descriptor is not needed
             }
             fast = f;
         }

@@ -308,9 +308,11 @@ final class ShmStaging {
         }
     }
 
-    /** Unlinks the file and unmaps every region. Only when no thread uses them any more. */
-    void close() {
-        unlinkFile();
+    /**
+     * Closes this rank's file (the mappings stay): no mailbox ring of it will be allocated any more.
+     * {@link #allocateMailbox} is then a no-op, so call it only when the group has no mailboxes.
+     */
+    void closeFile() {
         if (file != null) {
             try {
                 file.close();
@@ -319,6 +321,12 @@ final class ShmStaging {
             }
             file = null;
         }
+    }
+
+    /** Unlinks the file and unmaps every region. Only when no thread uses them any more. */
+    void close() {
+        unlinkFile();
+        closeFile();
         for (int i = 0; i < regions.length; i++) {
             if (regions[i] != null) {
                 ShmFiles.unmap(regions[i]);
