@@ -92,6 +92,9 @@ final class ElasticServing {
         try (ParallelState ps = state) {
             Tensor shard = Tensor.allocate(DType.F32, hidden);
             long next = 0; // requests done by every replica so far (agreed)
+            // after a recovery, the world agrees where to go on, inside the loop: a loss during that all-reduce
+            // (a second kill while the job recovers) is one more failure to recover from, not the end
+            boolean agree = false;
             boolean recovering = false;
             long failedAt = 0;
             Recovery last = null;
@@ -100,17 +103,25 @@ final class ElasticServing {
                 last = ps.joined().get();
                 out.printf(Locale.ROOT, "demo: elastic joined as rank %d in round %d (%d ms, pid %d)%n", ps.rank(),
                         last.round(), last.took().toMillis(), ProcessHandle.current().pid());
-                Tensor n = Tensor.ofLongs(Long.MAX_VALUE);
-                ps.world().cpuGroup().allReduce(n, ReduceOp.MIN);
-                next = n.getLong(0);
+                next = Long.MAX_VALUE; // what the others agree on
+                agree = true;
                 recovering = true;
                 failedAt = System.currentTimeMillis() - last.took().toMillis();
             } else {
                 out.println("demo: elastic serving (pid " + ProcessHandle.current().pid() + ")");
             }
             out.flush();
-            while (next < requests) {
+            while (agree || next < requests) {
                 try {
+                    if (agree) {
+                        // the survivors go on from the last step all of them completed (over the world: the TP ranks
+                        // of one replica are in different DP groups, and one of them may have finished a step more)
+                        Tensor n = Tensor.ofLongs(next);
+                        ps.world().cpuGroup().allReduce(n, ReduceOp.MIN);
+                        next = n.getLong(0);
+                        agree = false;
+                        continue;
+                    }
                     GroupCoordinator tpg = ps.tp();
                     int replicas = ps.dp().worldSize();
                     int mine = ps.dp().rankInGroup();
@@ -170,11 +181,7 @@ final class ElasticServing {
                         return 0;
                     }
                     recovering = true;
-                    // the survivors go on from the last step all of them completed (over the world: the TP ranks
-                    // of one replica are in different DP groups, and one of them may have finished a step more)
-                    Tensor n = Tensor.ofLongs(next);
-                    ps.world().cpuGroup().allReduce(n, ReduceOp.MIN);
-                    next = n.getLong(0);
+                    agree = true;
                 }
             }
             report(ps, checked, answered, recoveries);
