@@ -95,6 +95,8 @@ final class ShmMailbox {
     private long peerTail;
     private long tail;
     private boolean polling;
+    /** Whether the ring to the peer is allocated ({@link ShmStaging#allocateMailbox}, before the first record). */
+    private boolean outAllocated;
 
     ShmMailbox(Engine engine, Link link, ShmStaging region, int peer) {
         this.engine = engine;
@@ -125,12 +127,15 @@ final class ShmMailbox {
 
     /** Sends one point-to-point message: its record now (or once there is room), its payload by the link if large. */
     void send(Op op, Frame header, ByteBuffer payload) {
-        try {
-            region.allocateMailbox(peer);
-        } catch (java.io.IOException e) {
-            throw engine.fail(new io.jcomm.api.BackendException(engine.ctx(), "cannot allocate the shared-memory ring to rank "
-                    + peer + " (" + e.getMessage() + "): the shared-memory directory is full; free space there, or set "
-                    + io.jcomm.cpu.TcpOptions.SHM_FAST_BYTES + "=0", e));
+        if (!outAllocated) {
+            try {
+                region.allocateMailbox(peer);
+            } catch (java.io.IOException e) {
+                throw engine.fail(new io.jcomm.api.BackendException(engine.ctx(), "cannot allocate the shared-memory ring to rank "
+                        + peer + " (" + e.getMessage() + "): the shared-memory directory is full; free space there, or set "
+                        + io.jcomm.cpu.TcpOptions.SHM_FAST_BYTES + "=0", e));
+            }
+            outAllocated = true;
         }
         int n = payload == null ? 0 : payload.remaining();
         header.payload = n;

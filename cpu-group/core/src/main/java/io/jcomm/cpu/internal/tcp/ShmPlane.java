@@ -191,9 +191,9 @@ final class ShmPlane {
     }
 
     /**
-     * Shares the regions of a collective step: each rank has created and allocated its region (a fast-path region
-     * all but its mailbox rings, which their first records allocate)
-     * ({@code s}, null if it could not), the ranks all-gather the paths, map each other's regions, and
+     * Shares the regions of a collective step: each rank has created and allocated its region ({@code s},
+     * null if it could not; a fast-path region all but its mailbox rings, which their first records
+     * allocate), the ranks all-gather the paths, map each other's regions, and
      * all-gather whether that worked; the regions are used only if it worked everywhere, and the files
      * lose their names either way. Returns {@code s} when usable, else null (having closed it).
      */

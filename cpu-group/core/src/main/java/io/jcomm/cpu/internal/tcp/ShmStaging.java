@@ -69,8 +69,6 @@ final class ShmStaging {
     private boolean unlinked;
     /** This rank's fast-path region while parts of it are still to be allocated (its mailbox rings), else null. */
     private ShmFiles.Partial file;
-    /** Which of this rank's mailbox rings are allocated (fast path; by destination). */
-    private final boolean[] allocated;
     /** The last piece number this rank used (pieces are numbered per region, alike on every rank). */
     private long piece;
 
@@ -82,7 +80,6 @@ final class ShmStaging {
         this.pieceBytes = pieceBytes;
         this.mailboxBytes = mailboxBytes;
         this.regions = new MappedByteBuffer[size];
-        this.allocated = new boolean[size];
     }
 
     /** Name prefix of staging files (owned names, {@link ShmFiles#ownedName}). */
@@ -185,16 +182,15 @@ final class ShmStaging {
 
     /**
      * Allocates this rank's ring to {@code dest} through the file before its first record (a page of a
-     * full tmpfs touched first through the mapping would be a SIGBUS). Driving thread.
+     * full tmpfs touched first through the mapping would be a SIGBUS). Once per ring: its mailbox calls it
+     * before its first record. Driving thread.
      *
      * @throws IOException when the shared-memory directory is full
      */
     void allocateMailbox(int dest) throws IOException {
-        if (allocated[dest] || file == null) {
-            return;
+        if (file != null) {
+            file.allocate(mailbox(dest) + MAILBOX_CONTROL, mailboxBytes);
         }
-        file.allocate(mailbox(dest) + MAILBOX_CONTROL, mailboxBytes);
-        allocated[dest] = true;
     }
 
     /** Bytes {@code consumer} consumed of the ring from {@code source} (acquire). */
