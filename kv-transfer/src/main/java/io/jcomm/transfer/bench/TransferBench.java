@@ -155,7 +155,6 @@ public final class TransferBench {
         measure(4096, max, seconds, r -> printRow(System.out, r));
     }
 
-    /** A loopback socket pair: {@link #round} sends n bytes, the echo thread reads them and answers 8 bytes. */
     /**
      * One raw socket round as these benchmarks measure it, against an echo that acknowledges each message:
      * a 4-byte length (big-endian), the first {@code n} bytes of {@code payload}, then an 8-byte ack read

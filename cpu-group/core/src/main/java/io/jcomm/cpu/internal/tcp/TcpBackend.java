@@ -456,10 +456,6 @@ final class TcpBackend implements CpuBackend {
     }
 
     /**
-     * Starts a ring operation of a lazily connected group: connects this rank's ring neighbours only
-     * (rank - 1 and rank + 1). Inside {@code enter}.
-     */
-    /**
      * Whether a lazily connected group of {@code n} ranks all-reduces {@code bytes} faster by recursive
      * doubling than by the ring, in the usual model of a step as a latency plus bytes over bandwidth, with
      * the latency worth {@code smallBytes} of transfer: doubling takes ceil(log2 n) steps of all the bytes,
@@ -482,6 +478,10 @@ final class TcpBackend implements CpuBackend {
     /** The largest all-reduce the recursive doubling takes, whatever the model says. */
     static final long DOUBLING_MAX_BYTES = 1L << 30;
 
+    /**
+     * Starts a ring operation of a lazily connected group: connects this rank's ring neighbours only
+     * (rank - 1 and rank + 1). Inside {@code enter}.
+     */
     private Op beginRing(int code, Deadline deadline) {
         int[] peers = {mod(rank - 1), mod(rank + 1)};
         return e.begin(Frame.DATA, code, deadline, peers, 2);
@@ -1461,10 +1461,10 @@ final class TcpBackend implements CpuBackend {
             Op op = e.begin(Frame.DATA, OpCodes.BCAST_BYTES, deadline);
             op.template.root(src);
             if (rank == src) {
-                ByteBuffer p = ByteBuffer.wrap(payload);
+                ByteBuffer p = bytePayload(ByteBuffer.wrap(payload)); // sends do not move its position: one copy for all
                 for (int q = 0; q < size; q++) {
                     if (q != rank) {
-                        e.send(op, q, op.frame(0), bytePayload(p));
+                        e.send(op, q, op.frame(0), p);
                     }
                 }
                 e.await(op);
@@ -1707,8 +1707,9 @@ final class TcpBackend implements CpuBackend {
             e.await(op);
             got = r.bytes;
         }
+        ByteBuffer p = bytePayload(ByteBuffer.wrap(got)); // sends do not move its position: one copy for every child
         for (int i = root ? 0 : 1; i < n; i++) {
-            e.send(op, peers[i], op.frame(0), bytePayload(ByteBuffer.wrap(got)));
+            e.send(op, peers[i], op.frame(0), p);
         }
         e.await(op);
         return got;
