@@ -90,6 +90,7 @@ public record ScaleRun(int n, int jvms, int tp, int pp, Duration timeout, List<S
             List<String> args = List.of(Integer.toString(n), Integer.toString(jvms), Integer.toString(tp),
                     Integer.toString(pp), Integer.toString(server.port()), Long.toString(timeout.toSeconds()));
             long commandsBefore = server.stats().commands();
+            long launched = System.currentTimeMillis();
             int exit;
             try (WorkerJvms workers = WorkerJvms.start(jvms, j -> {
                 List<String> c = new ArrayList<>(cmd);
@@ -122,7 +123,7 @@ public record ScaleRun(int n, int jvms, int tp, int pp, Duration timeout, List<S
                     throw new IllegalStateException(n + " ranks over " + jvms + " JVMs failed (" + reports.size()
                             + " of " + jvms + " JVMs reported)" + tails(tails, failures));
                 }
-                return ScaleRow.of(n, reports, commands);
+                return ScaleRow.of(n, reports, commands, launched);
             }
         }
     }

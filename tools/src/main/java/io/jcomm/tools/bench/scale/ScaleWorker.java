@@ -117,6 +117,7 @@ public final class ScaleWorker {
             states[i].world().barrier();
             barrierNanos[i] = System.nanoTime() - t0;
         }, timeout, "the first world barrier");
+        long barrierDone = System.currentTimeMillis();
         long socketsBarrier = sockets();
         onEveryRank(threads, i -> {
             long t0 = System.nanoTime();
@@ -126,7 +127,7 @@ public final class ScaleWorker {
         long socketsAllReduce = sockets();
         ScaleRow.Jvm report = new ScaleRow.Jvm(jvm, per, maxMillis(readyNanos), maxMillis(barrierNanos),
                 maxMillis(allReduceNanos), opened(socketsReady, socketsBefore, per),
-                opened(socketsBarrier, socketsBefore, per), opened(socketsAllReduce, socketsBefore, per), cpuReady);
+                opened(socketsBarrier, socketsBefore, per), opened(socketsAllReduce, socketsBefore, per), cpuReady, barrierDone);
         System.out.println(report.toLine());
         System.out.flush();
         close(threads, states); // on a failure main halts instead: the peers are broken anyway

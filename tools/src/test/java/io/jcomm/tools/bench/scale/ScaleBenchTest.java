@@ -26,8 +26,11 @@ import picocli.CommandLine;
 class ScaleBenchTest {
 
     private static ScaleRow.Jvm jvm(int index, int ranks, long readyMs, long sockets, long cpuMs) {
-        return new ScaleRow.Jvm(index, ranks, readyMs, readyMs / 10, readyMs / 5, sockets, sockets, sockets - 2, cpuMs);
+        return new ScaleRow.Jvm(index, ranks, readyMs, readyMs / 10, readyMs / 5, sockets, sockets, sockets - 2, cpuMs,
+                LAUNCHED + 2 * readyMs);
     }
+
+    private static final long LAUNCHED = 1_800_000_000_000L;
 
     @Test
     void sizesMustFitTheLayoutAndTheJvms() {
@@ -61,16 +64,16 @@ class ScaleBenchTest {
         assertEquals(a, ScaleRow.Jvm.parse(a.toLine()));
         assertTrue(ScaleRow.Jvm.isReport(a.toLine()) && !ScaleRow.Jvm.isReport("READY"));
         assertThrows(IllegalArgumentException.class, () -> ScaleRow.Jvm.parse("@@scale jvm=0 ranks=x"));
-        ScaleRow row = ScaleRow.of(64, List.of(a, jvm(1, 32, 1200, 1000, 3400)), 2560);
-        assertEquals(new ScaleRow(64, 1200, 120, 240, 2100 / 64.0, 2100 / 64.0, 2096 / 64.0, 40, 6400 / 64.0), row);
+        ScaleRow row = ScaleRow.of(64, List.of(a, jvm(1, 32, 1200, 1000, 3400)), 2560, LAUNCHED);
+        assertEquals(new ScaleRow(64, 1200, 120, 2400, 240, 2100 / 64.0, 2100 / 64.0, 2096 / 64.0, 40, 6400 / 64.0), row);
         String[] cells = row.toTableRow().trim().split(" +");
-        assertEquals(List.of("64", "1200", "32.8", "32.8", "32.8", "40.0", "120", "240", "100.0"), List.of(cells));
+        assertEquals(List.of("64", "1200", "32.8", "32.8", "32.8", "40.0", "120", "2400", "240", "100.0"), List.of(cells));
         assertEquals(cells.length, ScaleRow.header().lines().skip(1).findFirst().orElseThrow().trim().split(" {2,}").length);
         // a JVM that could not count its sockets: no figure rather than a wrong one
-        ScaleRow unknown = ScaleRow.of(64, List.of(a, jvm(1, 32, 1200, -1, 3400)), 2560);
+        ScaleRow unknown = ScaleRow.of(64, List.of(a, jvm(1, 32, 1200, -1, 3400)), 2560, LAUNCHED);
         assertTrue(Double.isNaN(unknown.socketsReady()) && unknown.toTableRow().contains(" - "));
-        assertThrows(IllegalArgumentException.class, () -> ScaleRow.of(96, List.of(a, jvm(1, 32, 1, 1, 1)), 1), "ranks");
-        assertThrows(IllegalArgumentException.class, () -> ScaleRow.of(64, List.of(a, a), 1), "a JVM twice");
+        assertThrows(IllegalArgumentException.class, () -> ScaleRow.of(96, List.of(a, jvm(1, 32, 1, 1, 1)), 1, LAUNCHED), "ranks");
+        assertThrows(IllegalArgumentException.class, () -> ScaleRow.of(64, List.of(a, a), 1, LAUNCHED), "a JVM twice");
     }
 
     @Test
@@ -80,7 +83,7 @@ class ScaleBenchTest {
         assertTrue(Double.isNaN(ScaleChart.median(new double[] {1, Double.NaN})));
         assertEquals("256", ScaleChart.ranksTick(8));
         assertEquals("1024", ScaleChart.ranksTick(10));
-        assertEquals(2, ScaleChart.charts(List.of(ScaleRow.of(64, List.of(jvm(0, 64, 10, 10, 10)), 64)), "x").size());
+        assertEquals(2, ScaleChart.charts(List.of(ScaleRow.of(64, List.of(jvm(0, 64, 10, 10, 10)), 64, LAUNCHED)), "x").size());
         assertThrows(IllegalArgumentException.class, () -> ScaleChart.charts(List.of(), "x"));
     }
 
@@ -88,10 +91,10 @@ class ScaleBenchTest {
     void drawsTimesAndPerRankCosts(@TempDir Path dir) throws Exception {
         ChartFonts.assume();
         List<ScaleRow> rows = List.of(
-                ScaleRow.of(64, List.of(jvm(0, 64, 3600, 2400, 6000)), 2400),
-                ScaleRow.of(256, List.of(jvm(0, 256, 9000, 8700, 15000)), 10000),
-                ScaleRow.of(256, List.of(jvm(0, 256, 11000, 8700, 16000)), 10200),
-                ScaleRow.of(1024, List.of(jvm(0, 1024, 57000, 32800, 93000)), 37000));
+                ScaleRow.of(64, List.of(jvm(0, 64, 3600, 2400, 6000)), 2400, LAUNCHED),
+                ScaleRow.of(256, List.of(jvm(0, 256, 9000, 8700, 15000)), 10000, LAUNCHED),
+                ScaleRow.of(256, List.of(jvm(0, 256, 11000, 8700, 16000)), 10200, LAUNCHED),
+                ScaleRow.of(1024, List.of(jvm(0, 1024, 57000, 32800, 93000)), 37000, LAUNCHED));
         Path png = dir.resolve("scale.png");
         ScaleChart.write(rows, "TP8 x PP4, 4 JVMs", png);
         BufferedImage img = ImageIO.read(png.toFile());
