@@ -69,7 +69,7 @@ public final class CpuGroups {
         if (options.size() == 1) {
             String b = options.backend().toLowerCase(Locale.ROOT);
             return connect(options, null, b.equals(CpuBackends.AUTO) ? "local" : b, groupStore, 0, options.globalRanks(), 0,
-                    Deadline.after(options.timeout()), ctx);
+                    Deadline.after(options.timeout()), ctx, "");
         }
         CpuBackendProvider provider = selected;
         if (provider == null) {
@@ -80,12 +80,16 @@ public final class CpuGroups {
             }
         }
         CpuBackends.checkOptions(provider, options.options());
+        java.util.Optional<String> fingerprint = options.codec().fingerprint()
+                .filter(f -> Boolean.parseBoolean(options.option(CODEC_CHECK_OPTION, "true")));
+        // the fingerprint travels with the members' addresses where the backend publishes them (no
+        // collective, no connection at creation); a fingerprint that cannot be a tag is compared by an all-gather
+        String tag = Boolean.getBoolean("x.notag") ? "" : fingerprint.filter(CpuGroups::taggable).orElse(""); // TEMP
         DefaultProcessGroup group = connect(options, provider, provider.name(), groupStore, options.rank(),
-                options.globalRanks(), 0, Deadline.after(options.timeout()), ctx);
-        java.util.Optional<String> fingerprint = options.codec().fingerprint();
-        if (fingerprint.isPresent() && Boolean.parseBoolean(options.option(CODEC_CHECK_OPTION, "true"))) {
+                options.globalRanks(), 0, Deadline.after(options.timeout()), ctx, tag);
+        if (fingerprint.isPresent()) {
             try {
-                checkCodecs(group.backend(), options, options.codec(), fingerprint.get(), ctx);
+                checkCodecs(group.backend(), options, options.codec(), fingerprint.get(), !tag.isEmpty(), ctx);
             } catch (RuntimeException e) {
                 group.close();
                 throw e;
@@ -101,10 +105,10 @@ public final class CpuGroups {
      */
     private static DefaultProcessGroup connect(CpuGroupOptions options, CpuBackendProvider provider, String backendName,
                                                Store namespace, int rank, List<Integer> globalRanks, int generation,
-                                               Deadline deadline, OpContext ctx) {
+                                               Deadline deadline, OpContext ctx, String memberTag) {
         int size = globalRanks.size();
         GroupShrink.Connector successor = (ns, r, ranks, gen, d) -> connect(options, provider, backendName, ns, r, ranks,
-                gen, d, OpContext.of(options.groupName(), r, "shrink"));
+                gen, d, OpContext.of(options.groupName(), r, "shrink"), "");
         if (size == 1) {
             return new DefaultProcessGroup(options.groupName(), 0, 1, globalRanks, backendName, options.timeout(),
                     options.codec(), options.maxObjectBytes(), null, options.fault(), generation, namespace, successor);
@@ -114,7 +118,7 @@ public final class CpuGroups {
             throw new CommTimeoutException(ctx, "no time left to connect generation " + generation);
         }
         CpuBackendContext bctx = new CpuBackendContext(namespace, options.groupName(), rank, size, globalRanks,
-                options.hostname(), Duration.ofNanos(left), options.options(), generation);
+                options.hostname(), Duration.ofNanos(left), options.options(), generation, memberTag);
         CpuBackend backend;
         try {
             backend = provider.create(bctx);
@@ -125,18 +129,38 @@ public final class CpuGroups {
                 options.codec(), options.maxObjectBytes(), backend, options.fault(), generation, namespace, successor);
     }
 
+    /** Whether a codec fingerprint can travel as a {@link CpuBackendContext#memberTag()}. */
+    static boolean taggable(String fingerprint) {
+        return !fingerprint.isEmpty() && fingerprint.length() <= CpuBackendContext.MAX_MEMBER_TAG
+                && fingerprint.chars().allMatch(c -> c > 0x20 && c < 0x7f);
+    }
+
+    /**
+     * Fails when a member registered other classes than this rank: from the tags the backend published
+     * at creation ({@code tagged}, when it did), else by an all-gather of the fingerprints.
+     */
     private static void checkCodecs(CpuBackend backend, CpuGroupOptions o, ObjectCodec codec, String fingerprint,
-                                    OpContext ctx) {
-        byte[] mine = fingerprint.getBytes(StandardCharsets.US_ASCII);
-        byte[][] all;
-        try {
-            all = backend.allGatherBytes(mine, o.rank(), o.size(), 256, Deadline.after(o.timeout()));
-        } catch (RuntimeException e) {
-            throw Errors.wrap(e, ctx);
+                                    boolean tagged, OpContext ctx) {
+        java.util.Optional<List<String>> tags = tagged ? backend.memberTags() : java.util.Optional.empty();
+        String[] all;
+        if (tags.isPresent()) {
+            all = tags.get().toArray(new String[0]);
+        } else {
+            byte[] mine = fingerprint.getBytes(StandardCharsets.US_ASCII);
+            byte[][] got;
+            try {
+                got = backend.allGatherBytes(mine, o.rank(), o.size(), 256, Deadline.after(o.timeout()));
+            } catch (RuntimeException e) {
+                throw Errors.wrap(e, ctx);
+            }
+            all = new String[got.length];
+            for (int r = 0; r < got.length; r++) {
+                all[r] = new String(got[r], StandardCharsets.US_ASCII);
+            }
         }
         StringBuilder diff = new StringBuilder();
         for (int r = 0; r < all.length; r++) {
-            String theirs = new String(all[r], StandardCharsets.US_ASCII);
+            String theirs = all[r];
             if (!theirs.equals(fingerprint)) {
                 diff.append(" rank ").append(r).append('=').append(theirs);
             }

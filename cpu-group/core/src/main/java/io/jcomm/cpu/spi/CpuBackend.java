@@ -51,6 +51,15 @@ public interface CpuBackend extends AutoCloseable {
         return new UnsupportedByBackendException(OpContext.NONE, name(), operation);
     }
 
+    /**
+     * Every member's {@link CpuBackendContext#memberTag()}, by group rank (this rank's own included),
+     * when this backend published them with the members' addresses at creation; empty when it did not
+     * (the caller then exchanges them with a collective). The default is empty.
+     */
+    default java.util.Optional<java.util.List<String>> memberTags() {
+        return java.util.Optional.empty();
+    }
+
     default void barrier(Deadline deadline) {
         throw unsupported("barrier");
     }

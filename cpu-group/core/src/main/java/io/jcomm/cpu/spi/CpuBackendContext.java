@@ -21,9 +21,17 @@ import java.util.Objects;
  * @param generation  the group's generation ({@link io.jcomm.api.ProcessGroup#generation()}: 0 as
  *                    created, +1 per shrink); a backend that identifies its connections binds them
  *                    to it, so that a peer of another generation is refused
+ * @param memberTag   a short ASCII text (at most {@link #MAX_MEMBER_TAG} characters; empty: none) that a
+ *                    backend which publishes each member's address in the store may publish beside it,
+ *                    so that every member learns every other's at creation without a collective
+ *                    ({@link CpuBackend#memberTags()}); the group puts its codec's fingerprint here
  */
 public record CpuBackendContext(Store store, String groupName, int rank, int size, List<Integer> globalRanks,
-                                String hostname, Duration timeout, Map<String, String> options, int generation) {
+                                String hostname, Duration timeout, Map<String, String> options, int generation,
+                                String memberTag) {
+
+    /** The longest {@link #memberTag()}. */
+    public static final int MAX_MEMBER_TAG = 256;
 
     public CpuBackendContext {
         Objects.requireNonNull(store, "store");
@@ -38,6 +46,17 @@ public record CpuBackendContext(Store store, String groupName, int rank, int siz
         if (generation < 0) {
             throw new IllegalArgumentException("generation must be >= 0, got " + generation);
         }
+        Objects.requireNonNull(memberTag, "memberTag");
+        if (memberTag.length() > MAX_MEMBER_TAG || !memberTag.chars().allMatch(c -> c > 0x20 && c < 0x7f)) {
+            throw new IllegalArgumentException("a member tag is at most " + MAX_MEMBER_TAG
+                    + " printable ASCII characters without spaces, got \"" + memberTag + "\"");
+        }
+    }
+
+    /** A context without a member tag. */
+    public CpuBackendContext(Store store, String groupName, int rank, int size, List<Integer> globalRanks,
+                             String hostname, Duration timeout, Map<String, String> options, int generation) {
+        this(store, groupName, rank, size, globalRanks, hostname, timeout, options, generation, "");
     }
 
     /** A context of generation 0 (a group as created). */
