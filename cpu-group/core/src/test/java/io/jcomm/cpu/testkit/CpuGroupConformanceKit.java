@@ -747,6 +747,8 @@ public abstract class CpuGroupConformanceKit {
     @Test
     void shrinkFailsAPendingOperationOfTheOldGroupFast() {
         try (ThreadRanks t = startThreads(3)) {
+            // both look at their pending all-reduce before either shrinks (a shrink ends the other's too)
+            java.util.concurrent.CyclicBarrier looked = new java.util.concurrent.CyclicBarrier(2);
             List<Object> out = t.outcomes(g -> {
                 if (g.rank() == 2) {
                     return "idle";
@@ -754,10 +756,12 @@ public abstract class CpuGroupConformanceKit {
                 io.jcomm.api.work.Work<Void> pending = g.allReduceAsync(Tensor.ofFloats(1), ReduceOp.SUM, Duration.ofSeconds(30));
                 try {
                     Thread.sleep(200);
-                } catch (InterruptedException e) {
+                    assertFalse(pending.isDone(), () -> "the all-reduce cannot complete without rank 2: " + pending.failure());
+                    looked.await(20, TimeUnit.SECONDS);
+                } catch (InterruptedException | java.util.concurrent.BrokenBarrierException
+                         | java.util.concurrent.TimeoutException e) {
                     throw new AssertionError(e);
                 }
-                assertFalse(pending.isDone(), "the all-reduce cannot complete without rank 2");
                 long s = System.nanoTime();
                 ProcessGroup n = g.shrink(List.of(2), Duration.ofSeconds(20));
                 CommException e = assertThrows(CommException.class, () -> pending.await(Duration.ofSeconds(5)));
@@ -770,8 +774,8 @@ public abstract class CpuGroupConformanceKit {
                 return n;
             }, Duration.ofSeconds(60));
             try {
-                assertInstanceOf(ProcessGroup.class, out.get(0), String.valueOf(out.get(0)));
-                assertInstanceOf(ProcessGroup.class, out.get(1), String.valueOf(out.get(1)));
+                assertInstanceOf(ProcessGroup.class, out.get(0), String.valueOf(out));
+                assertInstanceOf(ProcessGroup.class, out.get(1), String.valueOf(out));
             } finally {
                 closeGroups(out);
             }

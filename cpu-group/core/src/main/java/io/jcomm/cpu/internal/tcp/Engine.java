@@ -104,6 +104,8 @@ final class Engine {
     final Progress progress = Progress.shared();
     /** Process identity of each member (from its published address), 0 for this rank. */
     final long[] peerProcess;
+    /** Each member's tag as published with its address ({@link io.jcomm.cpu.spi.CpuBackendContext#memberTag()}). */
+    final String[] memberTags;
     /** What the members are doing, for failure messages (their flight recorders, here or through the store). */
     final PeerStates peerStates;
     private boolean registered;
@@ -120,8 +122,13 @@ final class Engine {
     private long collectiveSeq;
     final List<Link> allLinks = new ArrayList<>();
     Channel server;
-    /** Links are made on first use ({@link MeshBootstrap#connectTo}); set at creation. */
+    /** Links are made on first use ({@link MeshBootstrap#connectTo}): the group spans hosts; set at creation. */
     boolean lazy;
+    /**
+     * A lazily connected group of more than {@link MeshBootstrap#LARGE_ABOVE} ranks: its world-sized
+     * collectives take the algorithms that talk to O(log N) peers; set at creation.
+     */
+    boolean large;
     long nonce;
     /** Which incarnation of the group this is in its store namespace (set-up). */
     long generation;
@@ -145,6 +152,7 @@ final class Engine {
         this.cfg = cfg;
         this.links = new Link[size];
         this.peerProcess = new long[size];
+        this.memberTags = new String[size];
         this.peerStates = new PeerStates(group, rank, peerProcess);
         this.spinNanos = cfg.spinNanos;
         this.early = new EarlyMessages(cfg.maxUnexpectedBytes);
@@ -339,7 +347,7 @@ final class Engine {
      */
     Op begin(int kind, int code, Deadline deadline) {
         if (lazy) {
-            mesh.connectToAll(deadline);
+            mesh.connectToAll(deadline, kind == Frame.DATA);
         }
         long seq = kind == Frame.DATA ? ++collectiveSeq : 0;
         return new Op(opName, kind, code, seq, deadline);
@@ -349,7 +357,7 @@ final class Engine {
     Op begin(int kind, int code, Deadline deadline, int peer) {
         Link l = links[peer];
         if (lazy && (l == null || !l.helloSeen || !l.channel.isActive())) {
-            mesh.connectTo(new int[] {peer}, 1, deadline);
+            mesh.connectTo(new int[] {peer}, 1, deadline, kind == Frame.DATA);
         }
         long seq = kind == Frame.DATA ? ++collectiveSeq : 0;
         return new Op(opName, kind, code, seq, deadline);
@@ -361,7 +369,7 @@ final class Engine {
      */
     Op begin(int kind, int code, Deadline deadline, int[] peers, int count) {
         if (lazy) {
-            mesh.connectTo(peers, count, deadline);
+            mesh.connectTo(peers, count, deadline, kind == Frame.DATA);
         }
         long seq = kind == Frame.DATA ? ++collectiveSeq : 0;
         return new Op(opName, kind, code, seq, deadline);

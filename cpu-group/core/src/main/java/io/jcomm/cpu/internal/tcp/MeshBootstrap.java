@@ -37,10 +37,9 @@ import org.slf4j.LoggerFactory;
  * shared memory, and exchanges READY. A peer that refuses connections for a second, or a member the
  * store reports gone, fails set-up at once instead of at the deadline.
  *
- * <p>A group of more than {@link #LAZY_ABOVE} ranks whose members are not all on this host stops after
- * reading the addresses: it keeps listening, and {@link #connectTo} makes each link when an operation
- * first needs it (the higher rank of a pair connects; a lower rank asks it to with a
- * {@link Frame#HELLO_CALL_BACK}).
+ * <p>A group whose members are not all on this host stops after reading the addresses: it keeps
+ * listening, and {@link #connectTo} makes each link when an operation first needs it (the higher rank of
+ * a pair connects; a lower rank asks it to with a {@link Frame#HELLO_CALL_BACK}).
  *
  * <p>The channels are made, registered, bound and connected here rather than through Netty's
  * {@code ServerBootstrap}/{@code Bootstrap}: those put a {@code ChannelInitializer} (an adapter marked
@@ -58,13 +57,17 @@ final class MeshBootstrap {
     private static final long LIVENESS_PROBE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
     private static final java.time.Duration LIVENESS_PROBE_WAIT = java.time.Duration.ofMillis(2);
     /**
-     * A group of more ranks than this whose members are not all on this host connects lazily
-     * ({@link #connectTo}); smaller groups, and groups on one host (their shared-memory fast path needs
-     * every link), connect the full mesh at creation.
+     * A group whose members are not all on this host connects lazily ({@link #connectTo}); when it has
+     * more ranks than this, its world-sized collectives also take the algorithms that need O(log N) peers
+     * ({@link Engine#large}); smaller ones keep the direct algorithms and connect every peer on their
+     * first collective. Groups on one host (their shared-memory fast path needs every link) connect the
+     * full mesh at creation.
      */
-    static final int LAZY_ABOVE = 16;
+    static final int LARGE_ABOVE = 16;
     /** A rank that asked a higher rank to connect asks again after this long without a connection. */
     private static final long ASK_AGAIN_NANOS = TimeUnit.SECONDS.toNanos(1);
+    /** In a collective, a rank asks a higher peer without a link to connect after this long ({@link #connectTo}). */
+    private static final long COLLECTIVE_ASK_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
     /** After a failed attempt to connect to a peer, the next one waits this long. */
     private static final long RETRY_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
 
@@ -229,7 +232,7 @@ final class MeshBootstrap {
                 ? engine.cfg.shmStagingBytes + ":" + engine.cfg.shmCollectiveMinBytes + ":" + engine.cfg.shmFastBytes : "-";
         String me = ctx.hostname() + " " + port + " " + Long.toUnsignedString(engine.nonce, 16) + " " + hostId + " "
                 + (engine.cfg.shm ? "shm" : "-") + " " + stagingOffer + " " + Long.toUnsignedString(engine.progress.processId(), 16)
-                + " " + ProcessHandle.current().pid();
+                + " " + ProcessHandle.current().pid() + " " + (ctx.memberTag().isEmpty() ? "-" : ctx.memberTag());
         String prefix = "tcp/" + engine.generation + "/rank/";
         store.set(prefix + engine.rank, me.getBytes(StandardCharsets.UTF_8));
         List<String> keys = new ArrayList<>();
@@ -246,7 +249,7 @@ final class MeshBootstrap {
                 continue;
             }
             String[] parts = new String(values.get(i++), StandardCharsets.UTF_8).split(" ");
-            if (parts.length != 8) {
+            if (parts.length != 9) {
                 throw engine.fail(new ProtocolException(engine.ctx(), "malformed address of rank " + r + " in the store"));
             }
             try {
@@ -259,7 +262,9 @@ final class MeshBootstrap {
                 throw engine.fail(new ProtocolException(engine.ctx(), "malformed address of rank " + r + " in the store"));
             }
             peers[r] = parts;
+            engine.memberTags[r] = parts[8].equals("-") ? "" : parts[8];
         }
+        engine.memberTags[engine.rank] = ctx.memberTag();
 
         // members on other hosts read what this process does through the store, and it reads theirs there
         for (int r = 0; r < engine.size; r++) {
@@ -276,6 +281,7 @@ final class MeshBootstrap {
             nextAttempt = new long[engine.size];
             refusedSince = new long[engine.size];
             engine.lazy = true;
+            engine.large = engine.size > LARGE_ABOVE;
             engine.shm.stagingCandidate(false);
             engine.shm.fastCandidate(false);
             LOG.debug("group {} rank {}: {} ranks over {}, connecting on first use", engine.group, engine.rank, engine.size,
@@ -524,11 +530,8 @@ final class MeshBootstrap {
 
     // ------------------------------------------------------------------ lazy groups
 
-    /** Whether a group with these member addresses connects lazily (see {@link #LAZY_ABOVE}). */
+    /** Whether a group with these member addresses connects lazily (see {@link #LARGE_ABOVE}). */
     private boolean lazy(String[][] peers, String hostId) {
-        if (engine.size <= LAZY_ABOVE) {
-            return false;
-        }
         for (int r = 0; r < engine.size; r++) {
             if (r != engine.rank && !peers[r][3].equals(hostId)) {
                 return true;
@@ -544,8 +547,16 @@ final class MeshBootstrap {
      * callback. A peer whose address refuses connections for a second has gone
      * ({@link PeerFailureException}); a peer that does not connect before {@code d} gives a
      * {@link CommTimeoutException} naming it; both fail the group.
+     *
+     * <p>{@code collective}: every member runs the same operation, whose peers are symmetric (a higher
+     * peer connects to this rank when it gets there), so this rank asks a higher peer to connect only
+     * after {@link #COLLECTIVE_ASK_NANOS} without its link, instead of at once: in a first barrier of 1,024
+     * ranks that arrive together, asking at once opened a short connection per pair for nothing. A peer
+     * that is late is asked then, and its progress thread connects back before it arrives; a dead one
+     * refuses the request (a second of refusals fails the group). A point-to-point send asks at once (its
+     * receiver may not be in an operation of the group).
      */
-    void connectTo(int[] peers, int count, Deadline d) {
+    void connectTo(int[] peers, int count, Deadline d, boolean collective) {
         while (true) {
             engine.check();
             boolean all = true;
@@ -558,11 +569,14 @@ final class MeshBootstrap {
                 Link l = engine.links[p];
                 if (l == null) {
                     all = false;
-                    if (now - nextAttempt[p] >= 0 || nextAttempt[p] == 0) {
+                    if (nextAttempt[p] == 0 && collective && p > engine.rank && !Boolean.getBoolean("x.nodefer")) { // TEMP
+                        nextAttempt[p] = now + COLLECTIVE_ASK_NANOS; // it connects when it gets here
+                    } else if (now - nextAttempt[p] >= 0 || nextAttempt[p] == 0) {
                         nextAttempt[p] = now + (p < engine.rank ? RETRY_NANOS : ASK_AGAIN_NANOS);
                         dial(p, p > engine.rank);
                     }
                 } else if (!l.helloSeen || !l.channel.isActive()) {
+                    engine.checkPeerOpen(p); // a peer that closed the group after its goodbye is not coming back
                     all = false;
                 }
             }
@@ -583,12 +597,12 @@ final class MeshBootstrap {
     }
 
     /** Makes sure that this rank has a link to every other member ({@link #connectTo}). */
-    void connectToAll(Deadline d) {
+    void connectToAll(Deadline d, boolean collective) {
         int[] all = new int[engine.size];
         for (int r = 0; r < engine.size; r++) {
             all[r] = r;
         }
-        connectTo(all, all.length, d);
+        connectTo(all, all.length, d, collective);
     }
 
     private String missing(int[] peers, int count) {

@@ -38,9 +38,10 @@ import java.nio.ByteOrder;
  * {@code tcp.smallBytes} over a binomial tree, above down the chain; all-gather(V) up to
  * {@code tcp.smallBytes} in ceil(log2 N) rounds (Bruck), above on the ring; reduce-scatter up to
  * {@code tcp.smallBytes} in all as a recursive-doubling all-reduce of the whole input, above on the ring; gather and scatter, and the object broadcast and gather, over the binomial tree rooted at
- * the root (each rank moves its subtree's parts in one message). What still connects every pair there:
- * all-to-all(V), which needs every pair's data, and the monitored barrier, whose rank 0 hears from each
- * rank itself to name the ones missing.
+ * the root (each rank moves its subtree's parts in one message); all-to-all with small parts in ceil(log2 N)
+ * rounds (Bruck, {@link #bruckBeatsPairwise}). What still connects every pair there: all-to-all with larger
+ * parts and all-to-all-V, and the monitored barrier, whose rank 0 hears from each rank itself to name the
+ * ones missing.
  * Every rank computes the same reduction order, so all ranks get bit-identical results.
  *
  * <h2>Same-host fast path</h2>
@@ -64,7 +65,7 @@ final class TcpBackend implements CpuBackend {
     private static final int ALGO_SHARED = 3;
     /** Binomial tree (broadcast) or recursive doubling (all-reduce): lazily connected groups, small tensors. */
     private static final int ALGO_TREE = 4;
-    /** Bruck's all-gather: lazily connected groups, small tensors. */
+    /** Bruck's all-gather or all-to-all: lazily connected groups, small tensors. */
     private static final int ALGO_BRUCK = 5;
     private static final ByteBuffer EMPTY = ByteBuffer.allocateDirect(0);
 
@@ -86,6 +87,11 @@ final class TcpBackend implements CpuBackend {
     @Override
     public String name() {
         return "tcp";
+    }
+
+    @Override
+    public java.util.Optional<java.util.List<String>> memberTags() {
+        return java.util.Optional.of(java.util.List.of(e.memberTags));
     }
 
     /** The transport in use ({@code epoll} or {@code nio}). */
@@ -147,6 +153,11 @@ final class TcpBackend implements CpuBackend {
     /** Whether this rank connects to its peers on first use (tests). */
     boolean connectsLazily() {
         return e.lazy;
+    }
+
+    /** Whether the world-sized collectives take their O(log N)-peer algorithms (tests). */
+    boolean large() {
+        return e.large;
     }
 
     /** Peers this rank has a link to now (tests). */
@@ -332,7 +343,7 @@ final class TcpBackend implements CpuBackend {
         e.enter("broadcast");
         try {
             boolean direct = bytes <= cfg.smallBytes || size == 2;
-            if (e.lazy && st == null) {
+            if (e.large && st == null) {
                 broadcastLazy(tensor, src, direct, deadline);
                 return;
             }
@@ -429,7 +440,7 @@ final class TcpBackend implements CpuBackend {
             }
             boolean direct = bytes <= cfg.smallBytes;
             boolean shared = st != null;
-            if (e.lazy && !shared) {
+            if (e.large && !shared) {
                 if (doublingBeatsRing(bytes, size, cfg.smallBytes)) {
                     allReduceDoubling(tensor.buffer(), work(bytes), tensor.dtype(), (int) tensor.numel(), rop, deadline,
                             OpCodes.ALLREDUCE);
@@ -887,13 +898,13 @@ final class TcpBackend implements CpuBackend {
             DType t = output.dtype();
             int es = t.byteSize();
             long total = output.byteSize();
-            if (e.lazy && st == null && total <= cfg.smallBytes) {
+            if (e.large && st == null && total <= cfg.smallBytes) {
                 allGatherBruck(code, output, input, counts, countField, deadline);
                 return;
             }
             // a lazily connected group takes the ring above tcp.smallBytes: it needs two peers
-            boolean direct = total <= cfg.smallBytes && !(e.lazy && st == null);
-            Op op = e.lazy && st == null ? beginRing(code, deadline) : e.begin(Frame.DATA, code, deadline);
+            boolean direct = total <= cfg.smallBytes && !(e.large && st == null);
+            Op op = e.large && st == null ? beginRing(code, deadline) : e.begin(Frame.DATA, code, deadline);
             op.template.dtype(t).count(countField).algo(direct ? ALGO_DIRECT : ALGO_PIPELINE);
             ByteBuffer out = output.buffer();
             long[] off = new long[size + 1];
@@ -957,9 +968,101 @@ final class TcpBackend implements CpuBackend {
 
     @Override
     public void allToAll(Tensor output, Tensor input, Deadline deadline) {
+        long block = input.numel() / size;
+        if (e.large && bruckBeatsPairwise(block * input.dtype().byteSize(), size, cfg.smallBytes)) {
+            e.enter("allToAll");
+            try {
+                allToAllBruck(output, input, block, deadline);
+            } finally {
+                e.exit();
+            }
+            return;
+        }
         long[] counts = new long[size];
-        java.util.Arrays.fill(counts, input.numel() / size);
+        java.util.Arrays.fill(counts, block);
         exchangeAll("allToAll", OpCodes.ALLTOALL, output, input, counts, counts, deadline);
+    }
+
+    /**
+     * Whether a lazily connected group of {@code n} ranks exchanges parts of {@code blockBytes} faster by
+     * Bruck's all-to-all than pairwise, in the model of {@link #doublingBeatsRing}: Bruck takes ceil(log2 n)
+     * steps and sends each rank's parts {@link #bruckBlocks} times in all (about (n / 2) log2 n), pairwise
+     * n - 1 steps of one part each. With the default 64 KiB that is parts up to about 43 KiB at 20 ranks
+     * and 16 KiB at 1,024. Bruck needs the barrier's peers only; pairwise connects every pair.
+     */
+    static boolean bruckBeatsPairwise(long blockBytes, int n, long smallBytes) {
+        long moved = bruckBlocks(n);
+        if (2.0 * ((n + 1) / 2) * blockBytes > BRUCK_MAX_BYTES) {
+            return false; // its packing buffers are one buffer
+        }
+        int log2 = 32 - Integer.numberOfLeadingZeros(n - 1);
+        double bruck = log2 * (double) smallBytes + (double) moved * blockBytes;
+        double pairwise = (n - 1) * ((double) smallBytes + blockBytes);
+        return bruck < pairwise;
+    }
+
+    /** The parts one rank sends in Bruck's all-to-all of {@code n} ranks: over rounds k, the indexes below n with bit k set. */
+    static long bruckBlocks(int n) {
+        long moved = 0;
+        for (int dist = 1; dist < n; dist <<= 1) {
+            moved += bruckRoundBlocks(n, dist);
+        }
+        return moved;
+    }
+
+    /** The indexes {@code i < n} with bit {@code dist} (a power of two) set: the parts of one Bruck round. */
+    private static int bruckRoundBlocks(int n, int dist) {
+        int full = n / (2 * dist);
+        return full * dist + Math.max(0, n % (2 * dist) - dist);
+    }
+
+    /** The largest packing buffer of Bruck's all-to-all. */
+    static final long BRUCK_MAX_BYTES = 1L << 30;
+
+    /**
+     * Bruck's all-to-all (lazily connected groups, small parts). The part at index i is the one on its way
+     * from rank (r - i) to rank (r - i) + i: this rank keeps it, all along, in the output's part r - i, which
+     * starts as the input's part r + i (index i, from this rank). In round k each rank sends the parts
+     * whose index has bit k set to rank + 2^k, packed in index order, and puts the ones it receives from
+     * rank - 2^k at the same indexes; after ceil(log2 N) rounds every part has moved by its index, so
+     * the output's part q holds what rank q sent this rank. Every peer is rank ± 2^k: the barrier's.
+     * Every message carries the input's count (equal everywhere), so a rank with another count fails
+     * with a mismatch before its parts are used.
+     */
+    private void allToAllBruck(Tensor output, Tensor input, long block, Deadline deadline) {
+        DType t = output.dtype();
+        long b = block * t.byteSize();
+        ByteBuffer out = output.buffer();
+        ByteBuffer in = input.buffer();
+        for (int i = 0; i < size; i++) {
+            slice(out, mod(rank - i) * b, b).put(slice(in, mod(rank + i) * b, b));
+        }
+        int most = bruckRoundBlocks(size, 1); // round 0 moves the most parts (every odd index)
+        ByteBuffer pack = work(2L * most * b);
+        ByteBuffer sent = slice(pack, 0, most * b);
+        ByteBuffer got = slice(pack, most * b, most * b);
+        int[] peers = new int[2];
+        for (int dist = 1; dist < size; dist <<= 1) {
+            peers[0] = mod(rank + dist);
+            peers[1] = mod(rank - dist);
+            int count = 0;
+            for (int i = dist; i < size; i++) {
+                if ((i & dist) != 0) {
+                    slice(sent, count++ * b, b).put(slice(out, mod(rank - i) * b, b));
+                }
+            }
+            Op op = e.begin(Frame.DATA, OpCodes.ALLTOALL, deadline, peers, 2);
+            op.template.dtype(t).count(input.numel()).algo(ALGO_BRUCK);
+            e.post(Recv.into(op, peers[1], op.frame(0), slice(got, 0, count * b), null));
+            e.send(op, peers[0], op.frame(0), slice(sent, 0, count * b));
+            e.await(op);
+            int j = 0;
+            for (int i = dist; i < size; i++) {
+                if ((i & dist) != 0) {
+                    slice(out, mod(rank - i) * b, b).put(slice(got, j++ * b, b));
+                }
+            }
+        }
     }
 
     @Override
@@ -1111,7 +1214,7 @@ final class TcpBackend implements CpuBackend {
     public void gather(Tensor output, Tensor input, int dst, Deadline deadline) {
         e.enter("gather");
         try {
-            if (e.lazy) {
+            if (e.large) {
                 gatherTree(output, input, dst, deadline);
                 return;
             }
@@ -1139,7 +1242,7 @@ final class TcpBackend implements CpuBackend {
     public void scatter(Tensor output, Tensor input, int src, Deadline deadline) {
         e.enter("scatter");
         try {
-            if (e.lazy) {
+            if (e.large) {
                 scatterTree(output, input, src, deadline);
                 return;
             }
@@ -1265,7 +1368,7 @@ final class TcpBackend implements CpuBackend {
         }
         e.enter("reduceScatter");
         try {
-            if (e.lazy && st == null && b * size <= cfg.smallBytes) {
+            if (e.large && st == null && b * size <= cfg.smallBytes) {
                 // a lazily connected group: small, an all-reduce by recursive doubling of the whole input
                 // (ceil(log2 N) rounds instead of the ring's N - 1 steps), of which each rank keeps its part
                 long total = b * size;
@@ -1278,7 +1381,7 @@ final class TcpBackend implements CpuBackend {
                 return;
             }
             // a lazily connected group takes the ring above that: it needs two peers
-            boolean ring = e.lazy && st == null;
+            boolean ring = e.large && st == null;
             boolean direct = b * size <= cfg.smallBytes && !ring;
             Op op = ring ? beginRing(OpCodes.REDUCESCATTER, deadline) : e.begin(Frame.DATA, OpCodes.REDUCESCATTER, deadline);
             op.template.dtype(output.dtype()).count(output.numel()).redop(rop).algo(direct ? ALGO_DIRECT : ALGO_PIPELINE);
@@ -1455,7 +1558,7 @@ final class TcpBackend implements CpuBackend {
         }
         e.enter("broadcastObject");
         try {
-            if (e.lazy) {
+            if (e.large) {
                 return broadcastBytesTree(payload, src, maxBytes, deadline);
             }
             Op op = e.begin(Frame.DATA, OpCodes.BCAST_BYTES, deadline);
@@ -1580,7 +1683,7 @@ final class TcpBackend implements CpuBackend {
         }
         e.enter("allGatherObject");
         try {
-            if (e.lazy) {
+            if (e.large) {
                 return allGatherBytesBruck(payload, maxBytes, deadline);
             }
             Op op = e.begin(Frame.DATA, OpCodes.ALLGATHER_BYTES, deadline);
@@ -1663,7 +1766,7 @@ final class TcpBackend implements CpuBackend {
     public byte[][] gatherBytes(byte[] payload, int dst, int myRank, int groupSize, int maxBytes, Deadline deadline) {
         e.enter("gatherObject");
         try {
-            if (e.lazy) {
+            if (e.large) {
                 return gatherBytesTree(payload, dst, maxBytes, deadline);
             }
             Op op = e.begin(Frame.DATA, OpCodes.GATHER_BYTES, deadline);

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.jcomm.api.PeerFailureException;
@@ -19,7 +20,10 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** Groups above {@link MeshBootstrap#LAZY_ABOVE} ranks that span hosts connect each link on first use. */
+/**
+ * Groups that span hosts connect each link on first use; above {@link MeshBootstrap#LARGE_ABOVE} ranks
+ * their world-sized collectives keep to O(log N) peers.
+ */
 @Timeout(value = 90, unit = TimeUnit.SECONDS)
 class LazyConnectTest {
 
@@ -43,7 +47,9 @@ class LazyConnectTest {
     @Test
     void creationAndBarrierUseLogarithmicallyManyLinksAndP2pConnectsOnFirstUse() {
         try (ThreadRanks t = ThreadRanks.start(N, r -> opts(r, 2), T)) {
-            // creation (with its codec check, an object all-gather) and a barrier: the dissemination peers only
+            // creation makes no link: the codec check reads the fingerprints published with the addresses
+            assertEquals(java.util.Collections.nCopies(N, 0), t.call(g -> tcp(g).linkedPeers(), T));
+            // a barrier: the dissemination peers only
             t.run(ProcessGroup::barrier, T);
             List<Integer> links = t.call(g -> tcp(g).linkedPeers(), T);
             for (int r = 0; r < N; r++) {
@@ -115,20 +121,83 @@ class LazyConnectTest {
                 }
             }, T);
             assertEquals(before, t.call(g -> tcp(g).linkedPeers(), T), "gather, scatter and the objects made links");
-            // an operation that needs everyone connects everyone, once
+            // an operation that needs everyone (all-to-all-v: every pair's counts) connects everyone, once
             t.run(g -> {
                 Tensor x = Tensor.allocate(io.jcomm.api.DType.I32, N);
                 for (int j = 0; j < N; j++) {
                     x.buffer().putInt(4 * j, g.rank() * 1000 + j);
                 }
                 Tensor all = Tensor.allocate(io.jcomm.api.DType.I32, N);
-                g.allToAll(all, x);
+                long[] ones = new long[N];
+                java.util.Arrays.fill(ones, 1);
+                g.allToAllV(all, x, ones, ones);
                 for (int i = 0; i < N; i++) {
-                    assertEquals(i * 1000 + g.rank(), all.buffer().getInt(4 * i), "allToAll from " + i);
+                    assertEquals(i * 1000 + g.rank(), all.buffer().getInt(4 * i), "allToAllV from " + i);
                 }
             }, T);
             assertEquals(List.of(N - 1), t.call(g -> tcp(g).linkedPeers(), T).stream().distinct().toList());
         }
+    }
+
+    @Test
+    void aMemberWithOtherCodecRegistrationsFailsEveryRankAtCreationWithoutALink() {
+        AssertionError e = assertThrows(AssertionError.class, () -> ThreadRanks.start(N, r -> {
+            CpuGroupOptions.Builder b = opts(r, 2);
+            if (r == 13) {
+                b.codec(io.jcomm.cpu.codec.ForyCodec.defaults());
+            }
+            return b;
+        }, T).close());
+        assertInstanceOf(io.jcomm.api.ProtocolException.class, e.getCause(), String.valueOf(e.getCause()));
+        assertTrue(e.getCause().getMessage().contains("different classes"), e.getCause().getMessage());
+    }
+
+    @Test
+    void smallAllToAllTakesBrucksRoundsOnTheBarriersPeersAndLargeOnesConnectPairwise() {
+        try (ThreadRanks t = ThreadRanks.start(N, r -> opts(r, 2), T)) {
+            t.run(ProcessGroup::barrier, T);
+            List<Integer> before = t.call(g -> tcp(g).linkedPeers(), T);
+            // parts of 1, 3 and 1,000 i64 (Bruck up to about 43 KiB at 20 ranks), each value naming sender, receiver, index
+            for (int part : new int[] {1, 3, 1000}) {
+                t.run(g -> allToAllChecked(g, part), T);
+            }
+            assertEquals(before, t.call(g -> tcp(g).linkedPeers(), T), "a small all-to-all made links");
+            t.run(g -> allToAllChecked(g, 8000), T); // 64 KB parts: pairwise, every peer
+            for (int links : t.call(g -> tcp(g).linkedPeers(), T)) {
+                assertEquals(N - 1, links);
+            }
+        }
+    }
+
+    private static void allToAllChecked(ProcessGroup g, int part) {
+        int n = g.size();
+        Tensor in = Tensor.allocate(io.jcomm.api.DType.I64, (long) part * n);
+        for (int q = 0; q < n; q++) {
+            for (int i = 0; i < part; i++) {
+                in.buffer().putLong(8 * (q * part + i), ((long) g.rank() << 40) | ((long) q << 20) | i);
+            }
+        }
+        Tensor out = Tensor.allocate(io.jcomm.api.DType.I64, (long) part * n);
+        g.allToAll(out, in);
+        for (int q = 0; q < n; q++) {
+            for (int i = 0; i < part; i++) {
+                assertEquals(((long) q << 40) | ((long) g.rank() << 20) | i, out.buffer().getLong(8 * (q * part + i)),
+                        "part " + part + ": from " + q + " at " + i);
+            }
+        }
+    }
+
+    @Test
+    void brucksAllToAllCoversSmallerPartsInLargerGroups() {
+        long small = 64 << 10;
+        assertEquals(1, TcpBackend.bruckBlocks(2));
+        assertEquals(40, TcpBackend.bruckBlocks(20)); // 10 + 10 + 8 + 8 + 4
+        assertEquals(5120, TcpBackend.bruckBlocks(1024));
+        assertTrue(TcpBackend.bruckBeatsPairwise(40 << 10, 20, small));
+        assertFalse(TcpBackend.bruckBeatsPairwise(48 << 10, 20, small), "48 KiB parts at 20 ranks: pairwise");
+        assertTrue(TcpBackend.bruckBeatsPairwise(15 << 10, 1024, small));
+        assertFalse(TcpBackend.bruckBeatsPairwise(17 << 10, 1024, small), "17 KiB parts at 1,024 ranks: pairwise");
+        assertFalse(TcpBackend.bruckBeatsPairwise(TcpBackend.BRUCK_MAX_BYTES / 8, 1 << 20, 1L << 40), "one packing buffer");
     }
 
     @Test
@@ -208,17 +277,38 @@ class LazyConnectTest {
     }
 
     @Test
-    void smallGroupsAndOneHostGroupsConnectAtCreation() {
-        try (ThreadRanks t = ThreadRanks.start(MeshBootstrap.LAZY_ABOVE, r -> opts(r, 2), T)) {
+    void oneHostGroupsConnectAtCreationAndSmallGroupsAcrossHostsOnFirstUseWithTheirDirectAlgorithms() {
+        try (ThreadRanks t = ThreadRanks.start(MeshBootstrap.LARGE_ABOVE + 1, r -> opts(r, 1), T)) {
             for (int r = 0; r < t.size(); r++) {
                 assertFalse(tcp(t.group(r)).connectsLazily());
                 assertEquals(t.size() - 1, tcp(t.group(r)).linkedPeers());
             }
         }
-        try (ThreadRanks t = ThreadRanks.start(MeshBootstrap.LAZY_ABOVE + 1, r -> opts(r, 1), T)) {
-            for (int r = 0; r < t.size(); r++) {
-                assertFalse(tcp(t.group(r)).connectsLazily());
+        int n = MeshBootstrap.LARGE_ABOVE;
+        try (ThreadRanks t = ThreadRanks.start(n, r -> opts(r, 2), T)) {
+            for (int r = 0; r < n; r++) {
+                assertTrue(tcp(t.group(r)).connectsLazily());
+                assertFalse(tcp(t.group(r)).large());
             }
+            assertEquals(java.util.Collections.nCopies(n, 0), t.call(g -> tcp(g).linkedPeers(), T));
+            // a pipeline's sends between neighbours connect those pairs only
+            t.run(g -> {
+                Tensor x = Tensor.ofInts(g.rank());
+                if (g.rank() % 2 == 0) {
+                    g.send(x, g.rank() + 1, 0);
+                } else {
+                    g.recv(x, g.rank() - 1, 0);
+                    assertEquals(g.rank() - 1, x.toDoubleArray()[0]);
+                }
+            }, T);
+            assertEquals(java.util.Collections.nCopies(n, 1), t.call(g -> tcp(g).linkedPeers(), T));
+            // the first collective connects every peer (the direct all-reduce talks to all)
+            t.run(g -> {
+                Tensor x = Tensor.ofLongs(1L << g.rank());
+                g.allReduce(x, io.jcomm.api.ReduceOp.SUM);
+                assertEquals((1L << n) - 1, x.buffer().getLong(0));
+            }, T);
+            assertEquals(java.util.Collections.nCopies(n, n - 1), t.call(g -> tcp(g).linkedPeers(), T));
         }
     }
 

@@ -345,12 +345,19 @@ class TcpBackendTest {
         }
         io.jcomm.api.store.InMemoryStore store = new io.jcomm.api.store.InMemoryStore(Duration.ofSeconds(20));
         // rank 0 "published" an address on another host where nothing listens, and never comes
-        store.set("tcptest/tcp/1/rank/0", ("127.0.0.1 " + deadPort + " 1 elsewhere - - 1 1")
+        store.set("tcptest/tcp/1/rank/0", ("127.0.0.1 " + deadPort + " 1 elsewhere - - 1 1 -")
                 .getBytes(java.nio.charset.StandardCharsets.UTF_8));
         java.util.concurrent.ExecutorService ex = java.util.concurrent.Executors.newSingleThreadExecutor();
         try {
-            java.util.concurrent.Future<ProcessGroup> g1 = ex.submit(() -> io.jcomm.cpu.CpuGroups.create(
-                    opts(1).store(store).rank(1).size(2).option("tcp.shm", "false").build()));
+            // a group across hosts connects on first use: its first barrier dials rank 0
+            java.util.concurrent.Future<ProcessGroup> g1 = ex.submit(() -> {
+                ProcessGroup g = io.jcomm.cpu.CpuGroups.create(opts(1).store(store).rank(1).size(2)
+                        .option("tcp.shm", "false").option(io.jcomm.cpu.CpuGroups.CODEC_CHECK_OPTION, "false").build());
+                try (g) {
+                    g.barrier();
+                }
+                return g;
+            });
             long most = 0;
             while (!g1.isDone()) {
                 most = Math.max(most, io.netty.util.internal.PlatformDependent.usedDirectMemory() - before);

@@ -4,14 +4,14 @@ import io.jcomm.cpu.CpuGroupOptions;
 
 /**
  * The conformance kit on groups that connect lazily: 17 thread ranks (more than
- * {@link MeshBootstrap#LAZY_ABOVE}, and not a power of two) that pretend to live on two hosts, so that
+ * {@link MeshBootstrap#LARGE_ABOVE}, and not a power of two) that pretend to live on two hosts, so that
  * every link is made on first use and barrier and object all-gather take their O(log N) peers.
  */
 class TcpLazyConformanceTest extends TcpVariantConformanceKit {
 
     @Override
     protected int[] threadWorldSizes() {
-        return new int[] {MeshBootstrap.LAZY_ABOVE + 1};
+        return new int[] {MeshBootstrap.LARGE_ABOVE + 1};
     }
 
     @Override
