@@ -47,8 +47,8 @@ public final class ScaleChart {
         times.getStyler().setYAxisLogarithmic(true).setYAxisDecimalPattern("0.###");
         // a logarithmic axis has no place for 0: a time under 1 ms is drawn at 1 ms
         add(times, "every group ready", byN, r -> Math.max(1, r.readyMs()), SeriesMarkers.CIRCLE);
-        add(times, "first world barrier", byN, r -> Math.max(1, r.barrierMs()), SeriesMarkers.DIAMOND);
-        add(times, "launch to first barrier done", byN, r -> Math.max(1, r.launchToBarrierMs()), SeriesMarkers.TRIANGLE_UP);
+        add(times, "first barrier", byN, r -> Math.max(1, r.barrierMs()), SeriesMarkers.DIAMOND);
+        add(times, "launch to barrier", byN, r -> Math.max(1, r.launchToBarrierMs()), SeriesMarkers.TRIANGLE_UP);
         add(times, "all-reduces", byN, r -> Math.max(1, r.allReduceMs()), SeriesMarkers.SQUARE);
         XYChart perRank = chart("per rank, " + title, "per rank");
         perRank.getStyler().setYAxisMin(0.0);

@@ -14,7 +14,8 @@ import org.junit.jupiter.api.Timeout;
  * JVMs (TP8 × PP4 × DP) on one jcomm store server, run as {@code commbench scale} runs it
  * ({@link ScaleRun}); every rank makes all its groups in one step, then joins a world barrier and a few
  * all-reduces (their values checked). Prints the row of docs/PERFORMANCE.md ("Scale of group creation")
- * and checks the sockets per rank against the bound of the tcp backend's lazy links.
+ * and checks the sockets per rank against the bound of the tcp backend's lazy links, and against 2 log2 N at
+ * creation.
  *
  * <p>N is 256 by default (CI); {@code -Djcomm.scale.ranks=1024} runs another size, a multiple of 128.
  */
@@ -33,6 +34,9 @@ class ParallelStateScaleTest {
         System.out.println(ScaleRow.header());
         System.out.println(row.toTableRow());
         int bound = socketBound(n, TP, PP);
+        // at creation a rank links its same-host TP group only (a group across hosts connects on first use)
+        int log2 = 32 - Integer.numberOfLeadingZeros(n - 1);
+        assertTrue(row.socketsReady() <= 2 * log2, row + " vs at most 2 log2 N = " + 2 * log2 + " at creation");
         assertTrue(row.socketsReady() <= bound, row + " vs at most " + bound);
         assertTrue(row.socketsAllReduce() <= bound, row + " vs at most " + bound + " after the all-reduces");
     }
