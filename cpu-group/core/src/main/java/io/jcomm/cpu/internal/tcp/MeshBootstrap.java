@@ -68,6 +68,8 @@ final class MeshBootstrap {
     private static final long ASK_AGAIN_NANOS = TimeUnit.SECONDS.toNanos(1);
     /** In a collective, a rank asks a higher peer without a link to connect after this long ({@link #connectTo}). */
     private static final long COLLECTIVE_ASK_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
+    /** An accepted connection that no hello has bound after this long is closed. */
+    static final long HELLO_WITHIN_MILLIS = 10_000;
     /** After a failed attempt to connect to a peer, the next one waits this long. */
     private static final long RETRY_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
 
@@ -165,18 +167,57 @@ final class MeshBootstrap {
         l.release();
     }
 
-    /** The listening channel's handler: sets up and registers each accepted connection. */
+    /** Accepted connections in the order they came, while no hello has bound them (on the event loop). */
+    private final java.util.ArrayDeque<Link> waiting = new java.util.ArrayDeque<>();
+
+    /** Accepted connections that are open and that no member's hello has bound; forgets the others. */
+    private int waitingForHello() {
+        waiting.removeIf(l -> l.peer >= 0 || !l.channel.isOpen());
+        return waiting.size();
+    }
+
+    /**
+     * The listening channel's handler: sets up and registers each accepted connection. At most
+     * 2 N + 64 may wait for their hello at once (beyond that the one that waited longest is dropped: a
+     * member says hello as soon as it connects), and each gets {@link #HELLO_WITHIN_MILLIS} to send it.
+     */
     private final class Acceptor implements PassThroughInbound {
 
         @Override
         public void channelRead(ChannelHandlerContext ctx, Object msg) {
             Channel child = (Channel) msg;
+            int most = 2 * engine.size + 64;
+            if (waitingForHello() >= most) {
+                // members connect once each and ask to be called back once each, and say hello at once: the
+                // connection that has waited longest is someone else's
+                Link oldest = waiting.poll();
+                refused(new ProtocolException(engine.ctx(), "more than " + most + " connections without a hello: dropped the one"
+                        + " from " + oldest.channel.remoteAddress() + " that waited longest"));
+                oldest.channel.close();
+            }
             try {
                 Link l = setUp(child, -1);
+                waiting.add(l);
                 register(child).addListener((ChannelFuture f) -> {
                     if (!f.isSuccess()) {
                         abandon(child, l);
+                        return;
                     }
+                    // a connection that never becomes a member's link (a stranger, a refused hello, a request to
+                    // connect back) goes with its buffers when it closes, and closes if no hello binds it in time
+                    child.closeFuture().addListener(x -> child.eventLoop().execute(() -> {
+                        if (l.peer < 0) {
+                            engine.allLinks.remove(l);
+                            l.release();
+                        }
+                    }));
+                    child.eventLoop().schedule(() -> {
+                        if (l.peer < 0 && child.isOpen()) {
+                            refused(new ProtocolException(engine.ctx(), "no hello from " + child.remoteAddress() + " within "
+                                    + HELLO_WITHIN_MILLIS + " ms: dropped"));
+                            child.close();
+                        }
+                    }, HELLO_WITHIN_MILLIS, TimeUnit.MILLISECONDS);
                 });
             } catch (RuntimeException e) {
                 LOG.debug("group {} rank {}: cannot set up an accepted connection: {}", engine.group, engine.rank, e.toString());

@@ -171,6 +171,11 @@ final class TcpBackend implements CpuBackend {
         return n;
     }
 
+    /** Connections this rank holds for the group, bound or not (tests). */
+    int heldConnections() {
+        return e.allLinks.size();
+    }
+
     /** Whether payloads to {@code peer} go through shared memory. */
     boolean sharedMemoryTo(int peer) {
         return e.shm.sharedMemoryTo(peer);

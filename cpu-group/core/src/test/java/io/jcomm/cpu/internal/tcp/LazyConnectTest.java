@@ -200,6 +200,78 @@ class LazyConnectTest {
         assertFalse(TcpBackend.bruckBeatsPairwise(TcpBackend.BRUCK_MAX_BYTES / 8, 1 << 20, 1L << 40), "one packing buffer");
     }
 
+    /**
+     * A lazily connected group keeps its listener open: a stranger's silent connections are held 2 N + 64 at
+     * most (beyond that the oldest is dropped, so that a member connecting after the flood still gets in),
+     * go with their buffers when they close, and are dropped when no hello came within
+     * {@link MeshBootstrap#HELLO_WITHIN_MILLIS}; the group works throughout.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void silentStrangersOnAListenerAreBoundedReleasedAndDroppedInTime() throws Exception {
+        try (ThreadRanks t = ThreadRanks.start(2, r -> opts(r, 2), T)) {
+            TcpBackend b0 = tcp(t.group(0));
+            String[] addr = new String(t.store().get("lazy/tcp/1/rank/0", T), java.nio.charset.StandardCharsets.UTF_8).split(" ");
+            int most = 2 * 2 + 64;
+            long opened = System.nanoTime();
+            List<java.net.Socket> silent = new java.util.ArrayList<>();
+            try {
+                for (int i = 0; i < most + 20; i++) {
+                    silent.add(new java.net.Socket(addr[0], Integer.parseInt(addr[1])));
+                }
+                t.run(g -> {
+                    g.barrier();
+                    Tensor x = Tensor.ofLongs(g.rank() + 1);
+                    g.allReduce(x, io.jcomm.api.ReduceOp.SUM);
+                    assertEquals(3, x.buffer().getLong(0));
+                }, T);
+                assertTrue(b0.heldConnections() <= most + 1, b0.heldConnections() + " connections held");
+                int dropped = 0;
+                for (java.net.Socket s : silent) {
+                    s.setSoTimeout(50);
+                    try {
+                        if (s.getInputStream().read() == -1) {
+                            dropped++;
+                        }
+                    } catch (java.net.SocketTimeoutException stillOpen) {
+                        // held, waiting for its hello
+                    } catch (java.net.SocketException reset) {
+                        dropped++;
+                    }
+                }
+                assertTrue(dropped >= 20, dropped + " of " + silent.size() + " dropped at once");
+                assertTrue(dropped <= 21, dropped + " of " + silent.size() + " dropped at once (the group linked, at most one more)");
+                // the ones that leave take their buffers with them (the first 20 were dropped: the oldest)
+                List<java.net.Socket> stay = silent.subList(silent.size() - 8, silent.size());
+                for (java.net.Socket s : silent.subList(0, silent.size() - 8)) {
+                    s.close();
+                }
+                long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+                while (b0.heldConnections() > 8 + 1 && System.nanoTime() < end) {
+                    Thread.sleep(20);
+                }
+                assertTrue(b0.heldConnections() <= 8 + 1, b0.heldConnections() + " connections held after " + (silent.size() - 8)
+                        + " left");
+                // the rest hear nothing back and are dropped when their time for a hello is up
+                for (java.net.Socket s : stay) {
+                    s.setSoTimeout((int) MeshBootstrap.HELLO_WITHIN_MILLIS + 5_000);
+                    try {
+                        assertEquals(-1, s.getInputStream().read());
+                    } catch (java.net.SocketException reset) {
+                        // a reset is a drop too
+                    }
+                }
+                long waited = (System.nanoTime() - opened) / 1_000_000;
+                assertTrue(waited >= MeshBootstrap.HELLO_WITHIN_MILLIS - 1_000, "dropped after " + waited + " ms");
+                t.run(ProcessGroup::barrier, T);
+            } finally {
+                for (java.net.Socket s : silent) {
+                    s.close();
+                }
+            }
+        }
+    }
+
     @Test
     void recursiveDoublingCoversLargerAllReducesInLargerGroups() {
         long small = 64 << 10;
