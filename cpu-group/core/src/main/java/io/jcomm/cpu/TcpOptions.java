@@ -71,6 +71,10 @@ import java.util.TreeSet;
  *       namespace is used by this incarnation of the group only (as {@code ParallelState} does), so creation
  *       skips the per-rank incarnation counter: one store round trip fewer</td><td>true, false</td>
  *       <td>false</td></tr>
+ *   <tr><td>{@value #CONNECT_AT_CREATION}</td><td>{@code true}: a group of at most 16 ranks across hosts
+ *       connects every peer when it is made, as gloo does, so that a firewall or a wrong address fails creation;
+ *       {@code false}: it connects each peer when an operation first needs it. Larger groups across hosts always
+ *       connect on first use, and groups on one host at creation</td><td>true, false</td><td>false</td></tr>
  *   <tr><td>{@value #HOST_ID}</td><td>identity of this host (ranks with equal ids try shared memory)</td>
  *       <td></td><td>{@link io.jcomm.api.HostIdentity#local()}: {@code JCOMM_HOST_ID}, else boot id + host
  *       name</td></tr>
@@ -98,12 +102,13 @@ public final class TcpOptions implements BackendOptions {
     public static final String SHM_NATIVE_COPY = "tcp.shm.nativeCopy";
     public static final String HOST_ID = "tcp.hostId";
     public static final String FRESH_NAMESPACE = "tcp.freshNamespace";
+    public static final String CONNECT_AT_CREATION = "tcp.connectAtCreation";
 
     /** Every key above. */
     public static final Set<String> KEYS = Set.of(TRANSPORT, SPIN_MICROS, SEGMENT_BYTES, SMALL_BYTES,
             MAX_UNEXPECTED_BYTES, SEND_BUDGET_BYTES, SEND_BUDGET_MESSAGES, SOCKET_BUFFER_BYTES, SHM,
             SHM_THRESHOLD_BYTES, SHM_RING_BYTES, SHM_DIR, SHM_STAGING_BYTES, SHM_COLLECTIVE_MIN_BYTES, SHM_FAST_BYTES,
-            SHM_NATIVE_COPY, HOST_ID, FRESH_NAMESPACE);
+            SHM_NATIVE_COPY, HOST_ID, FRESH_NAMESPACE, CONNECT_AT_CREATION);
 
     private static final String BACKEND = "tcp";
     private static final String PREFIX = BACKEND + ".";
@@ -197,6 +202,7 @@ public final class TcpOptions implements BackendOptions {
     private final Boolean shmNativeCopy;
     private final String hostId;
     private final Boolean freshNamespace;
+    private final Boolean connectAtCreation;
     private final Map<String, String> map;
 
     private TcpOptions(Builder b) {
@@ -221,6 +227,7 @@ public final class TcpOptions implements BackendOptions {
         shmNativeCopy = b.shmNativeCopy;
         hostId = b.hostId;
         freshNamespace = b.freshNamespace;
+        connectAtCreation = b.connectAtCreation;
 
         Map<String, String> m = new LinkedHashMap<>();
         put(m, TRANSPORT, transport == null ? null : transport.value());
@@ -241,6 +248,7 @@ public final class TcpOptions implements BackendOptions {
         put(m, SHM_NATIVE_COPY, shmNativeCopy);
         put(m, HOST_ID, hostId);
         put(m, FRESH_NAMESPACE, freshNamespace);
+        put(m, CONNECT_AT_CREATION, connectAtCreation);
         map = Collections.unmodifiableMap(m);
     }
 
@@ -285,6 +293,7 @@ public final class TcpOptions implements BackendOptions {
                 case SHM_NATIVE_COPY -> b.shmNativeCopy(parseBoolean(key, v));
                 case HOST_ID -> b.hostId(v);
                 case FRESH_NAMESPACE -> b.freshNamespace(parseBoolean(key, v));
+                case CONNECT_AT_CREATION -> b.connectAtCreation(parseBoolean(key, v));
                 default -> throw new IllegalArgumentException("unknown option '" + key + "' of CPU backend " + BACKEND
                         + "; known: " + new TreeSet<>(KEYS));
             }
@@ -325,6 +334,7 @@ public final class TcpOptions implements BackendOptions {
         b.shmNativeCopy = shmNativeCopy;
         b.hostId = hostId;
         b.freshNamespace = freshNamespace;
+        b.connectAtCreation = connectAtCreation;
         return b;
     }
 
@@ -416,6 +426,11 @@ public final class TcpOptions implements BackendOptions {
     /** {@value #FRESH_NAMESPACE}. */
     public boolean freshNamespace() {
         return freshNamespace != null && freshNamespace;
+    }
+
+    /** {@value #CONNECT_AT_CREATION}. */
+    public boolean connectAtCreation() {
+        return connectAtCreation != null && connectAtCreation;
     }
 
     @Override
@@ -522,6 +537,7 @@ public final class TcpOptions implements BackendOptions {
         private Boolean shmNativeCopy;
         private String hostId;
         private Boolean freshNamespace;
+        private Boolean connectAtCreation;
 
         private Builder() {
         }
@@ -562,6 +578,9 @@ public final class TcpOptions implements BackendOptions {
         public Builder hostId(String v) { this.hostId = v; return this; }
         /** {@value TcpOptions#FRESH_NAMESPACE}. */
         public Builder freshNamespace(boolean v) { this.freshNamespace = v; return this; }
+
+        /** {@value TcpOptions#CONNECT_AT_CREATION}. */
+        public Builder connectAtCreation(boolean v) { this.connectAtCreation = v; return this; }
 
         /**
          * Validated options.

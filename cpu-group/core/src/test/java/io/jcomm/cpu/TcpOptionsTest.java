@@ -22,7 +22,7 @@ class TcpOptionsTest {
                 .smallBytes(1000).maxUnexpectedBytes(5L << 30).sendBudgetBytes(123_456).sendBudgetMessages(9)
                 .socketBufferBytes(65536).shm(TcpOptions.Shm.OFF).shmThresholdBytes(4096).shmRingBytes(1 << 20)
                 .shmDir(Path.of("/tmp/rings")).shmStagingBytes(1 << 22).shmCollectiveMinBytes(2048).shmFastBytes(4096).shmNativeCopy(false).hostId("h-1")
-                .freshNamespace(true).build();
+                .freshNamespace(true).connectAtCreation(true).build();
     }
 
     @Test
@@ -72,6 +72,8 @@ class TcpOptionsTest {
         assertFalse(o.shmNativeCopy());
         assertEquals(Optional.of("h-1"), o.hostId());
         assertTrue(o.freshNamespace());
+        assertTrue(o.connectAtCreation());
+        assertFalse(TcpOptions.builder().build().connectAtCreation());
 
         Map<String, String> m = o.asMap();
         assertEquals(TcpOptions.KEYS, m.keySet(), "every option was set");

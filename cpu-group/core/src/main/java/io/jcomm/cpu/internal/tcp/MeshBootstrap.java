@@ -573,6 +573,9 @@ final class MeshBootstrap {
 
     /** Whether a group with these member addresses connects lazily (see {@link #LARGE_ABOVE}). */
     private boolean lazy(String[][] peers, String hostId) {
+        if (engine.cfg.connectAtCreation && engine.size <= LARGE_ABOVE) {
+            return false;
+        }
         for (int r = 0; r < engine.size; r++) {
             if (r != engine.rank && !peers[r][3].equals(hostId)) {
                 return true;

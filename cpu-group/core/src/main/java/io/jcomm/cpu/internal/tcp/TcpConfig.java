@@ -27,6 +27,7 @@ final class TcpConfig {
     final boolean shmNativeCopy;
     final String hostId;
     final boolean freshNamespace;
+    final boolean connectAtCreation;
 
     TcpConfig(CpuBackendContext ctx) {
         this(TcpOptions.fromMap(ctx.options()));
@@ -51,5 +52,6 @@ final class TcpConfig {
         shmNativeCopy = o.shmNativeCopy();
         hostId = o.hostId().orElse(null);
         freshNamespace = o.freshNamespace();
+        connectAtCreation = o.connectAtCreation();
     }
 }

@@ -385,6 +385,21 @@ class LazyConnectTest {
     }
 
     @Test
+    void connectAtCreationGivesSmallGroupsAcrossHostsTheirMeshAtCreationAndLeavesLargeOnesLazy() {
+        int n = MeshBootstrap.LARGE_ABOVE;
+        try (ThreadRanks t = ThreadRanks.start(n, r -> opts(r, 2).option(io.jcomm.cpu.TcpOptions.CONNECT_AT_CREATION, "true"), T)) {
+            for (int r = 0; r < n; r++) {
+                assertFalse(tcp(t.group(r)).connectsLazily());
+            }
+            assertEquals(java.util.Collections.nCopies(n, n - 1), t.call(g -> tcp(g).linkedPeers(), T));
+        }
+        try (ThreadRanks t = ThreadRanks.start(n + 1, r -> opts(r, 2).option(io.jcomm.cpu.TcpOptions.CONNECT_AT_CREATION, "true"), T)) {
+            assertTrue(tcp(t.group(0)).connectsLazily() && tcp(t.group(0)).large());
+            assertEquals(java.util.Collections.nCopies(n + 1, 0), t.call(g -> tcp(g).linkedPeers(), T));
+        }
+    }
+
+    @Test
     void aPeerThatClosedFailsTheFirstUseFastAndTyped() {
         try (ThreadRanks t = ThreadRanks.start(N, r -> opts(r, 2), T)) {
             t.group(9).close();
