@@ -84,7 +84,7 @@ public final class CpuGroups {
                 .filter(f -> Boolean.parseBoolean(options.option(CODEC_CHECK_OPTION, "true")));
         // the fingerprint travels with the members' addresses where the backend publishes them (no
         // collective, no connection at creation); a fingerprint that cannot be a tag is compared by an all-gather
-        String tag = Boolean.getBoolean("x.notag") ? "" : fingerprint.filter(CpuGroups::taggable).orElse(""); // TEMP
+        String tag = fingerprint.filter(CpuGroups::taggable).orElse("");
         DefaultProcessGroup group = connect(options, provider, provider.name(), groupStore, options.rank(),
                 options.globalRanks(), 0, Deadline.after(options.timeout()), ctx, tag);
         if (fingerprint.isPresent()) {

@@ -613,7 +613,7 @@ final class MeshBootstrap {
                 Link l = engine.links[p];
                 if (l == null) {
                     all = false;
-                    if (nextAttempt[p] == 0 && collective && p > engine.rank && !Boolean.getBoolean("x.nodefer")) { // TEMP
+                    if (nextAttempt[p] == 0 && collective && p > engine.rank) {
                         nextAttempt[p] = now + COLLECTIVE_ASK_NANOS; // it connects when it gets here
                     } else if (now - nextAttempt[p] >= 0 || nextAttempt[p] == 0) {
                         nextAttempt[p] = now + (p < engine.rank ? RETRY_NANOS : ASK_AGAIN_NANOS);
