@@ -131,8 +131,7 @@ public final class CpuGroups {
 
     /** Whether a codec fingerprint can travel as a {@link CpuBackendContext#memberTag()}. */
     static boolean taggable(String fingerprint) {
-        return !fingerprint.isEmpty() && fingerprint.length() <= CpuBackendContext.MAX_MEMBER_TAG
-                && fingerprint.chars().allMatch(c -> c > 0x20 && c < 0x7f);
+        return !fingerprint.isEmpty() && CpuBackendContext.isMemberTag(fingerprint);
     }
 
     /**

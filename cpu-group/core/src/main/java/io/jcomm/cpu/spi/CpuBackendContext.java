@@ -47,10 +47,15 @@ public record CpuBackendContext(Store store, String groupName, int rank, int siz
             throw new IllegalArgumentException("generation must be >= 0, got " + generation);
         }
         Objects.requireNonNull(memberTag, "memberTag");
-        if (memberTag.length() > MAX_MEMBER_TAG || !memberTag.chars().allMatch(c -> c > 0x20 && c < 0x7f)) {
+        if (!isMemberTag(memberTag)) {
             throw new IllegalArgumentException("a member tag is at most " + MAX_MEMBER_TAG
                     + " printable ASCII characters without spaces, got \"" + memberTag + "\"");
         }
+    }
+
+    /** Whether {@code s} can be a {@link #memberTag()}: at most {@link #MAX_MEMBER_TAG} printable ASCII characters, no space. */
+    public static boolean isMemberTag(String s) {
+        return s.length() <= MAX_MEMBER_TAG && s.chars().allMatch(c -> c > 0x20 && c < 0x7f);
     }
 
     /** A context without a member tag. */
