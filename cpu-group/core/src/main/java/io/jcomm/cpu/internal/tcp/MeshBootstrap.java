@@ -490,12 +490,7 @@ final class MeshBootstrap {
         } else if (f.index != engine.rank || from < 0 || from >= engine.rank) {
             why = "a request to connect back from rank " + from + " to rank " + f.index + ", which this rank does not take";
         }
-        l.channel.close();
-        // its buffers go once this read is over
-        l.channel.closeFuture().addListener(x -> l.channel.eventLoop().execute(() -> {
-            engine.allLinks.remove(l);
-            l.release();
-        }));
+        l.channel.close(); // its buffers go once this read is over (the acceptor's listener: it never binds)
         if (why != null) {
             ProtocolException e = new ProtocolException(engine.ctx(), why + ": refused");
             LOG.debug("group {} rank {}: refusing a connection from {}: {}", engine.group, engine.rank,
