@@ -35,24 +35,28 @@ class ParallelStateScaleTest {
         System.out.println(row.toTableRow());
         int bound = socketBound(n, TP, PP);
         // at creation a rank links its same-host TP group only (a group across hosts connects on first use)
-        int log2 = 32 - Integer.numberOfLeadingZeros(n - 1);
+        int log2 = ceilLog2(n);
         assertTrue(row.socketsReady() <= 2 * log2, row + " vs at most 2 log2 N = " + 2 * log2 + " at creation");
         assertTrue(row.socketsReady() <= bound, row + " vs at most " + bound);
         assertTrue(row.socketsAllReduce() <= bound, row + " vs at most " + bound + " after the all-reduces");
     }
 
     /**
-     * The most sockets a rank may open for its groups: at creation a group of at most 16 ranks has its full
-     * mesh, a larger one at most 2 ceil(log2 size) links (its barrier's and object all-gather's peers) and
-     * its listener; the world and TP all-reduces keep to the same links.
+     * The most sockets a rank may open for its groups: a group of at most 16 ranks at most its full mesh, a
+     * larger one at most 2 ceil(log2 size) links (its barrier's peers) and its listener; the world and TP
+     * all-reduces keep to the same links.
      */
     static int socketBound(int n, int tp, int pp) {
         RankLayout l = RankLayout.of(n, tp, pp, n / tp / pp);
         int bound = 0;
         for (List<List<Integer>> groups : List.of(List.of(l.ranks()), l.tpGroups(), l.ppGroups(), l.dpGroups(), l.epGroups())) {
             int size = groups.get(0).size();
-            bound += size <= 16 ? size - 1 : 2 * (32 - Integer.numberOfLeadingZeros(size - 1)) + 1;
+            bound += size <= 16 ? size - 1 : 2 * ceilLog2(size) + 1;
         }
         return bound;
+    }
+
+    private static int ceilLog2(int n) {
+        return 32 - Integer.numberOfLeadingZeros(n - 1);
     }
 }

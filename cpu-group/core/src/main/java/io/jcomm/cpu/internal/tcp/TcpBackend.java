@@ -485,10 +485,15 @@ final class TcpBackend implements CpuBackend {
         if (bytes <= smallBytes) {
             return true;
         }
-        int log2 = 32 - Integer.numberOfLeadingZeros(n - 1);
+        int log2 = ceilLog2(n);
         double doubling = log2 * ((double) smallBytes + bytes);
         double ring = 2.0 * (n - 1) * ((double) smallBytes + (double) bytes / n);
         return doubling < ring;
+    }
+
+    /** ceil(log2 n) for n >= 1: the rounds of the O(log N) algorithms. */
+    static int ceilLog2(int n) {
+        return 32 - Integer.numberOfLeadingZeros(n - 1);
     }
 
     /** The largest all-reduce the recursive doubling takes, whatever the model says. */
@@ -1000,7 +1005,7 @@ final class TcpBackend implements CpuBackend {
         if (2.0 * ((n + 1) / 2) * blockBytes > BRUCK_MAX_BYTES) {
             return false; // its packing buffers are one buffer
         }
-        int log2 = 32 - Integer.numberOfLeadingZeros(n - 1);
+        int log2 = ceilLog2(n);
         double bruck = log2 * (double) smallBytes + (double) moved * blockBytes;
         double pairwise = (n - 1) * ((double) smallBytes + blockBytes);
         return bruck < pairwise;

@@ -41,7 +41,7 @@ class LazyConnectTest {
 
     /** ceil(log2 n). */
     private static int log2(int n) {
-        return 32 - Integer.numberOfLeadingZeros(n - 1);
+        return TcpBackend.ceilLog2(n);
     }
 
     @Test
