@@ -1,5 +1,7 @@
 package io.jcomm.api;
 
+import io.jcomm.api.launch.LaunchInfo;
+import io.jcomm.api.launch.Launchers;
 import java.net.InetAddress;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
@@ -8,21 +10,32 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import org.slf4j.LoggerFactory;
 
 /**
  * Immutable description of this process's place in a job: where the rendezvous store is, this
  * process's rank, and the job-wide choices. Built in code with {@link #builder()} or read once from
- * the environment with torchrun's variable names ({@link #fromEnvironment()}).
+ * the environment ({@link #fromEnvironment()}): torchrun's variables, or what Slurm, an MPI runtime or a
+ * Kubernetes controller sets ({@link Launchers}: the order, the precedence, and the port rule).
+ *
+ * <p>Where several launchers' variables are present (commrun inside a Slurm step, {@code RANK} set by hand
+ * beside {@code SLURM_PROCID}), the one with the most tasks describes this process and the others must
+ * agree with it: a contradiction is an {@link IllegalArgumentException} naming both variables.
+ * {@code JCOMM_LAUNCHER} ({@code auto}, {@code torchrun}, {@code slurm}, {@code mpi}, {@code k8s},
+ * {@code lws}) forces one.
  *
  * <table>
  *   <caption>Environment variables</caption>
  *   <tr><th>variable</th><th>meaning</th><th>default</th></tr>
- *   <tr><td>{@code MASTER_ADDR}</td><td>store host</td><td>{@code 127.0.0.1}</td></tr>
- *   <tr><td>{@code MASTER_PORT}</td><td>store port</td><td>{@code 29500}</td></tr>
- *   <tr><td>{@code RANK}</td><td>global rank</td><td>{@code 0}</td></tr>
- *   <tr><td>{@code WORLD_SIZE}</td><td>number of processes</td><td>{@code 1}</td></tr>
- *   <tr><td>{@code LOCAL_RANK}</td><td>rank on this host</td><td>{@code RANK}</td></tr>
- *   <tr><td>{@code LOCAL_WORLD_SIZE}</td><td>processes on this host</td><td>{@code WORLD_SIZE}</td></tr>
+ *   <tr><td>{@code MASTER_ADDR}</td><td>store host</td><td>the launcher's (Slurm: first host of the step's node
+ *       list), else {@code 127.0.0.1}</td></tr>
+ *   <tr><td>{@code MASTER_PORT}</td><td>store port</td><td>the launcher's (Slurm, Open MPI: derived from the job
+ *       id), else {@code 29500}</td></tr>
+ *   <tr><td>{@code RANK}</td><td>global rank</td><td>the launcher's, else {@code 0}</td></tr>
+ *   <tr><td>{@code WORLD_SIZE}</td><td>number of processes</td><td>the launcher's, else {@code 1}</td></tr>
+ *   <tr><td>{@code LOCAL_RANK}</td><td>rank on this host</td><td>the launcher's, else {@code RANK}</td></tr>
+ *   <tr><td>{@code LOCAL_WORLD_SIZE}</td><td>processes on this host</td><td>the launcher's, else {@code WORLD_SIZE}</td></tr>
+ *   <tr><td>{@code JCOMM_LAUNCHER}</td><td>{@code auto}, or the launcher to follow ({@link Launchers})</td><td>{@code auto}</td></tr>
  *   <tr><td>{@code JCOMM_TIMEOUT_MS}</td><td>default timeout of every blocking call</td><td>{@code 60000}</td></tr>
  *   <tr><td>{@code JCOMM_HOST_ID}</td><td>identity of this host for same-host detection ({@link HostIdentity})</td><td>kernel boot id {@code @} host name</td></tr>
  *   <tr><td>{@code JCOMM_HOSTNAME}</td><td>address other ranks use to reach this process (CPU-group
@@ -35,7 +48,8 @@ import java.util.Optional;
  *       store at {@code MASTER_ADDR:MASTER_PORT}, so no rank hosts one (torchrun's agent store)</td><td>{@code 0}</td></tr>
  *   <tr><td>{@code JCOMM_JOB_ID}</td><td>identity of the job, under which each rank declares itself to the
  *       store so that a rank that dies is noticed by the others (at most {@value #MAX_JOB_ID_BYTES} bytes of
- *       UTF-8)</td><td>{@code TORCHELASTIC_RUN_ID} when set, else {@value #JOB_ID_DEFAULT}</td></tr>
+ *       UTF-8)</td><td>{@code TORCHELASTIC_RUN_ID} when set, else the launcher's ({@code slurm-<job>.<step>},
+ *       {@code mpi-<job>}, {@code lws-<leader>}), else {@value #JOB_ID_DEFAULT}</td></tr>
  *   <tr><td>{@code JCOMM_ROLE}</td><td>{@code worker}; {@code restarted}: a launcher restarted this process to
  *       take the place of rank {@code RANK}, lost earlier; {@code spare}: a waiting process that takes the place of
  *       whichever rank is lost first ({@code RANK} is then only a placeholder)</td><td>{@code worker}</td></tr>
@@ -97,6 +111,7 @@ public final class DistributedConfig {
     private final DebugLevel debug;
     private final Role role;
     private final RecoveryPolicy recovery;
+    private final LaunchInfo launch;
 
     /** What this process is in its job ({@value #ROLE}). */
     public enum Role {
@@ -134,6 +149,7 @@ public final class DistributedConfig {
         this.debug = Objects.requireNonNull(b.debug, "debug");
         this.role = Objects.requireNonNull(b.role, "role");
         this.recovery = Objects.requireNonNull(b.recovery, "recovery");
+        this.launch = b.launch;
         if (masterPort < 0 || masterPort > 65535) {
             throw new IllegalArgumentException(MASTER_PORT + " out of range: " + masterPort);
         }
@@ -167,36 +183,42 @@ public final class DistributedConfig {
         return new Builder();
     }
 
-    /** Reads {@link System#getenv()} once. */
+    /**
+     * Reads {@link System#getenv()} once, and logs (INFO) one line saying which launcher was found and from
+     * which variables each value came.
+     */
     public static DistributedConfig fromEnvironment() {
-        return fromEnvironment(System.getenv());
+        DistributedConfig c = fromEnvironment(System.getenv());
+        LaunchInfo l = c.launch;
+        if (l.launcher().equals("none") && l.context() != null) {
+            LoggerFactory.getLogger(DistributedConfig.class).warn("jcomm launcher: {}", l.describe());
+        } else {
+            LoggerFactory.getLogger(DistributedConfig.class).info("jcomm launcher: {}", l.describe());
+        }
+        return c;
     }
 
     /**
-     * Reads the variables listed in the class documentation from {@code env}.
+     * Reads the variables listed in the class documentation from {@code env}: the launcher's through
+     * {@link Launchers#resolve(Map)}, the SDK's own ({@code JCOMM_*}) here.
      *
-     * @throws IllegalArgumentException naming the variable when a value is malformed or inconsistent
+     * @throws IllegalArgumentException naming the variable when a value is malformed, or naming both when
+     *                                  two launchers' variables contradict each other
      */
     public static DistributedConfig fromEnvironment(Map<String, String> env) {
         Builder b = builder();
         String v;
-        if ((v = env.get(MASTER_ADDR)) != null && !v.isBlank()) {
-            b.masterAddr(v.trim());
+        LaunchInfo launch = Launchers.resolve(env);
+        b.launch(launch).masterAddr(launch.masterAddr()).masterPort(launch.masterPort()).rank(launch.rank())
+                .worldSize(launch.worldSize());
+        if (launch.localRank() != LaunchInfo.UNKNOWN) {
+            b.localRank(launch.localRank());
         }
-        if ((v = env.get(MASTER_PORT)) != null && !v.isBlank()) {
-            b.masterPort(parseInt(MASTER_PORT, v));
+        if (launch.localWorldSize() != LaunchInfo.UNKNOWN) {
+            b.localWorldSize(launch.localWorldSize());
         }
-        if ((v = env.get(RANK)) != null && !v.isBlank()) {
-            b.rank(parseInt(RANK, v));
-        }
-        if ((v = env.get(WORLD_SIZE)) != null && !v.isBlank()) {
-            b.worldSize(parseInt(WORLD_SIZE, v));
-        }
-        if ((v = env.get(LOCAL_RANK)) != null && !v.isBlank()) {
-            b.localRank(parseInt(LOCAL_RANK, v));
-        }
-        if ((v = env.get(LOCAL_WORLD_SIZE)) != null && !v.isBlank()) {
-            b.localWorldSize(parseInt(LOCAL_WORLD_SIZE, v));
+        if (launch.jobId() != null) {
+            b.jobId(launch.jobId());
         }
         if ((v = env.get(TIMEOUT_MS)) != null && !v.isBlank()) {
             b.timeout(Duration.ofMillis(parseInt(TIMEOUT_MS, v)));
@@ -220,8 +242,6 @@ public final class DistributedConfig {
             b.launcherStore(parseFlag(LAUNCHER_STORE, v));
         }
         if ((v = env.get(JOB_ID)) != null && !v.isBlank()) {
-            b.jobId(v.trim());
-        } else if ((v = env.get(TORCHELASTIC_RUN_ID)) != null && !v.isBlank()) {
             b.jobId(v.trim());
         }
         if ((v = env.get(DEBUG)) != null && !v.isBlank()) {
@@ -374,12 +394,20 @@ public final class DistributedConfig {
         return recovery;
     }
 
+    /**
+     * What the launcher said when this configuration was read from the environment (which launcher, and
+     * which variable each value came from); empty for a configuration built in code.
+     */
+    public Optional<LaunchInfo> launch() {
+        return Optional.ofNullable(launch);
+    }
+
     /** A builder initialised with this configuration's values. */
     public Builder toBuilder() {
         return builder().masterAddr(masterAddr).masterPort(masterPort).rank(rank).worldSize(worldSize)
                 .localRank(localRank).localWorldSize(localWorldSize).timeout(timeout).hostId(hostId).hostname(hostname)
                 .cpuBackend(cpuBackend).deviceCommunicator(deviceCommunicator).tokenFile(tokenFile)
-                .launcherStore(launcherStore).jobId(jobId).debug(debug).role(role).recovery(recovery);
+                .launcherStore(launcherStore).jobId(jobId).debug(debug).role(role).recovery(recovery).launch(launch);
     }
 
     @Override
@@ -412,6 +440,7 @@ public final class DistributedConfig {
         private DebugLevel debug = DebugLevel.OFF;
         private Role role = Role.WORKER;
         private RecoveryPolicy recovery = RecoveryPolicy.SHRINK;
+        private LaunchInfo launch;
 
         private Builder() {
         }
@@ -439,6 +468,8 @@ public final class DistributedConfig {
         public Builder role(Role v) { this.role = v; return this; }
         /** What the survivors of a rank loss do ({@value DistributedConfig#RECOVERY}). */
         public Builder recovery(RecoveryPolicy v) { this.recovery = v; return this; }
+        /** What the launcher said ({@link DistributedConfig#launch()}); {@code null}: built in code. */
+        public Builder launch(LaunchInfo v) { this.launch = v; return this; }
 
         public DistributedConfig build() {
             return new DistributedConfig(this);

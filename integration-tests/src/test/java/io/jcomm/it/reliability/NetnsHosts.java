@@ -62,8 +62,14 @@ public final class NetnsHosts implements AutoCloseable {
         return new NetnsHosts(prefix, a[a.length - 2], a[a.length - 1]);
     }
 
-    String host(int i) {
+    /** The name of host {@code i}'s network namespace (1 or 2). */
+    public String host(int i) {
         return prefix + "-h" + i;
+    }
+
+    /** The {@code nsenter --net=...} prefix that runs a command in host {@code i}'s namespace. */
+    public List<String> nsenter(int i) {
+        return List.of("nsenter", "--net=/var/run/netns/" + host(i));
     }
 
     /** Takes the link down on both ends. */

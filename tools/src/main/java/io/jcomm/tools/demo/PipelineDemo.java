@@ -588,6 +588,7 @@ public final class PipelineDemo implements Callable<Integer> {
         double seconds = maxElapsed / 1e9;
         out.printf(Locale.ROOT, "jcomm pipeline demo: TP=%d x PP=%d (DP=%d) on %s, %s%n", st.tpSize, st.stages,
                 ps.worldSize() / (st.tpSize * st.stages), plural(ps.worldSize(), "rank"), plural(ps.topology().nodeCount(), "host"));
+        ps.config().launch().ifPresent(l -> out.printf(Locale.ROOT, "  launched by %s%n", l.describe()));
         out.printf(Locale.ROOT, "  CPU backend %s, device communicator %s, TP metadata via %s, activations in host memory%n",
                 cpu, device, tp.broadcastsThroughQueue() ? "the shared-memory message queue" : "the CPU group");
         out.printf(Locale.ROOT, "  actor ids mapped to PP ranks (ActorRankMapper, %d per PP group) and checked%n", actors);

@@ -1,6 +1,8 @@
 package io.jcomm.tools.run;
 
 import io.jcomm.api.DistributedConfig;
+import io.jcomm.api.launch.LaunchInfo;
+import io.jcomm.api.launch.Launchers;
 import io.jcomm.cpu.store.JobToken;
 import io.jcomm.cpu.store.TcpStoreServer;
 import io.jcomm.cpu.store.TcpStoreServerConfig;
@@ -55,23 +57,28 @@ public final class CommRun implements Callable<Integer> {
             description = "workers on this node (default ${DEFAULT-VALUE})")
     int nprocPerNode;
 
-    @Option(names = "--nnodes", defaultValue = "1", description = "nodes of the job, N or MIN:MAX (torchrun's syntax): "
+    @Option(names = "--nnodes", description = "nodes of the job, N or MIN:MAX (torchrun's syntax): "
             + "the job starts with MAX nodes and goes on while at least MIN are left, each node's workers recovering "
             + "without the lost ones (ParallelState.recover); below MIN every launcher stops its workers "
-            + "(default ${DEFAULT-VALUE})")
+            + "(default: the scheduler's node count under srun, Kubeflow or LeaderWorkerSet, else 1)")
     String nnodesSpec;
     int nnodes;
     int minNodes;
 
-    @Option(names = {"--node-rank", "--node_rank"}, defaultValue = "0", description = "this node's rank (default ${DEFAULT-VALUE})")
+    @Option(names = {"--node-rank", "--node_rank"}, description = "this node's rank (default: the scheduler's, "
+            + "e.g. SLURM_NODEID, else 0)")
+    Integer nodeRankOption;
     int nodeRank;
 
-    @Option(names = {"--master-addr", "--master_addr"}, defaultValue = DistributedConfig.MASTER_ADDR_DEFAULT,
-            description = "address of node 0, where the store listens (default ${DEFAULT-VALUE})")
+    @Option(names = {"--master-addr", "--master_addr"}, description = "address of node 0, where the store listens "
+            + "(default: under a scheduler MASTER_ADDR, else the scheduler's, e.g. the first host of SLURM_STEP_NODELIST; "
+            + "else "
+            + DistributedConfig.MASTER_ADDR_DEFAULT + ")")
     String masterAddr;
 
     @Option(names = {"--master-port", "--master_port"},
-            description = "store port (default: a free port for one node, 29500 for several)")
+            description = "store port (default: MASTER_PORT, else a free port for one node, else the scheduler's "
+                    + "(Slurm: derived from the job and step ids), else 29500)")
     Integer masterPort;
 
     @Option(names = "--token-file", description = "job token file: the store demands it and the workers present it "
@@ -133,6 +140,10 @@ public final class CommRun implements Callable<Integer> {
     List<String> programArgs = new ArrayList<>();
 
     private final Map<String, String> parentEnv;
+    /** The store port a scheduler gives a multi-node job ({@link #placeNode}). */
+    private int schedulerPort;
+    /** The job's id for the workers: JCOMM_JOB_ID, TORCHELASTIC_RUN_ID, or the scheduler's; null: the default. */
+    private String jobId;
     /** Classes compiled from a .java TARGET, removed after the job. */
     private Path compiled;
     private final PrintStream out;
@@ -162,6 +173,10 @@ public final class CommRun implements Callable<Integer> {
 
     /** The plan of this node from the parsed options (with port 0 meaning "pick one when binding"). */
     RunPlan plan() {
+        String where = placeNode();
+        if (where != null) {
+            err.println(where);
+        }
         parseNodes();
         String cp = System.getProperty("java.class.path");
         String[] resolved;
@@ -185,13 +200,94 @@ public final class CommRun implements Callable<Integer> {
             String env = parentEnv.get(DistributedConfig.TOKEN_FILE);
             token = env == null || env.isBlank() ? null : Path.of(env.trim());
         }
-        int port = masterPort != null ? masterPort : nnodes > 1 ? RunPlan.MULTI_NODE_PORT_DEFAULT : 0;
+        int port = masterPort != null ? masterPort : nnodes > 1 ? schedulerPort : 0;
         return RunPlan.builder().nprocPerNode(nprocPerNode).nnodes(nnodes).minNodes(minNodes).nodeRank(nodeRank).masterAddr(masterAddr)
                 .masterPort(port).tokenFile(token).mainClass(resolved[0]).programArgs(programArgs)
                 .classPath(prefix.isEmpty() ? cp : prefix + File.pathSeparator + cp).jvmArgs(jvmArgs)
                 .grace(Duration.ofSeconds(graceSeconds)).maxLost(maxLost)
-                .maxRestarts(maxRestarts).spares(spares)
+                .maxRestarts(maxRestarts).spares(spares).jobId(jobId)
                 .cpuBinding(cpuBinding(), CpuBinding.findTaskset()).build();
+    }
+
+    /**
+     * The node's place in the job: the options where given, else what the scheduler this launcher runs under
+     * says ({@link Launchers#scheduler}: {@code srun -N 2 --ntasks-per-node 1 bin/commrun ...}, a Kubeflow or
+     * LeaderWorkerSet pod), else one node on loopback. Under a scheduler, {@code MASTER_ADDR} and
+     * {@code MASTER_PORT} in the environment come before the scheduler's own master. Sets {@link #nnodes}, {@link #nodeRank}, {@link #masterAddr},
+     * {@link #schedulerPort} and {@link #jobId}, and returns the line that says where they came from (or null).
+     */
+    String placeNode() {
+        LaunchInfo sched = Launchers.scheduler(parentEnv).orElse(null);
+        if (sched != null) {
+            // a pod's or a step's MASTER_ADDR/MASTER_PORT (PyTorchJob sets them) come before the scheduler's own
+            String envAddr = blankToNull(parentEnv.get(DistributedConfig.MASTER_ADDR));
+            String envPort = blankToNull(parentEnv.get(DistributedConfig.MASTER_PORT));
+            if (masterPort == null && envPort != null) {
+                try {
+                    masterPort = Integer.parseInt(envPort);
+                } catch (NumberFormatException e) {
+                    throw new IllegalArgumentException(DistributedConfig.MASTER_PORT + " is not a port: '" + envPort + "'");
+                }
+            }
+            if (masterAddr == null) {
+                masterAddr = envAddr;
+            }
+        }
+        schedulerPort = RunPlan.MULTI_NODE_PORT_DEFAULT;
+        String explicitJob = blankToNull(parentEnv.get(DistributedConfig.JOB_ID));
+        if (explicitJob == null) {
+            explicitJob = blankToNull(parentEnv.get(DistributedConfig.TORCHELASTIC_RUN_ID));
+        }
+        jobId = explicitJob;
+        String line = null;
+        if (sched != null && (nnodesSpec == null || nodeRankOption == null || masterAddr == null)) {
+            if (sched.localWorldSize() > 1) {
+                throw new IllegalArgumentException("commrun starts the workers of one node, but the " + sched.launcher()
+                        + " step runs " + sched.localWorldSize() + " tasks on this node ("
+                        + sched.source(LaunchInfo.Field.LOCAL_WORLD_SIZE) + "): run one commrun per node (srun "
+                        + "--ntasks-per-node 1), or start every rank as its own task without commrun");
+            }
+            if (nnodesSpec == null) {
+                if (sched.nodeCount() == LaunchInfo.UNKNOWN) {
+                    throw new IllegalArgumentException(sched.launcher() + " does not say how many nodes the job has: "
+                            + "pass --nnodes");
+                }
+                nnodesSpec = Integer.toString(sched.nodeCount());
+            }
+            if (nodeRankOption == null) {
+                if (sched.nodeRank() == LaunchInfo.UNKNOWN) {
+                    throw new IllegalArgumentException(sched.launcher() + " does not say which node this is: pass "
+                            + "--node-rank");
+                }
+                nodeRankOption = sched.nodeRank();
+            }
+            if (masterAddr == null) {
+                if (sched.masterAddr() == null) {
+                    throw new IllegalArgumentException(sched.masterNote() != null ? sched.masterNote()
+                            : sched.launcher() + " does not say where node 0 is: pass --master-addr");
+                }
+                masterAddr = sched.masterAddr();
+            }
+            if (sched.masterPort() != LaunchInfo.UNKNOWN) {
+                schedulerPort = sched.masterPort();
+            }
+            if (jobId == null) {
+                jobId = sched.jobId();
+            }
+            line = "commrun: " + sched.describe();
+        }
+        if (nnodesSpec == null) {
+            nnodesSpec = "1";
+        }
+        nodeRank = nodeRankOption == null ? 0 : nodeRankOption;
+        if (masterAddr == null) {
+            masterAddr = DistributedConfig.MASTER_ADDR_DEFAULT;
+        }
+        return line;
+    }
+
+    private static String blankToNull(String v) {
+        return v == null || v.isBlank() ? null : v.trim();
     }
 
     /** {@code --nnodes N} or {@code MIN:MAX} into {@link #nnodes} and {@link #minNodes}. */
@@ -285,7 +381,7 @@ public final class CommRun implements Callable<Integer> {
         }
         NodeWatch nodes = null;
         if (plan.minNodes() < plan.nnodes()) {
-            String jobId = DistributedConfig.fromEnvironment(parentEnv).jobId();
+            String jobId = plan.jobId() != null ? plan.jobId() : DistributedConfig.JOB_ID_DEFAULT;
             LocalJob j = job;
             Duration stopGrace = plan.grace();
             nodes = new NodeWatch(plan, jobId, err, () -> {

@@ -62,6 +62,7 @@ public final class RunPlan {
     /** CPUs the workers are bound to, sliced per worker ({@link CpuBinding}); empty: no binding. */
     private final List<Integer> cpus;
     private final String taskset;
+    private final String jobId;
 
     private RunPlan(Builder b) {
         this.nprocPerNode = b.nprocPerNode;
@@ -82,6 +83,7 @@ public final class RunPlan {
         this.spares = b.spares;
         this.cpus = List.copyOf(b.cpus);
         this.taskset = b.taskset;
+        this.jobId = b.jobId;
         if (maxLost < 0) {
             throw new IllegalArgumentException("--max-lost must be >= 0, got " + maxLost);
         }
@@ -220,6 +222,15 @@ public final class RunPlan {
         return spares;
     }
 
+    /**
+     * The job's id the workers get as {@value DistributedConfig#JOB_ID} when their environment has none (a
+     * scheduler's job id, e.g. {@code slurm-812.0}, so that every node's workers and launcher agree on it), or
+     * {@code null}: the workers' own default.
+     */
+    public String jobId() {
+        return jobId;
+    }
+
     /** Whether lost ranks are replaced (restarts or spares): the workers' recovery policy is then replace. */
     public boolean replaces() {
         return maxRestarts > 0 || spares > 0;
@@ -256,6 +267,9 @@ public final class RunPlan {
         env.put(DistributedConfig.LAUNCHER_STORE, "1");
         if (tokenFile != null) {
             env.put(DistributedConfig.TOKEN_FILE, tokenFile.toAbsolutePath().toString());
+        }
+        if (jobId != null && !parentEnv.containsKey(DistributedConfig.JOB_ID)) {
+            env.put(DistributedConfig.JOB_ID, jobId);
         }
         if (replaces() && !parentEnv.containsKey(DistributedConfig.RECOVERY)) {
             env.put(DistributedConfig.RECOVERY, "replace");
@@ -347,7 +361,7 @@ public final class RunPlan {
         return builder().nprocPerNode(nprocPerNode).nnodes(nnodes).minNodes(minNodes).nodeRank(nodeRank).masterAddr(masterAddr)
                 .masterPort(masterPort).tokenFile(tokenFile).mainClass(mainClass).programArgs(programArgs)
                 .classPath(classPath).jvmArgs(jvmArgs).javaBinary(javaBinary).grace(grace).maxLost(maxLost)
-                .maxRestarts(maxRestarts).spares(spares).cpuBinding(cpus, taskset);
+                .maxRestarts(maxRestarts).spares(spares).cpuBinding(cpus, taskset).jobId(jobId);
     }
 
     @Override
@@ -416,6 +430,7 @@ public final class RunPlan {
         private int spares;
         private List<Integer> cpus = List.of();
         private String taskset;
+        private String jobId;
 
         private Builder() {
         }
@@ -444,6 +459,9 @@ public final class RunPlan {
             this.taskset = taskset;
             return this;
         }
+
+        /** The job id the workers get when their environment has none; {@code null}: theirs. */
+        public Builder jobId(String v) { this.jobId = v; return this; }
 
         public RunPlan build() {
             return new RunPlan(this);

@@ -4,7 +4,11 @@ import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.Deadline;
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.OpContext;
+import io.jcomm.api.StoreException;
+import io.jcomm.api.launch.LaunchInfo;
 import io.jcomm.cpu.store.internal.Wire;
+import java.net.InetAddress;
+import java.net.UnknownHostException;
 import java.util.Objects;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
@@ -44,7 +48,7 @@ public final class TcpRendezvous {
     /**
      * Hosts (when this process is the host) and connects.
      *
-     * @throws io.jcomm.api.StoreException when the server cannot bind or the store cannot be reached
+     * @throws StoreException when the server cannot bind or the store cannot be reached
      * @throws CommTimeoutException        when worker counting does not reach the world size in time
      */
     public static TcpStore connect(DistributedConfig config, Options options) {
@@ -53,11 +57,21 @@ public final class TcpRendezvous {
         boolean host = options.hostServer == null ? config.rank() == 0 && !config.launcherStore() : options.hostServer;
         TcpStoreServer server = null;
         if (host) {
+            awaitResolvable(config);
             TcpStoreServerConfig.Builder sb = options.serverConfig.toBuilder()
                     .host(config.masterAddr()).port(config.masterPort()).token(null)
                     .expectedClients(config.worldSize());
             config.tokenFile().ifPresent(sb::tokenFile);
-            server = TcpStoreServer.start(sb.build());
+            try {
+                server = TcpStoreServer.start(sb.build());
+            } catch (StoreException e) {
+                String port = config.launch().map(l -> l.source(LaunchInfo.Field.MASTER_PORT))
+                        .orElse(null);
+                throw new StoreException(OpContext.of("store", config.rank(), "rendezvous"), e.getMessage()
+                        + " (rank 0 hosts the job's store on MASTER_ADDR:MASTER_PORT"
+                        + (port != null ? ", the port from " + port : "")
+                        + "; another job may hold the port: set MASTER_PORT to a free one)", e);
+            }
         }
         TcpStoreConfig.Builder cb = TcpStoreConfig.builder(config).dialect(options.dialect);
         if (options.declareMember) {
@@ -84,6 +98,30 @@ public final class TcpRendezvous {
             }
         }
         return store;
+    }
+
+    /**
+     * Waits until rank 0's own address resolves: a Kubernetes pod's DNS name appears only once the pod runs, so
+     * the rank that hosts the store may look itself up before its record exists. Gives up at the config's
+     * timeout.
+     */
+    private static void awaitResolvable(DistributedConfig config) {
+        Deadline d = Deadline.after(config.timeout());
+        long pause = TimeUnit.MILLISECONDS.toNanos(50);
+        while (true) {
+            try {
+                InetAddress.getByName(config.masterAddr());
+                return;
+            } catch (UnknownHostException e) {
+                if (d.isExpired()) {
+                    throw new StoreException(OpContext.of("store", config.rank(), "rendezvous"),
+                            "cannot resolve MASTER_ADDR " + config.masterAddr() + " to host the job's store within "
+                                    + config.timeout().toMillis() + " ms", e);
+                }
+                LockSupport.parkNanos(Math.min(pause, d.remainingNanos()));
+                pause = Math.min(pause * 2, TimeUnit.SECONDS.toNanos(1));
+            }
+        }
     }
 
     /** torch's {@code world_size} rendezvous: everyone ADDs 1 to {@code init/}; the host waits for all. */
