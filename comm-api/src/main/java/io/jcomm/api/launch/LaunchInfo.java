@@ -206,7 +206,9 @@ public final class LaunchInfo {
                 .append(of == UNKNOWN ? "?" : Integer.toString(of));
         String a = sources.get(fv);
         String b = sources.get(fof);
-        if (a != null || b != null) {
+        if (a != null && a.equals(b)) {
+            sb.append(" (").append(a).append(')');
+        } else if (a != null || b != null) {
             sb.append(" (").append(a == null ? "?" : a).append(", ").append(b == null ? "?" : b).append(')');
         }
     }

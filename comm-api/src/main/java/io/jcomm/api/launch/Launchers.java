@@ -269,6 +269,9 @@ public final class Launchers {
             throw new IllegalArgumentException(name(cur, Field.RANK) + "=" + cur.rank() + " is not below "
                     + name(cur, Field.WORLD_SIZE) + "=" + cur.worldSize());
         }
+        if (cur.localWorldSize() == 1 && cur.nodeRank() != LaunchInfo.UNKNOWN && cur.nodeCount() == LaunchInfo.UNKNOWN) {
+            b.nodeCount(cur.worldSize(), "one rank per node");
+        }
         if (cur.masterAddr() == null) {
             if (cur.masterNote() != null) {
                 throw new IllegalArgumentException(cur.masterNote());
