@@ -82,7 +82,7 @@ class SparkBarrierIT {
         assertEquals(0, p.exitValue(), out);
         assertTrue(out.contains("jcomm spark demo: TP=2 x PP=2 on 4 barrier tasks, 200 steps"), out);
         Set<String> pids = new HashSet<>();
-        Matcher m = Pattern.compile("rank (\\d) \\(tp (\\d), pp (\\d), local \\d of \\d\\): \\d+ values verified, all exact, "
+        Matcher m = Pattern.compile("rank (\\d) \\(tp (\\d), pp (\\d), local \\d of \\d\\): groups ready in [0-9.]+ s, \\d+ values verified, all exact, "
                 + "in pid (\\d+)").matcher(out);
         int ranks = 0;
         while (m.find()) {

@@ -55,7 +55,9 @@ public final class SparkPipelineDemo {
     }
 
     static String rank(DistributedConfig config, int tp, int pp, int steps, int hidden) {
+        long t0 = System.nanoTime();
         try (ParallelState ps = ParallelState.initialize(config, ParallelStateOptions.defaults(), ParallelSizes.of(tp, pp))) {
+            double readySeconds = (System.nanoTime() - t0) / 1e9;
             GroupCoordinator t = ps.tp();
             GroupCoordinator p = ps.pp();
             long verified = 0;
@@ -83,7 +85,8 @@ public final class SparkPipelineDemo {
             }
             return "rank " + ps.rank() + " (tp " + t.rankInGroup() + ", pp " + p.rankInGroup() + ", "
                     + config.launch().map(l -> "local " + l.localRank() + " of " + l.localWorldSize()).orElse("")
-                    + "): " + verified + " values verified, all exact, in pid " + ProcessHandle.current().pid();
+                    + "): groups ready in " + String.format(java.util.Locale.ROOT, "%.2f", readySeconds) + " s, " + verified
+                    + " values verified, all exact, in pid " + ProcessHandle.current().pid();
         }
     }
 

@@ -89,7 +89,10 @@ final class LocalJob {
      */
     static LocalJob start(RunPlan plan, Map<String, String> parentEnv, PrintStream out, PrintStream err,
                           boolean prefix, Path shmDir, Duration stallReport) throws IOException {
-        String launched = Long.toString(System.currentTimeMillis());
+        // an outer launcher's time (a scheduler's job script that set it) stays: the job was launched then
+        String inherited = parentEnv.get(RunPlan.LAUNCH_TIME_ENV);
+        String launched = inherited != null && inherited.trim().matches("[0-9]{1,18}") ? inherited.trim()
+                : Long.toString(System.currentTimeMillis());
         Path cache = AppCds.Settings.cacheRoot(parentEnv);
         Path workerJar = WorkerJar.prepare(cache, plan.classPath());
         LocalJob job = new LocalJob(plan, out, err, prefix, shmDir, stallReport,
