@@ -2,7 +2,7 @@
 """torch.distributed (gloo) counterpart of `bin/commbench pipeline`: the same streaming pipeline step.
 
 usage: /usr/bin/python3 scripts/torch_pipeline_bench.py --tp T --pp P --hidden 1K,256K [--steps N]
-                                                         [--warmup W] [--pin]
+                                                         [--warmup W] [--pin] [--recv alloc|prealloc]
 
 Spawns T x P ranks (vLLM's layout: TP varies fastest) with a gloo world group, TP groups and PP groups.
 Each step is what vLLM's GroupCoordinator does between pipeline stages, on the CPU:
@@ -13,10 +13,11 @@ Each step is what vLLM's GroupCoordinator does between pipeline stages, on the C
      size, then pickled bytes - then each TP rank's 1/TP slice of the activation); stage k+1 receives
      it (recv_tensor_dict: torch.empty, recv) and all-gathers the slices in its TP group.
 Two values of every received activation are checked. The activation tensor is allocated once per
-size and reused; received tensors are allocated per step, as vLLM does.
+size and reused; received tensors are allocated per step, as vLLM does (--recv alloc, the default), or
+once per size and received into each step (--recv prealloc: the fastest torch loop).
 
 Prints per size: "ROW hidden=H bytes=B steps=N seconds=S steps_per_s=R" and per-operation
-"OP hidden=H name=NAME p50_us=X p99_us=Y" lines (over all ranks), after "# ..." header lines.
+"OP hidden=H name=NAME p50_us=X p99_us=Y p999_us=Z mean_us=M" lines (over all ranks), after "# ..." header lines.
 """
 import argparse
 import os
@@ -46,7 +47,7 @@ def percentile(sorted_vals, p):
 
 
 def auto_steps(hidden):
-    return max(300, min(3000, (2 << 30) // (4 * hidden)))
+    return max(1000, min(30000, (2 << 30) // (4 * hidden)))
 
 
 def send_object(obj, dst, group):
@@ -83,6 +84,9 @@ def worker(rank, args, port, sizes, queue):
         steps = args.steps or auto_steps(hidden)
         times = {"tp broadcast metadata": [], "tp all-reduce": [], "pp send tensor dict": [],
                  "pp recv tensor dict": [], "whole step": []}
+        prealloc = args.recv == "prealloc"
+        recv_fixed = torch.empty(hidden // tp, dtype=torch.float32)
+        full_fixed = torch.empty(hidden, dtype=torch.float32)
         dist.barrier()
         start = 0.0
         for s in range(args.warmup + steps):
@@ -111,10 +115,10 @@ def worker(rank, args, port, sizes, queue):
                 t = time.perf_counter()
                 meta = recv_object(prev, pp_group)
                 part = hidden // tp
-                recv_buf = torch.empty(part, dtype=torch.float32)
+                recv_buf = recv_fixed if prealloc else torch.empty(part, dtype=torch.float32)
                 dist.recv(recv_buf, src=prev, group=pp_group)
                 if tp > 1:
-                    full = torch.empty(hidden, dtype=torch.float32)
+                    full = full_fixed if prealloc else torch.empty(hidden, dtype=torch.float32)
                     dist.all_gather(list(full.chunk(tp)), recv_buf, group=tp_group)
                 else:
                     full = recv_buf
@@ -154,9 +158,10 @@ def main():
     ap.add_argument("--tp", type=int, default=1)
     ap.add_argument("--pp", type=int, default=2)
     ap.add_argument("--hidden", default="1K,4K,16K,64K,256K,1M")
-    ap.add_argument("--steps", type=int, default=0, help="timed steps per size (default: by size, 300-3000)")
+    ap.add_argument("--steps", type=int, default=0, help="timed steps per size (default: by size, 1000-30000)")
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--pin", action="store_true")
+    ap.add_argument("--recv", choices=["alloc", "prealloc"], default="alloc")
     args = ap.parse_args()
     sizes = [parse_count(x) for x in args.hidden.split(",")]
     world = args.tp * args.pp
@@ -166,8 +171,8 @@ def main():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    print("# torch %s gloo pipeline: TP=%d x PP=%d, %d processes, warm-up %d steps" % (
-        torch.__version__, args.tp, args.pp, world, args.warmup), flush=True)
+    print("# torch %s gloo pipeline: TP=%d x PP=%d, %d processes, warm-up %d steps, recv %s" % (
+        torch.__version__, args.tp, args.pp, world, args.warmup, args.recv), flush=True)
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     procs = [ctx.Process(target=worker, args=(r, args, port, sizes, queue)) for r in range(world)]
@@ -189,9 +194,9 @@ def main():
         for name in rows[0][2]:
             vals = sorted(v for r in rows for v in r[2][name])
             if vals:
-                print("OP hidden=%d name=%s p50_us=%.1f p99_us=%.1f" % (
-                    hidden, name.replace(" ", "_"), percentile(vals, 50) * 1e6, percentile(vals, 99) * 1e6),
-                      flush=True)
+                print("OP hidden=%d name=%s p50_us=%.1f p99_us=%.1f p999_us=%.1f mean_us=%.1f" % (
+                    hidden, name.replace(" ", "_"), percentile(vals, 50) * 1e6, percentile(vals, 99) * 1e6,
+                    percentile(vals, 99.9) * 1e6, sum(vals) / len(vals) * 1e6), flush=True)
     return 0 if ok else 1
 
 

@@ -184,16 +184,20 @@ public final class DistributedConfig {
     }
 
     /**
-     * Reads {@link System#getenv()} once, and logs (INFO) one line saying which launcher was found and from
-     * which variables each value came.
+     * Reads {@link System#getenv()} once, and logs one line saying which launcher was found and from which
+     * variables each value came: at INFO on rank 0, at DEBUG on the others (a job of a thousand ranks prints it
+     * once), at WARN on every rank when the process looks misplaced (a Slurm job's batch script outside a step).
      */
     public static DistributedConfig fromEnvironment() {
         DistributedConfig c = fromEnvironment(System.getenv());
         LaunchInfo l = c.launch;
+        org.slf4j.Logger log = LoggerFactory.getLogger(DistributedConfig.class);
         if (l.launcher().equals("none") && l.context() != null) {
-            LoggerFactory.getLogger(DistributedConfig.class).warn("jcomm launcher: {}", l.describe());
+            log.warn("jcomm launcher: {}", l.describe());
+        } else if (c.rank == 0) {
+            log.info("jcomm launcher: {}", l.describe());
         } else {
-            LoggerFactory.getLogger(DistributedConfig.class).info("jcomm launcher: {}", l.describe());
+            log.debug("jcomm launcher: {}", l.describe());
         }
         return c;
     }

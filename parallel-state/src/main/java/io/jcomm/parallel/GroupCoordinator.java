@@ -14,6 +14,7 @@ import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
 import io.jcomm.api.device.DeviceCommunicator;
 import io.jcomm.api.internal.jfr.OperationEvents;
+import io.jcomm.api.internal.mem.ReceivePool;
 import io.jcomm.api.internal.recorder.FlightRecorder;
 import io.jcomm.api.ray.TensorAllocator;
 import io.jcomm.api.work.CompletableWork;
@@ -377,9 +378,14 @@ public final class GroupCoordinator implements AutoCloseable {
     }
 
     /** Allocates a tensor like vLLM's {@code torch.empty(shape, dtype, device)}. */
+    /**
+     * A tensor the operation fills completely and hands to the caller (a receive's destination, a gathered
+     * output). Host tensors come from the receive pool: recycled once the caller no longer reaches them, and
+     * bounded ({@link ReceivePool}), so that a loop of plain receives keeps its memory flat.
+     */
     private Tensor allocate(String op, String deviceType, DType dtype, long[] shape) {
         if (deviceType.equals("cpu")) {
-            return Tensor.allocate(dtype, shape);
+            return ReceivePool.shared().allocate(dtype, shape);
         }
         if (!deviceType.equals(device.type())) {
             throw new ProtocolException(ctx(op), "cannot place a " + deviceType + " tensor: this rank's device is " + device);

@@ -99,6 +99,13 @@ final class CommRunJob {
         return out;
     }
 
+    /** The lines rank {@code rank}'s program printed itself: {@link #lines} without the SDK's log lines. */
+    List<String> programLines(int rank) {
+        List<String> out = new ArrayList<>(lines(rank));
+        out.removeIf(l -> l.matches("\\[[^\\]]*\\] (TRACE|DEBUG|INFO|WARN|ERROR) io\\.jcomm\\..*"));
+        return out;
+    }
+
     void assertSucceeded() {
         assertEquals(0, exitCode, "commrun failed:\n" + err);
     }

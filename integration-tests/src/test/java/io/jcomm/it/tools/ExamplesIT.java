@@ -63,9 +63,12 @@ class ExamplesIT {
         job.assertSucceeded();
         // vLLM's layout for TP=2 x PP=2: stage 1 is ranks 2 and 3; each got stage 0's reduced tensor
         for (int r = 2; r < 4; r++) {
-            assertEquals(List.of("stage 1 rank " + r + " got r-7 [3.0, 20.0]"), job.lines(r));
+            assertEquals(List.of("stage 1 rank " + r + " got r-7 [3.0, 20.0]"), job.programLines(r));
         }
-        assertTrue(job.lines(0).isEmpty() && job.lines(1).isEmpty(), job.out);
+        assertTrue(job.programLines(0).isEmpty() && job.programLines(1).isEmpty(), job.out);
+        // rank 0 says which launcher it found (the others say it at DEBUG)
+        assertTrue(job.lines(0).stream().anyMatch(l -> l.contains("INFO io.jcomm.api.DistributedConfig - jcomm launcher: "
+                + "torchrun: rank 0 of 4 (RANK, WORLD_SIZE)")), job.lines(0).toString());
         job.assertNothingLeftBehind();
     }
 

@@ -11,25 +11,25 @@ import org.junit.jupiter.api.Timeout;
 import picocli.CommandLine;
 
 /**
- * A guard, not a benchmark: two worker JVMs stream 1 MiB activations from stage 0 to stage 1 for a few
- * seconds ({@code commbench pipeline --tp 1 --pp 2 --hidden 256K}: tensor-dict hand-off received into the
- * previous step's tensors). Fails when the rate falls below a floor far under what this path does (about
- * 9,000 steps/s on the 2-core development machine; torch gloo does about 1,000) or when a rank's direct
- * (off-heap) memory grows with the steps (a per-step allocation of 1 MiB would grow it by gigabytes) or
- * its resident memory by more than the heap's first use (~100 MB).
+ * A guard, not a benchmark: two worker JVMs stream 1 MiB activations from stage 0 to stage 1 for 30,000 steps
+ * with the code of the README ({@code commbench pipeline --tp 1 --pp 2 --hidden 256K --recv plain}: the stage
+ * receives with the plain {@code pp.recvTensorDict()} and keeps nothing). Fails when a rank's resident memory
+ * grows by more than 256 MB during the steps (before the receive pool, a fresh direct buffer per step grew it
+ * by gigabytes), or when the rate falls below a floor far under what this path does (about 2,000 to 5,000 steps/s on
+ * the 2-core development machine once warm; torch gloo does about 800).
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
 class PipelineThroughputIT {
 
     private static final double FLOOR_STEPS_PER_SECOND = 1000;
-    private static final long MAX_DIRECT_GROWTH = 16L << 20;
-    private static final long MAX_RSS_GROWTH = 512L << 20;
+    private static final long MAX_DIRECT_GROWTH = 256L << 20;
+    private static final long MAX_RSS_GROWTH = 256L << 20;
 
     @Test
-    void aPipelineOfOneMebibyteActivationsStreamsAboveTheFloorWithFlatMemory() throws Exception {
+    void thePlainReceiveOfOneMebibyteActivationsStreamsWithFlatMemory() throws Exception {
         PipelineBenchCommand cmd = new PipelineBenchCommand();
         new CommandLine(cmd).parseArgs("--tp", "1", "--pp", "2", "--hidden", "256K", "--warmup", "500", "--steps",
-                "30000");
+                "30000", "--recv", "plain");
         List<PipelineBenchCommand.Row> rows = cmd.measureJcomm();
         assertEquals(1, rows.size(), rows.toString());
         PipelineBenchCommand.Row r = rows.get(0);

@@ -1,11 +1,9 @@
 package io.jcomm.api.internal.shm;
 
 import io.jcomm.api.internal.Entropy;
+import io.jcomm.api.internal.mem.DirectBuffers;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.lang.invoke.MethodHandle;
-import java.lang.invoke.MethodHandles;
-import java.lang.invoke.MethodType;
 import java.lang.reflect.Field;
 import java.nio.ByteBuffer;
 import java.nio.MappedByteBuffer;
@@ -76,15 +74,6 @@ public final class ShmFiles {
             PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------"));
     private static final FileAttribute<?> DIR_OWNER_ONLY =
             PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------"));
-
-    /**
-     * {@code Unsafe.invokeCleaner}, looked up at the first {@link #unmap} (a group's close), not when a
-     * process makes its first shared-memory file: binding it spins a method-handle class at run time,
-     * a cost of every rank's start.
-     */
-    private static final class Cleaner {
-        static final MethodHandle INVOKE = findCleaner();
-    }
 
     private ShmFiles() {
     }
@@ -430,31 +419,10 @@ public final class ShmFiles {
     // ------------------------------------------------------------------ release
 
     /**
-     * Releases a mapping at once ({@code sun.misc.Unsafe.invokeCleaner}, from the exported
-     * {@code jdk.unsupported} module); without it the mapping goes when the buffer is collected. The
-     * caller guarantees that no thread touches the buffer afterwards.
+     * Releases a mapping at once ({@link DirectBuffers#free}); without it the mapping goes when the buffer is
+     * collected. The caller guarantees that no thread touches the buffer afterwards.
      */
     public static void unmap(MappedByteBuffer m) {
-        if (m == null || Cleaner.INVOKE == null) {
-            return;
-        }
-        try {
-            Cleaner.INVOKE.invokeExact((ByteBuffer) m);
-        } catch (Throwable t) { // best effort: the GC releases the mapping otherwise
-            // ignored
-        }
-    }
-
-    private static MethodHandle findCleaner() {
-        try {
-            Class<?> c = Class.forName("sun.misc.Unsafe");
-            Field f = c.getDeclaredField("theUnsafe");
-            f.setAccessible(true);
-            Object unsafe = f.get(null);
-            return MethodHandles.lookup().findVirtual(c, "invokeCleaner", MethodType.methodType(void.class, ByteBuffer.class))
-                    .bindTo(unsafe);
-        } catch (ReflectiveOperationException | RuntimeException e) {
-            return null;
-        }
+        DirectBuffers.free(m);
     }
 }

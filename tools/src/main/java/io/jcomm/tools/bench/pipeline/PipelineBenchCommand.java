@@ -25,10 +25,16 @@ import picocli.CommandLine.Option;
  * small metadata dict to its TP group ({@code broadcastTensorDict}), every stage all-reduces its
  * activation over TP, stage k sends {@code {step, activation}} to stage k+1 ({@code sendTensorDict}
  * with the TP group, so each TP rank sends its slice and the next stage all-gathers them), which
- * receives it ({@code recvTensorDict}); two values of every received activation are checked. Prints
- * steps/s (the slowest rank's), per-operation p50/p99 over all ranks and the largest growth of a rank's
- * resident memory and of its direct buffer memory during the timed steps; with {@code --torch}, the same job in torch 1.13 gloo
- * ({@code scripts/torch_pipeline_bench.py}) right after, and both side by side.
+ * receives it ({@code recvTensorDict}); two values of every received activation are checked.
+ *
+ * <p>Two ways to receive, both run by default ({@code --recv both}): {@code plain}, the code of the README
+ * ({@code pp.recvTensorDict()}: new tensors each step, recycled by the SDK's receive pool), and {@code reuse}
+ * (the previous step's dict handed back to be received into: the best case). Each warms up until its step
+ * rate settles ({@code --warmup auto}), then prints steps/s (the slowest rank's: the throughput), the whole
+ * step's mean, p50, p99 and p99.9 over all ranks, the mean over the p50, and the largest growth of a rank's
+ * resident and direct memory during the timed steps; then each operation's p50/p99. With {@code --torch},
+ * the same job in torch 1.13 gloo ({@code scripts/torch_pipeline_bench.py}) right after, receiving as vLLM
+ * does ({@code torch.empty} each step) and into a preallocated tensor, and all four side by side.
  */
 @Command(name = "pipeline", mixinStandardHelpOptions = true,
         description = "Streams activations through a TP x PP pipeline of worker JVMs (tensor dicts, TP all-reduce, "
@@ -47,15 +53,17 @@ public final class PipelineBenchCommand implements Callable<Integer> {
     String hidden;
 
     @Option(names = "--steps", defaultValue = "0",
-            description = "timed steps per size (default: by size, 300 to 3,000, about 2 GiB of activations)")
+            description = "timed steps per size (default: by size, 1,000 to 30,000, about 2 GiB of activations)")
     int steps;
 
-    @Option(names = "--warmup", defaultValue = "200", description = "untimed steps per size first (default ${DEFAULT-VALUE})")
-    int warmup;
+    @Option(names = "--warmup", defaultValue = "auto", description = "untimed steps per size first, or auto: rounds "
+            + "until the step rate settles within 5 %% (the compilers done; 3 to 60 s) (default ${DEFAULT-VALUE}); "
+            + "torch runs 200")
+    String warmup;
 
-    @Option(names = "--recv", defaultValue = "reuse", description = "alloc: recvTensorDict returns new tensors each "
-            + "step (what vLLM does); reuse: the previous step's dict is passed back to be received into "
-            + "(default ${DEFAULT-VALUE})")
+    @Option(names = "--recv", defaultValue = "both", description = "plain: pp.recvTensorDict() as the README shows "
+            + "(new tensors each step, from the SDK's receive pool); reuse: the previous step's dict handed back to be "
+            + "received into; both (default ${DEFAULT-VALUE})")
     String recv;
 
     @Option(names = "--backend", defaultValue = "tcp", description = "CPU backend: tcp or gloo (default ${DEFAULT-VALUE})")
@@ -97,11 +105,19 @@ public final class PipelineBenchCommand implements Callable<Integer> {
      *                  not measured); the heap's first use counts too
      * @param directGrowth the largest growth of a rank's direct (off-heap) buffer memory during them, bytes
      *                  ({@code Long.MIN_VALUE}: not measured)
-     * @param ops       per operation: p50 and p99 in µs over all ranks
+     * @param warmupSteps untimed steps run first
+     * @param ops       per operation: p50, p99, p99.9 and mean in µs over all ranks (p99.9 and mean NaN when not
+     *                  measured)
      */
-    public record Row(int hidden, int steps, double seconds, long rssGrowth, long directGrowth, Map<String, double[]> ops) {
+    public record Row(int hidden, int steps, double seconds, long rssGrowth, long directGrowth, int warmupSteps,
+                      Map<String, double[]> ops) {
         public double stepsPerSecond() {
             return steps / seconds;
+        }
+
+        /** The whole step's {p50, p99, p99.9, mean} in µs, or null. */
+        public double[] step() {
+            return ops.get("whole step");
         }
 
         /** MB/s moved from one stage to the next (one activation per step). */
@@ -123,10 +139,31 @@ public final class PipelineBenchCommand implements Callable<Integer> {
         return sizes;
     }
 
-    /** Runs the jcomm side only, with the options as parsed, and returns its rows (for tests). */
+    /** The receive modes of {@code --recv}. */
+    private List<String> modes() {
+        return switch (recv) {
+            case "both" -> List.of("plain", "reuse");
+            case "plain", "alloc" -> List.of("plain");
+            case "reuse" -> List.of("reuse");
+            default -> throw new IllegalArgumentException("--recv must be plain, reuse or both, not " + recv);
+        };
+    }
+
+    private int warmupSteps() {
+        if (warmup.equals("auto")) {
+            return -1;
+        }
+        int w = Integer.parseInt(warmup);
+        if (w < 0) {
+            throw new IllegalArgumentException("--warmup must be auto or >= 0");
+        }
+        return w;
+    }
+
+    /** Runs the jcomm side only in the first mode of {@code --recv}, with the options as parsed (for tests). */
     public List<Row> measureJcomm() throws Exception {
         List<Row> rows = new ArrayList<>();
-        if (runJcomm(parseHidden(hidden), rows) != 0) {
+        if (runJcomm(modes().get(0), parseHidden(hidden), rows) != 0) {
             throw new IllegalStateException("commbench pipeline: a worker failed (see its output)");
         }
         return rows;
@@ -135,50 +172,79 @@ public final class PipelineBenchCommand implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         List<Integer> sizes;
+        List<String> modes;
         try {
             sizes = parseHidden(hidden);
+            modes = modes();
+            warmupSteps();
         } catch (RuntimeException e) {
-            System.err.println("commbench pipeline: bad --hidden " + hidden);
+            System.err.println("commbench pipeline: " + e.getMessage());
             return 2;
         }
-        if (tp < 1 || pp < 1 || tp * pp < 2 || sizes.stream().anyMatch(h -> h < 2 || h % tp != 0)
-                || !(recv.equals("alloc") || recv.equals("reuse"))) {
-            System.err.println("commbench pipeline: --tp >= 1, --pp >= 1, at least 2 ranks, every --hidden >= 2 and a multiple of --tp, "
-                    + "--recv alloc|reuse");
+        if (tp < 1 || pp < 1 || tp * pp < 2 || sizes.stream().anyMatch(h -> h < 2 || h % tp != 0)) {
+            System.err.println("commbench pipeline: --tp >= 1, --pp >= 1, at least 2 ranks, every --hidden >= 2 and a "
+                    + "multiple of --tp");
             return 2;
         }
-        out.printf(Locale.ROOT, "# commbench pipeline: TP=%d x PP=%d, %d worker JVMs, backend %s, recv %s, warm-up %d "
-                        + "steps; host: %d CPUs; unpinned%n", tp, pp, tp * pp, backend, recv, warmup,
-                Runtime.getRuntime().availableProcessors());
-        List<Row> jcomm = new ArrayList<>();
-        int exit = runJcomm(sizes, jcomm);
-        print("jcomm", jcomm);
+        out.printf(Locale.ROOT, "# commbench pipeline: TP=%d x PP=%d, %d worker JVMs, backend %s, warm-up %s; host: %d "
+                        + "CPUs, unpinned%n", tp, pp, tp * pp, backend, warmup.equals("auto") ? "until the rate settles"
+                        : warmup + " steps", Runtime.getRuntime().availableProcessors());
+        Map<String, List<Row>> all = new LinkedHashMap<>();
+        int exit = 0;
+        for (String mode : modes) {
+            List<Row> rows = new ArrayList<>();
+            exit = Math.max(exit, runJcomm(mode, sizes, rows));
+            String name = "jcomm " + mode + (mode.equals("plain") ? " (pp.recvTensorDict())" : " (previous dict handed back)");
+            print(name, rows);
+            all.put("jcomm " + mode, rows);
+        }
         if (torch) {
-            List<Row> theirs = new ArrayList<>();
-            exit = Math.max(exit, runTorch(sizes, theirs));
-            print("torch gloo", theirs);
-            sideBySide(jcomm, theirs);
+            for (String mode : List.of("alloc", "prealloc")) {
+                List<Row> rows = new ArrayList<>();
+                exit = Math.max(exit, runTorch(mode, sizes, rows));
+                print("torch gloo " + mode + (mode.equals("alloc") ? " (torch.empty each step, as vLLM)"
+                        : " (received into a preallocated tensor)"), rows);
+                all.put("torch " + mode, rows);
+            }
+            sideBySide(all);
         }
         return exit;
     }
 
     private void print(String who, List<Row> rows) {
         out.printf(Locale.ROOT, "%n# %s%n", who);
-        out.printf(Locale.ROOT, "%10s %10s %7s %10s %10s %9s %9s", "hidden", "bytes", "steps", "steps/s", "MB/s", "rss+MB",
+        out.printf(Locale.ROOT, "%10s %10s %7s %7s %10s %10s %9s %9s %9s %9s %9s %8s %9s%n", "hidden", "bytes", "warmup",
+                "steps", "steps/s", "MB/s", "mean(us)", "p50(us)", "p99(us)", "p99.9(us)", "mean/p50", "rss+MB",
                 "direct+MB");
+        for (Row r : rows) {
+            double[] st = r.step();
+            out.printf(Locale.ROOT, "%10d %10d %7s %7d %10.0f %10.0f %9s %9s %9s %9s %9s %8s %9s%n", r.hidden(),
+                    4L * r.hidden(), r.warmupSteps() < 0 ? "-" : Integer.toString(r.warmupSteps()), r.steps(),
+                    r.stepsPerSecond(), r.handOffMBps(), cell(st, 3), cell(st, 0), cell(st, 1), cell(st, 2),
+                    st == null || Double.isNaN(st[3]) ? "-" : String.format(Locale.ROOT, "%.2f", st[3] / st[0]),
+                    megabytes(r.rssGrowth()), megabytes(r.directGrowth()));
+        }
+        out.printf(Locale.ROOT, "  %10s", "p50/p99(us)");
         for (String op : PipelineBenchWorker.OPS) {
-            out.printf(Locale.ROOT, " %22s", abbreviate(op) + " p50/p99");
+            if (!op.equals("whole step")) {
+                out.printf(Locale.ROOT, " %16s", abbreviate(op));
+            }
         }
         out.println();
         for (Row r : rows) {
-            out.printf(Locale.ROOT, "%10d %10d %7d %10.0f %10.0f %9s %9s", r.hidden(), 4L * r.hidden(), r.steps(),
-                    r.stepsPerSecond(), r.handOffMBps(), megabytes(r.rssGrowth()), megabytes(r.directGrowth()));
+            out.printf(Locale.ROOT, "  %10d", r.hidden());
             for (String op : PipelineBenchWorker.OPS) {
-                double[] v = r.ops().get(op);
-                out.printf(Locale.ROOT, " %22s", v == null ? "-" : String.format(Locale.ROOT, "%.1f/%.1f", v[0], v[1]));
+                if (!op.equals("whole step")) {
+                    double[] v = r.ops().get(op);
+                    out.printf(Locale.ROOT, " %16s", v == null ? "-" : String.format(Locale.ROOT, "%.1f/%.1f", v[0], v[1]));
+                }
             }
             out.println();
         }
+    }
+
+    private static String cell(double[] v, int i) {
+        return v == null || Double.isNaN(v[i]) ? "-" : String.format(Locale.ROOT, "%.1f", v[i]);
     }
 
     private static String megabytes(long bytes) {
@@ -195,18 +261,37 @@ public final class PipelineBenchCommand implements Callable<Integer> {
         };
     }
 
-    private void sideBySide(List<Row> jcomm, List<Row> torchRows) {
+    /** steps/s of every run, and jcomm's over torch's receiving into a preallocated tensor. */
+    private void sideBySide(Map<String, List<Row>> all) {
         out.printf(Locale.ROOT, "%n# side by side: steps/s, TP=%d x PP=%d%n", tp, pp);
-        out.printf(Locale.ROOT, "%10s %10s %12s %12s %8s%n", "hidden", "bytes", "jcomm", "torch gloo", "ratio");
-        for (Row j : jcomm) {
-            Row t = torchRows.stream().filter(r -> r.hidden() == j.hidden()).findFirst().orElse(null);
-            out.printf(Locale.ROOT, "%10d %10d %12.0f %12s %8s%n", j.hidden(), 4L * j.hidden(), j.stepsPerSecond(),
-                    t == null ? "-" : String.format(Locale.ROOT, "%.0f", t.stepsPerSecond()),
-                    t == null ? "-" : String.format(Locale.ROOT, "%.2fx", j.stepsPerSecond() / t.stepsPerSecond()));
+        out.printf(Locale.ROOT, "%10s %10s", "hidden", "bytes");
+        all.keySet().forEach(k -> out.printf(Locale.ROOT, " %15s", k));
+        List<String> jcommModes = all.keySet().stream().filter(k -> k.startsWith("jcomm")).toList();
+        jcommModes.forEach(k -> out.printf(Locale.ROOT, " %22s", k.substring(6) + " / torch prealloc"));
+        out.println();
+        List<Row> reference = all.getOrDefault("torch prealloc", List.of());
+        for (Row first : all.values().iterator().next()) {
+            int h = first.hidden();
+            out.printf(Locale.ROOT, "%10d %10d", h, 4L * h);
+            for (List<Row> rows : all.values()) {
+                Row r = find(rows, h);
+                out.printf(Locale.ROOT, " %15s", r == null ? "-" : String.format(Locale.ROOT, "%.0f", r.stepsPerSecond()));
+            }
+            Row ref = find(reference, h);
+            for (String k : jcommModes) {
+                Row r = find(all.get(k), h);
+                out.printf(Locale.ROOT, " %22s", r == null || ref == null ? "-"
+                        : String.format(Locale.ROOT, "%.2fx", r.stepsPerSecond() / ref.stepsPerSecond()));
+            }
+            out.println();
         }
     }
 
-    private int runJcomm(List<Integer> sizes, List<Row> rows) throws Exception {
+    private static Row find(List<Row> rows, int hidden) {
+        return rows == null ? null : rows.stream().filter(r -> r.hidden() == hidden).findFirst().orElse(null);
+    }
+
+    private int runJcomm(String mode, List<Integer> sizes, List<Row> rows) throws Exception {
         StringBuilder sizeArg = new StringBuilder();
         sizes.forEach(h -> sizeArg.append(sizeArg.length() > 0 ? "," : "").append(h));
         TcpStoreServer server = TcpStoreServer.start(TcpStoreServerConfig.builder().port(0).logConnections(false).build());
@@ -216,8 +301,8 @@ public final class PipelineBenchCommand implements Callable<Integer> {
         List<String> flags = new ArrayList<>(List.of("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"));
         flags.addAll(jvmArgs);
         List<String> cmd = WorkerJvms.javaCommand(flags, PipelineBenchWorker.class);
-        cmd.addAll(List.of(Integer.toString(tp), Integer.toString(pp), Integer.toString(warmup), Integer.toString(steps), recv,
-                sizeArg.toString()));
+        cmd.addAll(List.of(Integer.toString(tp), Integer.toString(pp), Integer.toString(warmupSteps()),
+                Integer.toString(steps), mode, sizeArg.toString()));
         cmd.addAll(options);
         Map<String, String> env = new java.util.HashMap<>();
         env.put("JCOMM_CPU_BACKEND", backend);
@@ -241,19 +326,20 @@ public final class PipelineBenchCommand implements Callable<Integer> {
             int h = Integer.parseInt(f[1]);
             synchronized (byHidden) {
                 byHidden.put(h, new Row(h, Integer.parseInt(f[2]), Long.parseLong(f[3]) / 1e9, Long.parseLong(f[4]),
-                        Long.parseLong(f[6]), new LinkedHashMap<>()));
+                        Long.parseLong(f[6]), Integer.parseInt(f[7]), new LinkedHashMap<>()));
             }
         } else if (line.startsWith("@@op ")) {
             synchronized (byHidden) {
                 Row r = byHidden.get(Integer.parseInt(f[1]));
-                r.ops().put(f[2].replace('_', ' '), new double[] {Long.parseLong(f[3]) / 1e3, Long.parseLong(f[4]) / 1e3});
+                r.ops().put(f[2].replace('_', ' '), new double[] {Long.parseLong(f[3]) / 1e3, Long.parseLong(f[4]) / 1e3,
+                        Long.parseLong(f[6]) / 1e3, Long.parseLong(f[7]) / 1e3});
             }
         } else {
             System.err.println("[rank " + rank + "] " + line);
         }
     }
 
-    private int runTorch(List<Integer> sizes, List<Row> rows) throws Exception {
+    private int runTorch(String mode, List<Integer> sizes, List<Row> rows) throws Exception {
         Path py = script != null ? script : Path.of("scripts", "torch_pipeline_bench.py");
         if (!Files.isRegularFile(py)) {
             System.err.println("commbench pipeline: " + py + " not found (--script)");
@@ -261,8 +347,10 @@ public final class PipelineBenchCommand implements Callable<Integer> {
         }
         StringBuilder sizeArg = new StringBuilder();
         sizes.forEach(h -> sizeArg.append(sizeArg.length() > 0 ? "," : "").append(h));
+        int torchWarmup = warmupSteps() < 0 ? 200 : warmupSteps();
         List<String> cmd = new ArrayList<>(List.of("/usr/bin/python3", py.toString(), "--tp", Integer.toString(tp),
-                "--pp", Integer.toString(pp), "--hidden", sizeArg.toString(), "--warmup", Integer.toString(warmup)));
+                "--pp", Integer.toString(pp), "--hidden", sizeArg.toString(), "--warmup", Integer.toString(torchWarmup),
+                "--recv", mode));
         if (steps > 0) {
             cmd.addAll(List.of("--steps", Integer.toString(steps)));
         }
@@ -281,11 +369,12 @@ public final class PipelineBenchCommand implements Callable<Integer> {
                 if (line.startsWith("ROW ")) {
                     int h = Integer.parseInt(kv.get("hidden"));
                     byHidden.put(h, new Row(h, Integer.parseInt(kv.get("steps")), Double.parseDouble(kv.get("seconds")),
-                            Long.MIN_VALUE, Long.MIN_VALUE, new LinkedHashMap<>()));
+                            Long.MIN_VALUE, Long.MIN_VALUE, torchWarmup, new LinkedHashMap<>()));
                 } else if (line.startsWith("OP ")) {
                     Row r = byHidden.get(Integer.parseInt(kv.get("hidden")));
                     r.ops().put(kv.get("name").replace('_', ' '), new double[] {Double.parseDouble(kv.get("p50_us")),
-                            Double.parseDouble(kv.get("p99_us"))});
+                            Double.parseDouble(kv.get("p99_us")), Double.parseDouble(kv.getOrDefault("p999_us", "NaN")),
+                            Double.parseDouble(kv.getOrDefault("mean_us", "NaN"))});
                 } else if (!line.startsWith("#")) {
                     System.err.println("[torch] " + line);
                 }

@@ -23,11 +23,14 @@ import org.HdrHistogram.Histogram;
  * One rank of {@link PipelineBenchCommand}: a TP x PP {@link ParallelState} with the SDK's defaults
  * (CPU device communicator), then for each activation size the streaming pipeline step of a
  * pipeline-parallel job ({@link Step}), warm-up steps first, then the timed ones. Rank 0 prints
- * {@code @@row <hidden> <steps> <elapsedNanos> <maxRssGrowthBytes> <checked> <maxDirectGrowthBytes>} and one
- * {@code @@op <hidden> <name> <p50Nanos> <p99Nanos> <count>} per operation (over all ranks).
+ * {@code @@row <hidden> <steps> <elapsedNanos> <maxRssGrowthBytes> <checked> <maxDirectGrowthBytes> <warmupSteps>}
+ * and one {@code @@op <hidden> <name> <p50Nanos> <p99Nanos> <count> <p999Nanos> <meanNanos>} per operation (over
+ * all ranks).
  *
- * <p>Arguments: {@code <tp> <pp> <warmup> <steps (0: by size)> <recv: alloc|reuse> <hidden,...>
- * [cpu option key=value...]}; the rank comes from the torchrun-style environment.
+ * <p>Arguments: {@code <tp> <pp> <warmup (steps, or -1: until the rate settles)> <steps (0: by size)>
+ * <recv: plain|reuse> <hidden,...> [cpu option key=value...]}; the rank comes from the torchrun-style environment.
+ * {@code plain} receives the way the README shows ({@code pp.recvTensorDict()}; with TP, the slices gathered
+ * over the TP group), {@code reuse} hands the previous dict back to be received into.
  */
 public final class PipelineBenchWorker {
 
@@ -38,9 +41,12 @@ public final class PipelineBenchWorker {
     static final List<String> OPS = List.of("tp broadcast metadata", "tp all-reduce", "pp send tensor dict",
             "pp recv tensor dict", "whole step");
 
-    /** Timed steps for an activation of {@code hidden} f32 when none are given: 300 to 3,000, ~2 GiB. */
+    /**
+     * Timed steps for an activation of {@code hidden} f32 when none are given: about 2 GiB of activations, 1,000
+     * to 30,000 steps (enough that a millisecond hiccup moves the mean by less than a few percent).
+     */
     static int autoSteps(int hidden) {
-        return (int) Math.max(300, Math.min(3000, (2L << 30) / (4L * hidden)));
+        return (int) Math.max(1000, Math.min(30_000, (2L << 30) / (4L * hidden)));
     }
 
     public static void main(String[] args) throws Exception {
@@ -50,6 +56,9 @@ public final class PipelineBenchWorker {
         int warmup = Integer.parseInt(args[2]);
         int stepsArg = Integer.parseInt(args[3]);
         boolean reuse = args[4].equals("reuse");
+        if (!reuse && !args[4].equals("plain") && !args[4].equals("alloc")) {
+            throw new IllegalArgumentException("recv must be plain or reuse, not " + args[4]);
+        }
         List<Integer> sizes = new ArrayList<>();
         for (String s : args[5].split(",")) {
             sizes.add(Integer.parseInt(s));
@@ -65,21 +74,56 @@ public final class PipelineBenchWorker {
             for (int hidden : sizes) {
                 int steps = stepsArg > 0 ? stepsArg : autoSteps(hidden);
                 Step step = new Step(ps, hidden, reuse);
-                for (int s = 0; s < warmup; s++) {
+                int warmed = warmup >= 0 ? warmup : settle(ps, step, steps);
+                for (int s = warmed; s < warmup; s++) {
                     step.run(s, false);
                 }
+                warmed = Math.max(warmed, warmup);
                 ps.world().barrier();
                 long rss0 = rssBytes();
                 long direct0 = directBytes();
                 long t0 = System.nanoTime();
-                for (int s = warmup; s < warmup + steps; s++) {
+                for (int s = warmed; s < warmed + steps; s++) {
                     step.run(s, true);
                 }
                 long elapsed = System.nanoTime() - t0;
                 long growth = rssBytes() - rss0;
                 long directGrowth = directBytes() - direct0;
                 ps.world().barrier();
-                report(ps, step, hidden, steps, elapsed, growth, directGrowth);
+                report(ps, step, hidden, steps, elapsed, growth, directGrowth, warmed);
+            }
+        }
+    }
+
+    /**
+     * Warms up until the step rate settles: rounds of {@code max(200, steps / 4)} steps until two rounds in a
+     * row ran within 5 % of the one before (the compilers are done, the pool and the rings are in use), at
+     * least 3 rounds and 3 s, at most 60 s. Every rank takes the slowest rank's round time, so all stop together.
+     *
+     * @return the steps run
+     */
+    static int settle(ParallelState ps, Step step, int steps) {
+        int round = Math.max(200, steps / 4);
+        Tensor t = Tensor.allocate(DType.F64, 1);
+        long start = System.nanoTime();
+        double previous = -1;
+        int calm = 0;
+        int s = 0;
+        for (int r = 0; ; r++) {
+            long t0 = System.nanoTime();
+            for (int i = 0; i < round; i++, s++) {
+                step.run(s, false);
+            }
+            t.setDouble(0, System.nanoTime() - t0);
+            ps.world().allReduce(t, t, io.jcomm.api.ReduceOp.MAX);
+            double took = t.getDouble(0);
+            calm = previous > 0 && Math.abs(took - previous) <= 0.05 * previous ? calm + 1 : 0;
+            previous = took;
+            long spent = System.nanoTime() - start;
+            t.setDouble(0, spent > 60_000_000_000L ? 2 : spent > 3_000_000_000L ? 1 : 0);
+            ps.world().allReduce(t, t, io.jcomm.api.ReduceOp.MIN);
+            if ((r >= 2 && calm >= 2 && t.getDouble(0) >= 1) || t.getDouble(0) >= 2) {
+                return s;
             }
         }
     }
@@ -133,7 +177,8 @@ public final class PipelineBenchWorker {
                 check(s, "metadata positions[0]", ((Tensor) got.get("positions")).getLong(0), s);
             } else {
                 t = System.nanoTime();
-                received = reuse ? pp.recvTensorDict(stage - 1, tp, received) : pp.recvTensorDict(stage - 1, tp);
+                received = reuse ? pp.recvTensorDict(stage - 1, tp, received)
+                        : tpSize == 1 ? pp.recvTensorDict() : pp.recvTensorDict(stage - 1, tp);
                 record(measure, "pp recv tensor dict", t);
                 Tensor h = (Tensor) received.get("hidden");
                 check(s, "received step", ((Number) received.get("step")).longValue(), s);
@@ -201,7 +246,7 @@ public final class PipelineBenchWorker {
     }
 
     private static void report(ParallelState ps, Step step, int hidden, int steps, long elapsed, long growth,
-                               long directGrowth) {
+                               long directGrowth, int warmed) {
         long[] mine = {elapsed, growth, directGrowth, step.checked};
         List<byte[]> all = ps.world().allGatherObject(RankMeasurements.encode(mine, step.histograms.values()),
                 byte[].class);
@@ -226,12 +271,13 @@ public final class PipelineBenchWorker {
             }
         }
         System.out.println("@@row " + hidden + " " + steps + " " + maxElapsed + " " + maxGrowth + " " + checked + " "
-                + maxDirect);
+                + maxDirect + " " + warmed);
         for (int k = 0; k < OPS.size(); k++) {
             Histogram h = merged.get(k);
             if (h.getTotalCount() > 0) {
                 System.out.println("@@op " + hidden + " " + OPS.get(k).replace(' ', '_') + " "
-                        + h.getValueAtPercentile(50) + " " + h.getValueAtPercentile(99) + " " + h.getTotalCount());
+                        + h.getValueAtPercentile(50) + " " + h.getValueAtPercentile(99) + " " + h.getTotalCount() + " "
+                        + h.getValueAtPercentile(99.9) + " " + (long) h.getMean());
             }
         }
         System.out.flush();
