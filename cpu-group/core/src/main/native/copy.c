@@ -10,9 +10,15 @@
  * The Java side checks every bound before it calls: both buffers are direct, and the ranges lie
  * within them.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <jni.h>
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 #include "io_jcomm_cpu_internal_NativeCopy.h"
 
 /* The same source compiles as C and as C++ (build.sh falls back to g++). */
@@ -47,4 +53,37 @@ JNIEXPORT jboolean JNICALL Java_io_jcomm_cpu_internal_NativeCopy_copy0(JNIEnv *e
     }
     copy_bytes(d + dstOff, s + srcOff, (size_t) n);
     return JNI_TRUE;
+}
+
+/*
+ * Reads n bytes at `remote` in process `pid` into dst at dstOff with one kernel copy (cross-memory attach,
+ * process_vm_readv): how the tcp backend's large all-to-all on one host moves a peer's part straight from
+ * the peer's input into this rank's output, instead of through a ring (a copy in and a copy out). Returns
+ * the bytes read (n), or -errno (EPERM where ptrace is restricted, ENOSYS where the kernel or a seccomp
+ * filter lacks the call): the caller then takes the rings.
+ */
+JNIEXPORT jlong JNICALL Java_io_jcomm_cpu_internal_NativeCopy_readPeer0(JNIEnv *env, jclass cls, jint pid, jlong remote,
+                                                                         jobject dst, jlong dstOff, jlong n) {
+    (void) cls;
+    char *d = (char *) ADDRESS(env, dst);
+    if (d == NULL || dstOff < 0 || n < 0 || remote == 0) {
+        return -EINVAL;
+    }
+    size_t done = 0;
+    while (done < (size_t) n) {
+        struct iovec local = { d + dstOff + done, (size_t) n - done };
+        struct iovec far = { (void *) (uintptr_t) (remote + (jlong) done), (size_t) n - done };
+        ssize_t k = process_vm_readv((pid_t) pid, &local, 1, &far, 1, 0);
+        if (k < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -errno;
+        }
+        if (k == 0) {
+            return -EFAULT;
+        }
+        done += (size_t) k;
+    }
+    return (jlong) done;
 }

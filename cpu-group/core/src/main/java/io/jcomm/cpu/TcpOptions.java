@@ -67,6 +67,11 @@ import java.util.TreeSet;
  *       memory use the CPU's string copy ({@code libjcommcopy.so}, bundled for linux-x86_64; Java's copy where it
  *       is not loaded); {@code false}: Java's copy always. Java's stores into cache lines that the peer's core
  *       read are several times slower (docs/PERFORMANCE.md)</td><td>true, false</td><td>true</td></tr>
+ *   <tr><td>{@value #SHM_CROSS_MEMORY}</td><td>{@code true}: an all-to-all on one host whose input exceeds the fast
+ *       path's region reads each peer's part straight from the peer's input into its output with one kernel copy
+ *       ({@code process_vm_readv}, through {@code libjcommcopy.so}) instead of through the rings (a copy in and a
+ *       copy out); where the kernel refuses (ptrace restricted, a seccomp filter) every rank of the group falls
+ *       back to the rings for good; {@code false}: always the rings</td><td>true, false</td><td>true</td></tr>
  *   <tr><td>{@value #FRESH_NAMESPACE}</td><td>{@code true}: the caller guarantees that the group's store
  *       namespace is used by this incarnation of the group only (as {@code ParallelState} does), so creation
  *       skips the per-rank incarnation counter: one store round trip fewer</td><td>true, false</td>
@@ -100,6 +105,7 @@ public final class TcpOptions implements BackendOptions {
     public static final String SHM_COLLECTIVE_MIN_BYTES = "tcp.shm.collectiveMinBytes";
     public static final String SHM_FAST_BYTES = "tcp.shm.fastBytes";
     public static final String SHM_NATIVE_COPY = "tcp.shm.nativeCopy";
+    public static final String SHM_CROSS_MEMORY = "tcp.shm.crossMemory";
     public static final String HOST_ID = "tcp.hostId";
     public static final String FRESH_NAMESPACE = "tcp.freshNamespace";
     public static final String CONNECT_AT_CREATION = "tcp.connectAtCreation";
@@ -108,7 +114,7 @@ public final class TcpOptions implements BackendOptions {
     public static final Set<String> KEYS = Set.of(TRANSPORT, SPIN_MICROS, SEGMENT_BYTES, SMALL_BYTES,
             MAX_UNEXPECTED_BYTES, SEND_BUDGET_BYTES, SEND_BUDGET_MESSAGES, SOCKET_BUFFER_BYTES, SHM,
             SHM_THRESHOLD_BYTES, SHM_RING_BYTES, SHM_DIR, SHM_STAGING_BYTES, SHM_COLLECTIVE_MIN_BYTES, SHM_FAST_BYTES,
-            SHM_NATIVE_COPY, HOST_ID, FRESH_NAMESPACE, CONNECT_AT_CREATION);
+            SHM_NATIVE_COPY, SHM_CROSS_MEMORY, HOST_ID, FRESH_NAMESPACE, CONNECT_AT_CREATION);
 
     private static final String BACKEND = "tcp";
     private static final String PREFIX = BACKEND + ".";
@@ -200,6 +206,7 @@ public final class TcpOptions implements BackendOptions {
     private final Integer shmCollectiveMinBytes;
     private final Integer shmFastBytes;
     private final Boolean shmNativeCopy;
+    private final Boolean shmCrossMemory;
     private final String hostId;
     private final Boolean freshNamespace;
     private final Boolean connectAtCreation;
@@ -225,6 +232,7 @@ public final class TcpOptions implements BackendOptions {
         shmCollectiveMinBytes = checkRange(SHM_COLLECTIVE_MIN_BYTES, b.shmCollectiveMinBytes);
         shmFastBytes = checkRange(SHM_FAST_BYTES, b.shmFastBytes);
         shmNativeCopy = b.shmNativeCopy;
+        shmCrossMemory = b.shmCrossMemory;
         hostId = b.hostId;
         freshNamespace = b.freshNamespace;
         connectAtCreation = b.connectAtCreation;
@@ -246,6 +254,7 @@ public final class TcpOptions implements BackendOptions {
         put(m, SHM_COLLECTIVE_MIN_BYTES, shmCollectiveMinBytes);
         put(m, SHM_FAST_BYTES, shmFastBytes);
         put(m, SHM_NATIVE_COPY, shmNativeCopy);
+        put(m, SHM_CROSS_MEMORY, shmCrossMemory);
         put(m, HOST_ID, hostId);
         put(m, FRESH_NAMESPACE, freshNamespace);
         put(m, CONNECT_AT_CREATION, connectAtCreation);
@@ -291,6 +300,7 @@ public final class TcpOptions implements BackendOptions {
                 case SHM_COLLECTIVE_MIN_BYTES -> b.shmCollectiveMinBytes(parseInt(key, v));
                 case SHM_FAST_BYTES -> b.shmFastBytes(parseInt(key, v));
                 case SHM_NATIVE_COPY -> b.shmNativeCopy(parseBoolean(key, v));
+                case SHM_CROSS_MEMORY -> b.shmCrossMemory(parseBoolean(key, v));
                 case HOST_ID -> b.hostId(v);
                 case FRESH_NAMESPACE -> b.freshNamespace(parseBoolean(key, v));
                 case CONNECT_AT_CREATION -> b.connectAtCreation(parseBoolean(key, v));
@@ -332,6 +342,7 @@ public final class TcpOptions implements BackendOptions {
         b.shmCollectiveMinBytes = shmCollectiveMinBytes;
         b.shmFastBytes = shmFastBytes;
         b.shmNativeCopy = shmNativeCopy;
+        b.shmCrossMemory = shmCrossMemory;
         b.hostId = hostId;
         b.freshNamespace = freshNamespace;
         b.connectAtCreation = connectAtCreation;
@@ -416,6 +427,11 @@ public final class TcpOptions implements BackendOptions {
     /** {@value #SHM_NATIVE_COPY}. */
     public boolean shmNativeCopy() {
         return shmNativeCopy == null || shmNativeCopy;
+    }
+
+    /** {@value #SHM_CROSS_MEMORY}. */
+    public boolean shmCrossMemory() {
+        return shmCrossMemory == null || shmCrossMemory;
     }
 
     /** {@value #HOST_ID}; empty: the backend uses {@link io.jcomm.api.HostIdentity#local()}. */
@@ -535,6 +551,7 @@ public final class TcpOptions implements BackendOptions {
         private Integer shmCollectiveMinBytes;
         private Integer shmFastBytes;
         private Boolean shmNativeCopy;
+        private Boolean shmCrossMemory;
         private String hostId;
         private Boolean freshNamespace;
         private Boolean connectAtCreation;
@@ -574,6 +591,8 @@ public final class TcpOptions implements BackendOptions {
         public Builder shmFastBytes(int v) { this.shmFastBytes = v; return this; }
         /** {@value TcpOptions#SHM_NATIVE_COPY}. */
         public Builder shmNativeCopy(boolean v) { this.shmNativeCopy = v; return this; }
+        /** {@value TcpOptions#SHM_CROSS_MEMORY}. */
+        public Builder shmCrossMemory(boolean v) { this.shmCrossMemory = v; return this; }
         /** {@value TcpOptions#HOST_ID}; {@code null}: unset. */
         public Builder hostId(String v) { this.hostId = v; return this; }
         /** {@value TcpOptions#FRESH_NAMESPACE}. */

@@ -87,7 +87,27 @@ public final class NativeCopy {
         return dst;
     }
 
+    /**
+     * Reads {@code n} bytes at address {@code remote} of process {@code pid} into {@code dst} at its position
+     * (not moved) with one kernel copy ({@code process_vm_readv}). The caller vouches for {@code remote}: an
+     * address a member of its group published for this read (a wrong one fails with EFAULT, it cannot write
+     * outside {@code dst}).
+     *
+     * @return 0 when all bytes were read, else the (positive) errno: EPERM where ptrace is restricted (Yama,
+     *         a container's seccomp filter), ENOSYS without the call, EFAULT for an address not mapped there,
+     *         and -1 when the library is not loaded or the range does not fit {@code dst}
+     */
+    public static int readPeer(int pid, long remote, ByteBuffer dst, long n) {
+        if (!Lib.LOADED || !dst.isDirect() || dst.isReadOnly() || n < 0 || n > dst.remaining()) {
+            return -1;
+        }
+        long r = readPeer0(pid, remote, dst, dst.position(), n);
+        return r == n ? 0 : r < 0 ? (int) -r : -1;
+    }
+
     private static native int probe0();
+
+    private static native long readPeer0(int pid, long remote, ByteBuffer dst, long dstOff, long n);
 
     private static native boolean copy0(ByteBuffer dst, long dstOff, ByteBuffer src, long srcOff, long n);
 }

@@ -21,7 +21,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Region layout: {@code [0] magic, [8] piece bytes, [64] input piece number, [128] result piece
  * number, [192] and [256] the descriptors of the two slots (piece number, collective number, count,
- * op code, offset), [4096..] two slots, each an input area and a result area of piece bytes}. Piece k
+ * op code, offset, length, and for a cross-memory read the input's address and the process id), [320] the
+ * last piece whose cross-memory reads failed on this rank, [4096..] two slots, each an input area and a
+ * result area of piece bytes}. Piece k
  * uses slot k mod 2. A rank writes its descriptor and data, then the piece number with release
  * semantics; peers read the piece number with acquire semantics before they read anything else. A
  * rank publishes piece k+1 only after it finished reading everyone's piece k, and it writes slot
@@ -53,6 +55,11 @@ final class ShmStaging {
     private static final int D_OFFSET = 32;
     /** Length of an object payload (object collectives: not compared, each rank's own). */
     private static final int D_LENGTH = 40;
+    /** Where this rank's input is in its own process, for peers' cross-memory reads (0: not offered). */
+    private static final int D_ADDRESS = 48;
+    private static final int D_PID = 56;
+    /** The last piece whose cross-memory reads failed on this rank (written before its result is published). */
+    private static final int CROSS_FAILED = 320;
 
     private static int desc(long piece) {
         return D_BASE + 64 * (int) (piece & 1);
@@ -248,8 +255,18 @@ final class ShmStaging {
 
     /** {@link #publishInput(long, long, long, long, long)} with the length of this rank's object payload. */
     void publishInput(long piece, long seq, long count, long code, long offset, long length) {
+        publishInput(piece, seq, count, code, offset, length, 0, 0);
+    }
+
+    /**
+     * {@link #publishInput(long, long, long, long, long, long)} offering this rank's input for peers to read
+     * from its process: {@code address} in process {@code pid} (0 and 0: not offered).
+     */
+    void publishInput(long piece, long seq, long count, long code, long offset, long length, long address, long pid) {
         MappedByteBuffer m = regions[rank];
         int d = desc(piece);
+        m.putLong(d + D_ADDRESS, address);
+        m.putLong(d + D_PID, pid);
         m.putLong(d + D_LENGTH, length);
         m.putLong(d + D_PIECE, piece);
         m.putLong(d + D_SEQ, seq);
@@ -259,8 +276,31 @@ final class ShmStaging {
         LONGS.setRelease(m, INPUT_SEQ, piece);
     }
 
+    /** The input address {@code r} offered with piece {@code piece} (0: none), read after its piece number was seen. */
+    long address(int r, long piece) {
+        return regions[r].getLong(desc(piece) + D_ADDRESS);
+    }
+
+    /** The process id {@code r} offered with piece {@code piece}. */
+    long pid(int r, long piece) {
+        return regions[r].getLong(desc(piece) + D_PID);
+    }
+
     void publishResult(long piece) {
         LONGS.setRelease(regions[rank], RESULT_SEQ, piece);
+    }
+
+    /** Publishes the result of piece {@code piece}, saying whether this rank's cross-memory reads of it failed. */
+    void publishResult(long piece, boolean crossFailed) {
+        if (crossFailed) {
+            regions[rank].putLong(CROSS_FAILED, piece);
+        }
+        publishResult(piece);
+    }
+
+    /** Whether {@code r}'s cross-memory reads of piece {@code piece} failed (read after its result was seen). */
+    boolean crossFailed(int r, long piece) {
+        return regions[r].getLong(CROSS_FAILED) == piece;
     }
 
     /** The object length {@code r} published with piece {@code piece} (read after its piece number was seen). */

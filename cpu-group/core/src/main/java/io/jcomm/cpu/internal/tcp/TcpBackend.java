@@ -1135,8 +1135,12 @@ final class TcpBackend implements CpuBackend {
      * its part out of every peer's region. All-to-all's equal parts are checked by the descriptors' count
      * (the input's length, equal on every rank); all-to-all-v's by the count each peer sends this rank
      * against the count it expects (a mismatch names the peer and aborts the group, as over the links).
-     * False when some rank's input (and counts) do not fit its region: every rank sees every length, so
-     * all then exchange over the links.
+     *
+     * <p>When some rank's input does not fit its region, every rank has also offered its input's address in
+     * its process ({@value io.jcomm.cpu.TcpOptions#SHM_CROSS_MEMORY}, the native library loaded): then each
+     * reads its part of every peer's input straight into its output ({@link #exchangeCross}). False when the
+     * inputs do not fit and some rank made no offer, or a cross-memory read failed somewhere: every rank sees
+     * every length, offer and failure, so all then exchange over the links.
      */
     private boolean exchangeFast(String name, int code, ShmStaging f, Tensor output, Tensor input, long[] outCounts,
                                  long[] inCounts, Deadline deadline) {
@@ -1158,19 +1162,29 @@ final class TcpBackend implements CpuBackend {
             long fcode = sharedCode(op, t, null);
             long piece = f.nextPiece();
             e.shm.gateStaging(f, op, piece);
-            if (need <= f.pieceBytes()) {
+            boolean fits = need <= f.pieceBytes();
+            boolean offer = !crossMemoryOff && cfg.shmCrossMemory && header <= f.pieceBytes() && dataBytes > 0
+                    && NativeCopy.availability().available();
+            if (fits || offer) {
                 ByteBuffer slot = f.input(rank, piece);
                 for (int q = 0; v && q < size; q++) {
                     slot.putLong(8 * q, inCounts[q]);
                 }
-                copy(slice(slot, header, dataBytes), slice(input.buffer(), 0, dataBytes));
-            }
-            f.publishInput(piece, op.seq, countField, fcode, 0, need);
-            e.shm.awaitStaging(f, op, ShmStaging.INPUT_SEQ, piece, fcode, countField, 0);
-            for (int q = 0; q < size; q++) {
-                if ((q == rank ? need : f.length(q, piece)) > f.pieceBytes()) {
-                    return false;
+                if (fits) {
+                    copy(slice(slot, header, dataBytes), slice(input.buffer(), 0, dataBytes));
                 }
+            }
+            f.publishInput(piece, op.seq, countField, fcode, 0, need,
+                    offer ? io.jcomm.api.internal.mem.DirectBuffers.address(input.buffer()) : 0, offer ? PID : 0);
+            e.shm.awaitStaging(f, op, ShmStaging.INPUT_SEQ, piece, fcode, countField, 0);
+            boolean allFit = true;
+            boolean allOffered = true;
+            for (int q = 0; q < size; q++) {
+                allFit &= (q == rank ? need : f.length(q, piece)) <= f.pieceBytes();
+                allOffered &= f.address(q, piece) != 0 && f.pid(q, piece) > 0;
+            }
+            if (!allFit) {
+                return allOffered && exchangeCross(name, f, op, piece, output, input, outCounts, inCounts, v, header, es);
             }
             ByteBuffer out = output.buffer();
             long[] outOff = offsets(outCounts);
@@ -1179,16 +1193,8 @@ final class TcpBackend implements CpuBackend {
             for (int i = 1; i < size; i++) {
                 int q = mod(rank + i);
                 ByteBuffer slot = f.input(q, piece);
-                long from = v ? 0 : inOff[rank];
-                for (int j = 0; v && j < rank; j++) {
-                    from += slot.getLong(8 * j);
-                }
-                long n = v ? slot.getLong(8 * rank) : inCounts[rank];
-                if (n != outCounts[q]) {
-                    throw e.fail(new io.jcomm.api.CollectiveMismatchException(e.ctx(), "rank " + q + " sends "
-                            + n + " elements to this rank, which expects " + outCounts[q] + " (" + name + " #" + op.seq
-                            + ")"));
-                }
+                long from = partOffset(slot, v, inOff[rank]);
+                long n = partCount(name, op, slot, v, inCounts[rank], outCounts[q], q);
                 long at = header + from * es;
                 if (from < 0 || n < 0 || at + n * es > Math.min(f.length(q, piece), f.pieceBytes())) {
                     throw e.fail(new io.jcomm.api.ProtocolException(e.ctx(), "rank " + q + "'s counts in shared memory "
@@ -1200,6 +1206,90 @@ final class TcpBackend implements CpuBackend {
         } finally {
             e.exit();
         }
+    }
+
+    /** Where this rank's part starts in peer {@code q}'s input, in elements (all-to-all-v: after the counts in its slot). */
+    private long partOffset(ByteBuffer slot, boolean v, long equalOffset) {
+        if (!v) {
+            return equalOffset;
+        }
+        long from = 0;
+        for (int j = 0; j < rank; j++) {
+            from += slot.getLong(8 * j);
+        }
+        return from;
+    }
+
+    /** The count peer {@code q} sends this rank, checked against the count this rank expects from it. */
+    private long partCount(String name, Op op, ByteBuffer slot, boolean v, long equalCount, long expected, int q) {
+        long n = v ? slot.getLong(8 * rank) : equalCount;
+        if (n != expected) {
+            throw e.fail(new io.jcomm.api.CollectiveMismatchException(e.ctx(), "rank " + q + " sends " + n
+                    + " elements to this rank, which expects " + expected + " (" + name + " #" + op.seq + ")"));
+        }
+        return n;
+    }
+
+    /**
+     * The exchange of inputs too large for the regions, every rank having offered its input's address: each
+     * copies its own part, reads its part of every peer's input from the peer's process straight into its
+     * output (one kernel copy, where the rings take a copy in and a copy out), and publishes its result with
+     * whether a read failed; it returns only once every rank did, so that no input changes while a peer may
+     * still read it. A failed read anywhere (ptrace restricted, a seccomp filter, a peer that died) turns the
+     * cross-memory path off for the group on every rank, and the exchange goes over the links (false).
+     */
+    private boolean exchangeCross(String name, ShmStaging f, Op op, long piece, Tensor output, Tensor input,
+                                  long[] outCounts, long[] inCounts, boolean v, long header, int es) {
+        ByteBuffer out = output.buffer();
+        long[] outOff = offsets(outCounts);
+        long[] inOff = offsets(inCounts);
+        copy(slice(out, outOff[rank] * es, outCounts[rank] * es), slice(input.buffer(), inOff[rank] * es,
+                inCounts[rank] * es));
+        int failure = 0;
+        for (int i = 1; i < size && failure == 0; i++) {
+            int q = mod(rank + i);
+            ByteBuffer slot = f.input(q, piece);
+            long from = partOffset(slot, v, inOff[rank]);
+            long n = partCount(name, op, slot, v, inCounts[rank], outCounts[q], q);
+            if (from < 0 || n < 0 || header + (from + n) * es > f.length(q, piece)) {
+                throw e.fail(new io.jcomm.api.ProtocolException(e.ctx(), "rank " + q + "'s counts do not fit its input ("
+                        + name + " #" + op.seq + ")"));
+            }
+            if (n > 0) {
+                failure = NativeCopy.readPeer((int) f.pid(q, piece), f.address(q, piece) + from * es,
+                        slice(out, outOff[q] * es, n * es), n * es);
+                crossReads += failure == 0 ? 1 : 0;
+                if (failure != 0 && !crossMemoryWarned) {
+                    crossMemoryWarned = true;
+                    LOG.info("group {} rank {}: reading rank {}'s all-to-all input from its process failed (errno {}{}); "
+                                    + "this group's all-to-all takes the rings from now on", e.group, rank, q, failure,
+                            failure == 1 ? ", EPERM: ptrace is restricted here" : "");
+                }
+            }
+        }
+        f.publishResult(piece, failure != 0);
+        e.shm.awaitStaging(f, op, ShmStaging.RESULT_SEQ, piece, 0, 0, 0);
+        for (int q = 0; q < size; q++) {
+            if (f.crossFailed(q, piece)) {
+                crossMemoryOff = true;
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(TcpBackend.class);
+    /** This process's id, offered with an input for peers' cross-memory reads. */
+    private static final long PID = ProcessHandle.current().pid();
+    /** Whether a cross-memory read failed in this group (on some rank: every rank sets it alike). */
+    private boolean crossMemoryOff;
+    private boolean crossMemoryWarned;
+    /** Parts this rank read from peers' processes (tests). */
+    private long crossReads;
+
+    /** Parts this rank read from peers' processes by cross-memory reads (tests). */
+    long crossReads() {
+        return crossReads;
     }
 
     /**

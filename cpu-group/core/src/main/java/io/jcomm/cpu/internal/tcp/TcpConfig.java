@@ -25,6 +25,7 @@ final class TcpConfig {
     final int shmCollectiveMinBytes;
     final int shmFastBytes;
     final boolean shmNativeCopy;
+    final boolean shmCrossMemory;
     final String hostId;
     final boolean freshNamespace;
     final boolean connectAtCreation;
@@ -50,6 +51,7 @@ final class TcpConfig {
         shmCollectiveMinBytes = o.shmCollectiveMinBytes();
         shmFastBytes = o.shmFastBytes() & ~63;
         shmNativeCopy = o.shmNativeCopy();
+        shmCrossMemory = o.shmCrossMemory();
         hostId = o.hostId().orElse(null);
         freshNamespace = o.freshNamespace();
         connectAtCreation = o.connectAtCreation();
