@@ -132,14 +132,15 @@ public final class BenchWorker {
                 }
             }
             g.barrier();
-            long[] t = new long[iters + 1];
+            int n = iters > 0 ? iters : autoIters(size);
+            long[] t = new long[n + 1];
             long cpu0 = processCpuNanos();
-            for (int i = 0; i < iters; i++) {
+            for (int i = 0; i < n; i++) {
                 long t0 = System.nanoTime();
                 body.run();
                 t[i] = System.nanoTime() - t0;
             }
-            t[iters] = processCpuNanos() - cpu0; // last element: CPU time of the whole loop
+            t[n] = processCpuNanos() - cpu0; // last element: CPU time of the whole loop
             List<long[]> all = g.gatherObject(t, 0, long[].class);
             if (g.rank() == 0) {
                 System.out.println(summarize(op, g.size(), dtype, size, all).toLine());
@@ -154,6 +155,8 @@ public final class BenchWorker {
 
     /** Longest adaptive warm-up of one size. */
     static final long STEADY_MAX_NANOS = 10_000_000_000L;
+    /** The shortest warm-up of a size. */
+    static final long STEADY_MIN_NANOS = 500_000_000L;
     /** Shortest block of the adaptive warm-up (and at least 5 calls). */
     static final long BLOCK_NANOS = 20_000_000L;
     /** Blocks whose medians must agree within {@link #STEADY_TOLERANCE} for the figure to count as settled. */
@@ -161,9 +164,19 @@ public final class BenchWorker {
     static final double STEADY_TOLERANCE = 0.05;
 
     /**
-     * Warms {@code body} up until its figure stops moving: at least {@code minCalls} calls, then blocks of
-     * at least 20 ms (and 5 calls) until, over the last {@value #STEADY_BLOCKS} blocks, no rank's JIT
-     * compiled anything and the slowest rank's block medians lie within 5 % of each other, or 10 s passed.
+     * Timed iterations of a size when none are given: about 64 MiB moved, 20 to 2,000 calls (a median of 20
+     * calls of a microsecond operation moved by half from run to run on a 2-core machine).
+     */
+    static int autoIters(long size) {
+        return (int) Math.max(20, Math.min(2000, (64L << 20) / Math.max(1, size)));
+    }
+
+    /**
+     * Warms {@code body} up until its figure stops moving: at least {@code minCalls} calls and half a second
+     * (the compilers reach a hot path's last tier well after its first quiet blocks: a 1 KiB all-reduce
+     * measured 3.3-3.7x its steady figure after the first three), then blocks of at least 20 ms (and 5 calls)
+     * until, over the last {@value #STEADY_BLOCKS} blocks, no rank's JIT compiled anything and the slowest
+     * rank's block medians lie within 5 % of each other, or 10 s passed.
      * Every rank sees every rank's figures (one small all-gather per block) and decides alike. Returns the
      * line rank 0 prints about it.
      */
@@ -209,7 +222,8 @@ public final class BenchWorker {
             compiled[blocks % STEADY_BLOCKS] = anyJit;
             blocks++;
             boolean quiet = blocks >= STEADY_BLOCKS && Arrays.stream(compiled).sum() == 0;
-            boolean settled = calls >= minCalls && quiet && spread(medians) <= STEADY_TOLERANCE;
+            boolean settled = calls >= minCalls && quiet && spread(medians) <= STEADY_TOLERANCE
+                    && System.nanoTime() - start >= STEADY_MIN_NANOS;
             // rank 0's clock decides when to give up and how long the next block is: every rank goes on alike
             long[] next = g.broadcastObject(g.rank() == 0 ? new long[] {settled ? 1 : 0,
                     System.nanoTime() - start > STEADY_MAX_NANOS ? 1 : 0,

@@ -72,7 +72,8 @@ final class CollectiveBenchCommand implements Callable<Integer> {
             + "stops moving, at least 5, 2000 for latency ops; the warm-up of each size is printed below the table)")
     Integer warmup;
 
-    @Option(names = {"-n", "--iters"}, description = "timed iterations per size (default 20; 10000 for latency ops)")
+    @Option(names = {"-n", "--iters"}, description = "timed iterations per size (default: about 64 MiB moved, 20 to "
+            + "2,000 by size; 10000 for latency ops)")
     Integer iters;
 
     @Option(names = {"-d", "--dtype"}, defaultValue = "f32", description = "element type (default ${DEFAULT-VALUE})")
@@ -96,10 +97,18 @@ final class CollectiveBenchCommand implements Callable<Integer> {
     @Option(names = "--jvm-arg", description = "extra JVM argument for the workers (repeatable)")
     List<String> jvmArgs = new ArrayList<>();
 
-    @Option(names = "--pin", description = "start rank r on CPU r mod CPUs (taskset): on a small machine, where the "
-            + "scheduler puts two busy ranks changes small-message latencies by half from run to run; "
-            + "scripts/torch_gloo_bench.py has the same option")
-    boolean pin;
+    @Option(names = "--pin", negatable = true, description = "start rank r on CPU r mod CPUs (taskset): on a small "
+            + "machine, where the scheduler puts two busy ranks changes small-message latencies by half from run to run "
+            + "and a job whose two ranks share a CPU runs small operations 15x slower. Default: when the ranks fit the "
+            + "CPUs, as bin/commrun binds its workers (what a user's job gets); --no-pin leaves placement to the "
+            + "scheduler. scripts/torch_gloo_bench.py has the same option")
+    Boolean pin;
+
+    /** Whether the workers are bound: {@code --pin}/{@code --no-pin}, else when they fit the CPUs (as commrun). */
+    boolean pinned() {
+        return pin != null ? pin : nproc <= Runtime.getRuntime().availableProcessors()
+                && io.jcomm.tools.run.CpuBinding.findTaskset() != null;
+    }
 
     CollectiveBenchCommand(BenchOp op) {
         this.op = op;
@@ -204,15 +213,16 @@ final class CollectiveBenchCommand implements Callable<Integer> {
         long max = Sizes.parse(maxBytes != null ? maxBytes : op == BenchOp.BARRIER ? "0" : op.object() ? "100" : "64M");
         // negative: warm up until steady, at least that many calls (BenchWorker.warmUntilSteady)
         int w = warmup != null ? warmup : -(op.latency() ? 2000 : 5);
-        int n = iters != null ? iters : op.latency() ? 10000 : 20;
+        int n = iters != null ? iters : op.latency() ? 10000 : -1; // -1: by size (BenchWorker.autoIters)
         List<Long> sizes = op == BenchOp.BARRIER ? List.of(0L) : (min == max ? List.of(min) : Sizes.series(min, max, factor));
         StringBuilder sizeArg = new StringBuilder();
         for (long s : sizes) {
             sizeArg.append(sizeArg.length() > 0 ? "," : "").append(s);
         }
         PrintStream out = System.out;
-        out.printf("# commbench %s  backend=%s  api=%s  nproc=%d  dtype=%s  warmup=%s  iters=%d%s%n", op.cliName(), backend,
-                api.cliName(), nproc, t.shortName(), w >= 0 ? Integer.toString(w) : "until steady (>= " + -w + ")", n,
+        out.printf("# commbench %s  backend=%s  api=%s  nproc=%d  dtype=%s  warmup=%s  iters=%s  %s%s%n", op.cliName(), backend,
+                api.cliName(), nproc, t.shortName(), w >= 0 ? Integer.toString(w) : "until steady (>= " + -w + ")",
+                n > 0 ? Integer.toString(n) : "20-2000 by size", pinned() ? "pinned" : "unpinned",
                 options.isEmpty() ? "" : "  options=" + String.join(",", options));
         out.println(BenchResult.header(op.latency()));
         List<BenchResult> rows = Collections.synchronizedList(new ArrayList<>());
@@ -235,7 +245,7 @@ final class CollectiveBenchCommand implements Callable<Integer> {
         worker.addAll(options);
         try (WorkerJvms workers = WorkerJvms.start(nproc, r -> {
             List<String> cmd = new ArrayList<>();
-            if (pin) {
+            if (pinned()) {
                 cmd.addAll(List.of("taskset", "-c", Integer.toString(r % Runtime.getRuntime().availableProcessors())));
             }
             cmd.addAll(worker);

@@ -82,6 +82,11 @@ public final class PipelineBenchCommand implements Callable<Integer> {
     @Option(names = "--script", description = "path of torch_pipeline_bench.py (default: scripts/ of the jcomm checkout)")
     Path script;
 
+    @Option(names = "--pin", negatable = true, description = "start rank r on CPU r mod CPUs (taskset), as bin/commrun "
+            + "binds workers that fit the CPUs (the default then); --no-pin leaves placement to the scheduler. torch's "
+            + "ranks run as torchrun starts them, unbound")
+    Boolean pin;
+
     @Option(names = "--timeout", defaultValue = "900", description = "seconds before everything is killed (default ${DEFAULT-VALUE})")
     long timeoutSeconds;
 
@@ -139,6 +144,12 @@ public final class PipelineBenchCommand implements Callable<Integer> {
         return sizes;
     }
 
+    /** Whether the workers are bound: {@code --pin}/{@code --no-pin}, else when they fit the CPUs (as commrun). */
+    boolean pinned() {
+        return pin != null ? pin : tp * pp <= Runtime.getRuntime().availableProcessors()
+                && io.jcomm.tools.run.CpuBinding.findTaskset() != null;
+    }
+
     /** The receive modes of {@code --recv}. */
     private List<String> modes() {
         return switch (recv) {
@@ -187,8 +198,8 @@ public final class PipelineBenchCommand implements Callable<Integer> {
             return 2;
         }
         out.printf(Locale.ROOT, "# commbench pipeline: TP=%d x PP=%d, %d worker JVMs, backend %s, warm-up %s; host: %d "
-                        + "CPUs, unpinned%n", tp, pp, tp * pp, backend, warmup.equals("auto") ? "until the rate settles"
-                        : warmup + " steps", Runtime.getRuntime().availableProcessors());
+                        + "CPUs, %s%n", tp, pp, tp * pp, backend, warmup.equals("auto") ? "until the rate settles"
+                        : warmup + " steps", Runtime.getRuntime().availableProcessors(), pinned() ? "pinned" : "unpinned");
         Map<String, List<Row>> all = new LinkedHashMap<>();
         int exit = 0;
         for (String mode : modes) {
@@ -308,7 +319,15 @@ public final class PipelineBenchCommand implements Callable<Integer> {
         env.put("JCOMM_CPU_BACKEND", backend);
         env.put("JCOMM_LAUNCHER_STORE", "1");
         env.put("JCOMM_HOST_ID", null);
-        try (WorkerJvms workers = WorkerJvms.start(world, r -> cmd, server.port(), env,
+        boolean bind = pinned();
+        try (WorkerJvms workers = WorkerJvms.start(world, r -> {
+            List<String> c = new ArrayList<>();
+            if (bind) {
+                c.addAll(List.of("taskset", "-c", Integer.toString(r % Runtime.getRuntime().availableProcessors())));
+            }
+            c.addAll(cmd);
+            return c;
+        }, server.port(), env,
                 (rank, line) -> line(rank, line, byHidden), "pipeline-bench-out")) {
             exit = workers.await(timeoutSeconds, "commbench pipeline");
         } finally {
