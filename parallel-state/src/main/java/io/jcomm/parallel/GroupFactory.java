@@ -142,12 +142,12 @@ final class GroupFactory {
 
     /**
      * What one group is: its name, members (global ranks), whether it gets a broadcaster, and the
-     * namespace of its store keys and files ({@code generation}, the same on every member: a group
+     * namespace of its store keys and files ({@code namespace}, the same on every member: a group
      * name that is made again, perhaps with other members, must not meet the keys of its previous
      * incarnation); {@code checkCodec}: whether creation checks that every member registered the
      * same classes (once per job is enough: the world group does it).
      */
-    record Spec(String name, List<Integer> ranks, boolean messageQueue, String generation, boolean checkCodec) {
+    record Spec(String name, List<Integer> ranks, boolean messageQueue, String namespace, boolean checkCodec) {
         Spec {
             ranks = List.copyOf(ranks);
         }
@@ -158,7 +158,7 @@ final class GroupFactory {
      * (the job's store or another client of it).
      */
     CpuGroupOptions cpuOptions(Spec spec, Store store, boolean checkCodec) {
-        Store scoped = new PrefixStore(spec.generation(), new PrefixStore(options.storePrefix(), store));
+        Store scoped = new PrefixStore(spec.namespace(), new PrefixStore(options.storePrefix(), store));
         CpuGroupOptions.Builder b = CpuGroupOptions.builder().store(scoped)
                 .groupName(spec.name())
                 .rank(spec.ranks().indexOf(config.rank())).size(spec.ranks().size()).globalRanks(spec.ranks())
@@ -240,7 +240,7 @@ final class GroupFactory {
         if (tryLocal) {
             int capacity = options.shmDataBytes();
             local = NodeLocalChannel.open(options.shmDirectory(),
-                    NodeLocalChannel.fileName(jobNonce, spec.generation(), spec.name(), n, capacity), spec.name(),
+                    NodeLocalChannel.fileName(jobNonce, spec.namespace(), spec.name(), n, capacity), spec.name(),
                     spec.ranks().indexOf(config.rank()), n, capacity, jobNonce);
         }
         ProcessGroup cpu;

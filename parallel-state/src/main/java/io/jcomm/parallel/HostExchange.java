@@ -5,6 +5,7 @@ import io.jcomm.api.OpContext;
 import io.jcomm.api.ProtocolException;
 import io.jcomm.api.internal.Entropy;
 import io.jcomm.api.store.Store;
+import io.jcomm.parallel.internal.JobKeys;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -19,11 +20,8 @@ import java.util.List;
  */
 final class HostExchange {
 
-    /** Longest host id accepted from a peer. */
-    static final int MAX_HOST_ID_BYTES = 1024;
-
-    /** What the exchange gives every rank; {@code generation} counts this rank's states on the store. */
-    record Result(HostTopology topology, long nonce, long generation) {
+    /** What the exchange gives every rank; {@code incarnation} counts this rank's states on the store ({@link JobKeys}). */
+    record Result(HostTopology topology, long nonce, long incarnation) {
     }
 
     private HostExchange() {
@@ -38,12 +36,12 @@ final class HostExchange {
         }
         // each rank counts its own incarnations; all ranks of a job count alike, so keys of an
         // earlier state on the same store are never read
-        long generation = jobStore.add("ps/instance/" + rank, 1);
-        String prefix = "ps/" + generation + "/host/";
-        jobStore.set(prefix + rank, (config.hostId() + "\n" + Long.toHexString(mine)).getBytes(StandardCharsets.UTF_8));
+        long incarnation = jobStore.add(JobKeys.incarnationCounter(rank), 1);
+        jobStore.set(JobKeys.hostInfo(incarnation, rank), (config.hostId() + "\n" + Long.toHexString(mine))
+                .getBytes(StandardCharsets.UTF_8));
         List<String> keys = new ArrayList<>(n);
         for (int r = 0; r < n; r++) {
-            keys.add(prefix + r);
+            keys.add(JobKeys.hostInfo(incarnation, r));
         }
         List<byte[]> values = jobStore.multiGet(keys, timeout);
         List<String> hosts = new ArrayList<>(n);
@@ -51,7 +49,7 @@ final class HostExchange {
         OpContext ctx = OpContext.of(ParallelState.WORLD, rank, "hostExchange");
         for (int r = 0; r < n; r++) {
             byte[] v = values.get(r);
-            if (v == null || v.length > MAX_HOST_ID_BYTES + 20) {
+            if (v == null || v.length > JobKeys.MAX_HOST_ID_BYTES + 20) {
                 throw new ProtocolException(ctx, "host info of rank " + r + " is missing or too long");
             }
             String s = new String(v, StandardCharsets.UTF_8);
@@ -68,6 +66,6 @@ final class HostExchange {
                 }
             }
         }
-        return new Result(HostTopology.of(hosts), nonce, generation);
+        return new Result(HostTopology.of(hosts), nonce, incarnation);
     }
 }

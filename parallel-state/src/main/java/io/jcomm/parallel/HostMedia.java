@@ -3,6 +3,7 @@ package io.jcomm.parallel;
 import io.jcomm.api.store.PrefixStore;
 import io.jcomm.api.store.Store;
 import io.jcomm.mq.AeronMedia;
+import io.jcomm.parallel.internal.JobKeys;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -40,19 +41,19 @@ final class HostMedia implements AutoCloseable {
 
     /**
      * Starts (leader) or attaches (others) on a background thread. Collective over the world: every
-     * rank starts it at the same point, with the same {@code generation}.
+     * rank starts it at the same point, with the same {@code driver} name.
      *
      * @param lanes          opens a store client of the background thread's own
      * @param afterHostReady the leader launches only once every rank of its host has started this
      *                       (called when its groups are ready): launching costs tens of milliseconds
      *                       of CPU that ranks still creating groups should not lose
      */
-    static HostMedia start(GroupFactory factory, HostTopology topology, String generation, Function<Store, Store> lanes,
+    static HostMedia start(GroupFactory factory, HostTopology topology, String driver, Function<Store, Store> lanes,
                            boolean afterHostReady) {
         HostMedia hm = new HostMedia(factory.timeout);
         int rank = factory.config.rank();
         boolean leader = topology.ranksOnHostOf(rank).get(0) == rank;
-        String key = "ps/" + generation + "/media/" + topology.nodeRankOf(rank);
+        String key = JobKeys.media(driver, topology.nodeRankOf(rank));
         AeronMedia.Options mo = factory.mediaOptions(Math.max(1, topology.ranksOnHostOf(rank).size()));
         Thread t = new Thread(() -> {
             AeronMedia m = null;
@@ -63,15 +64,14 @@ final class HostMedia implements AutoCloseable {
                 }
                 try {
                     Store store = new PrefixStore(factory.options.storePrefix(), lane);
-                    String ready = "ps/" + generation + "/ready/";
                     if (afterHostReady && !leader) {
-                        store.set(ready + rank, new byte[] {1});
+                        store.set(JobKeys.mediaReady(driver, rank), new byte[] {1});
                     }
                     if (afterHostReady && leader) {
                         List<String> keys = new ArrayList<>();
                         for (int r : topology.ranksOnHostOf(rank)) {
                             if (r != rank) {
-                                keys.add(ready + r);
+                                keys.add(JobKeys.mediaReady(driver, r));
                             }
                         }
                         if (!keys.isEmpty()) {

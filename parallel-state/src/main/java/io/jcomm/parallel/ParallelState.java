@@ -1,6 +1,5 @@
 package io.jcomm.parallel;
 
-import io.jcomm.api.CollectiveMismatchException;
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
 import io.jcomm.api.CommTimeoutException;
@@ -9,10 +8,8 @@ import io.jcomm.api.ObjectCodec;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.PeerFailureException;
 import io.jcomm.api.ProcessGroup;
-import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
-import io.jcomm.api.internal.Entropy;
 import io.jcomm.api.internal.recorder.FlightRecorder;
 import io.jcomm.api.store.PrefixStore;
 import io.jcomm.api.store.Store;
@@ -21,25 +18,24 @@ import io.jcomm.device.DeviceCommunicators;
 import io.jcomm.mq.AeronMedia;
 import io.jcomm.mq.registry.JobRegistration;
 import io.jcomm.mq.registry.JobRegistry;
-import java.nio.charset.StandardCharsets;
+import io.jcomm.parallel.internal.JobKeys;
+import io.jcomm.parallel.internal.recovery.Joining;
+import io.jcomm.parallel.internal.recovery.RecoveryRound;
+import io.jcomm.parallel.internal.recovery.Vacancy;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
-import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
-import java.util.concurrent.locks.LockSupport;
-import java.util.function.Supplier;
 import java.util.stream.Collectors;
 import java.util.stream.IntStream;
 import org.slf4j.Logger;
@@ -93,18 +89,23 @@ public final class ParallelState implements AutoCloseable {
     private volatile GroupCoordinator world;
     private HostTopology topology;
     private final long jobNonce;
-    private final long generation;
+    /** This start of the job on the store ({@link JobKeys}): every group namespace starts with {@code s<incarnation>}. */
+    private final long incarnation;
     private HostMedia hostMedia;
     private RankLayout layout;
     private GroupCoordinator tp;
     private GroupCoordinator pp;
     private GroupCoordinator dp;
     private GroupCoordinator ep;
-    private int epoch;
+    /** How many times this state made its model-parallel groups ({@link JobKeys}: the layout epoch). */
+    private int layoutEpoch;
     private final Map<String, Integer> newGroupCounts = new HashMap<>();
     private boolean closed;
     private JobRegistration jobRegistration;
-    /** Recovery rounds started ({@link #shrink}); every survivor counts them alike. */
+    /**
+     * Recovery rounds started ({@link #shrink}); every survivor counts them alike. Round r, when it succeeds,
+     * makes generation r of the job's groups ({@link JobKeys}).
+     */
     private int rounds;
     /** The store client of the current generation after a recovery (declared under its own job id), or null. */
     private Store generationStore;
@@ -114,7 +115,7 @@ public final class ParallelState implements AutoCloseable {
     private Recovery joined;
 
     private ParallelState(DistributedConfig config, ParallelStateOptions options, Store ownedStore, GroupFactory factory,
-                          GroupCoordinator world, HostTopology topology, long jobNonce, long generation,
+                          GroupCoordinator world, HostTopology topology, long jobNonce, long incarnation,
                           HostMedia hostMedia) {
         this.config = config;
         this.options = options;
@@ -123,7 +124,7 @@ public final class ParallelState implements AutoCloseable {
         this.world = world;
         this.topology = topology;
         this.jobNonce = jobNonce;
-        this.generation = generation;
+        this.incarnation = incarnation;
         this.hostMedia = hostMedia;
         if (world != null) { // null: a replacement, whose groups the recovery round makes
             registry.register(world);
@@ -228,14 +229,14 @@ public final class ParallelState implements AutoCloseable {
         List<Integer> all = IntStream.range(0, config.worldSize()).boxed().collect(Collectors.toList());
         List<GroupFactory.Spec> specs = new ArrayList<>();
         // namespaces of this state's groups: fresh on every incarnation of the state on the store
-        String ns = "s" + hx.generation() + "-";
+        String ns = "s" + hx.incarnation() + "-";
         specs.add(new GroupFactory.Spec(WORLD, all, false, ns + "w", true));
         if (l != null) {
             specs.addAll(modelParallelSpecs(l, config.rank(), options, hx.topology(), ns + "mp1"));
         }
         boolean wantMedia = l != null && needsHostMedia(options, l, hx.topology());
         HostMedia media = wantMedia && !factory.lateBroadcasters
-                ? startHostMedia(factory, hx.topology(), hx.generation(), false) : null;
+                ? startHostMedia(factory, hx.topology(), hx.incarnation(), false) : null;
         GroupCoordinator[] made;
         try {
             made = createGroups(factory, hx.topology(), hx.nonce(), specs, media);
@@ -246,13 +247,13 @@ public final class ParallelState implements AutoCloseable {
             throw e;
         }
         if (wantMedia && factory.lateBroadcasters) {
-            media = startHostMedia(factory, hx.topology(), hx.generation(), true);
-            startLateBroadcasters(factory, specs, made, media, hx.generation());
+            media = startHostMedia(factory, hx.topology(), hx.incarnation(), true);
+            startLateBroadcasters(factory, specs, made, media, hx.incarnation());
         }
         ParallelState ps = new ParallelState(config, options, owned, factory, made[0], hx.topology(), hx.nonce(),
-                hx.generation(), media);
+                hx.incarnation(), media);
         if (l != null) {
-            ps.epoch = 1;
+            ps.layoutEpoch = 1;
             ps.adoptModelParallel(l, Arrays.copyOfRange(made, 1, made.length));
         }
         LOG.debug("rank {}: world of {} ready, {} node(s), device {}", config.rank(), config.worldSize(),
@@ -310,12 +311,12 @@ public final class ParallelState implements AutoCloseable {
         RankLayout l = RankLayout.of(config.worldSize(), tensorParallelSize, pipelineParallelSize, dataParallelSize);
         // every rank counts its initializeModelParallel calls alike: a fresh namespace each time
         List<GroupFactory.Spec> specs = modelParallelSpecs(l, config.rank(), options, topology,
-                "s" + generation + "-mp" + (epoch + 1));
+                "s" + incarnation + "-mp" + (layoutEpoch + 1));
         for (GroupFactory.Spec s : specs) {
             registry.requireFree(s.name());
         }
-        epoch++;
-        GroupCoordinator[] made = createWithMedia(factory, specs, needsHostMedia(options, l, topology), "m" + generation);
+        layoutEpoch++;
+        GroupCoordinator[] made = createWithMedia(factory, specs, needsHostMedia(options, l, topology), "m" + incarnation);
         adoptModelParallel(l, made);
     }
 
@@ -334,7 +335,7 @@ public final class ParallelState implements AutoCloseable {
             if (hostMedia == null) {
                 hostMedia = startHostMedia(f, topology, mediaName, true);
             }
-            startLateBroadcasters(f, specs, made, hostMedia, generation);
+            startLateBroadcasters(f, specs, made, hostMedia, incarnation);
         }
         return made;
     }
@@ -344,18 +345,18 @@ public final class ParallelState implements AutoCloseable {
      * factory makes them late; every member starts its part at the same point).
      */
     private static void startLateBroadcasters(GroupFactory factory, List<GroupFactory.Spec> specs, GroupCoordinator[] made,
-                                              HostMedia media, long generation) {
+                                              HostMedia media, long incarnation) {
         for (int i = 0; i < specs.size(); i++) {
             GroupFactory.Spec s = specs.get(i);
             if (s.messageQueue() && factory.lateBroadcasters) {
                 made[i].attachLater(LateBroadcaster.start(factory, s, media == null ? null : media.future(),
-                        lateKeyPrefix(generation, s), ParallelState::openLane));
+                        lateKeyPrefix(incarnation, s), ParallelState::openLane));
             }
         }
     }
 
-    private static String lateKeyPrefix(long generation, GroupFactory.Spec s) {
-        return "ps/m" + generation + "/mq/" + s.generation() + "/" + s.name() + "/";
+    private static String lateKeyPrefix(long incarnation, GroupFactory.Spec s) {
+        return JobKeys.lateBroadcaster(incarnation, s.namespace(), s.name());
     }
 
     /** Whether the TP groups of {@code l} get broadcasters (and the store allows a background client). */
@@ -369,9 +370,9 @@ public final class ParallelState implements AutoCloseable {
                 && !(options.messageQueueAcrossHostsOnly() && topology.allOnOneHost(ranks));
     }
 
-    private static HostMedia startHostMedia(GroupFactory factory, HostTopology topology, long generation,
+    private static HostMedia startHostMedia(GroupFactory factory, HostTopology topology, long incarnation,
                                             boolean afterHostReady) {
-        return startHostMedia(factory, topology, "m" + generation, afterHostReady);
+        return startHostMedia(factory, topology, "m" + incarnation, afterHostReady);
     }
 
     /** @param name names the driver's store keys: the same on every rank of a host, new for a new driver */
@@ -611,10 +612,10 @@ public final class ParallelState implements AutoCloseable {
             }
         }
         registry.requireFree(name);
-        // members count their incarnations of this (name, members) alike: a fresh namespace each time
+        // members count their instances of this (name, members) alike: a fresh namespace each time
         String key = name + ranks;
-        int incarnation = newGroupCounts.merge(key, 1, Integer::sum);
-        String gen = "s" + generation + "-g" + incarnation + "-" + Integer.toHexString(key.hashCode());
+        int instance = newGroupCounts.merge(key, 1, Integer::sum);
+        String gen = "s" + incarnation + "-g" + instance + "-" + Integer.toHexString(key.hashCode());
         GroupFactory.Spec s = new GroupFactory.Spec(name, ranks, messageQueue && ranks.size() > 1, gen, false);
         CompletableFuture<AeronMedia> shared = s.messageQueue() && hostMedia != null ? hostMedia.future() : null;
         CompletableFuture<AeronMedia> media = s.messageQueue() && !factory.lateBroadcasters && shared == null
@@ -622,7 +623,7 @@ public final class ParallelState implements AutoCloseable {
         GroupCoordinator g = factory.create(s, factory.rawStore, topology, jobNonce, media, shared);
         if (s.messageQueue() && factory.lateBroadcasters) {
             // the state's host driver if there is one; else the queue starts one of its own
-            g.attachLater(LateBroadcaster.start(factory, s, shared, lateKeyPrefix(generation, s), ParallelState::openLane));
+            g.attachLater(LateBroadcaster.start(factory, s, shared, lateKeyPrefix(incarnation, s), ParallelState::openLane));
         }
         registry.register(g);
         options.listener().created(g);
@@ -650,9 +651,6 @@ public final class ParallelState implements AutoCloseable {
     }
 
     // ------------------------------------------------------------------ recovery
-
-    /** Store keys of the vacancies ({@link #replace}): a counter and one key per vacancy, of every round. */
-    private static final String VACANCIES = "ps/rec/vac/";
 
     /**
      * Goes on after a rank loss with the configured policy ({@link DistributedConfig#recovery()}:
@@ -744,304 +742,45 @@ public final class ParallelState implements AutoCloseable {
         return recoverRound(true, timeout);
     }
 
-    /** What a roll call found: the ranks alive (this one too), dead, and gone with their replica earlier. */
-    private record RollCall(TreeSet<Integer> alive, TreeSet<Integer> dead, Set<Integer> gone) {
-    }
-
-    /**
-     * The roll call of a round: every member marks itself alive and watches the others answer, die (their store
-     * connection ended without a goodbye) or turn out gone with their replica earlier. The first member to see
-     * every rank accounted for, or the grace ({@link ParallelStateOptions#rollCallGrace()}) pass with ranks that
-     * neither answered nor died (cut off, stopped), proposes a verdict; the store keeps the first proposal
-     * (compare-and-set) and every member adopts it, so that all of them go on with the same lost ranks. A member
-     * that finds itself lost in the verdict (it answered too late) is out like a dead one.
-     */
-    private RollCall rollCall(Store keys, List<Store> watched, List<Integer> members, String base, String roundBase,
-                              long deadline, Duration timeout, OpContext ctx) {
-        keys.set(roundBase + "alive/" + config.rank(), new byte[] {1});
-        String verdictKey = roundBase + "verdict";
-        TreeSet<Integer> dead = new TreeSet<>();
-        Set<Integer> gone = new TreeSet<>();
-        TreeSet<Integer> alive = new TreeSet<>();
-        alive.add(config.rank());
-        long graceEnd = System.nanoTime() + options.rollCallGrace().toNanos();
-        while (true) {
-            byte[] verdict = keys.check(List.of(verdictKey)) ? keys.get(verdictKey, timeout) : null;
-            if (verdict == null) {
-                collectDead(watched, members, dead);
-                for (int r : members) {
-                    if (!alive.contains(r) && !dead.contains(r) && !gone.contains(r)) {
-                        if (keys.check(List.of(roundBase + "alive/" + r))) {
-                            alive.add(r);
-                        } else if (keys.check(List.of(base + "left/" + r))) {
-                            gone.add(r);
-                        }
-                    }
-                }
-                boolean complete = accountedFor(members, alive, dead, gone);
-                if (complete || System.nanoTime() - graceEnd > 0) {
-                    TreeSet<Integer> lost = lostRanks(members, alive, dead, gone);
-                    if (!complete) {
-                        TreeSet<Integer> silent = new TreeSet<>(lost);
-                        silent.removeAll(dead);
-                        LOG.warn("rank {}: ranks {} neither answered the roll call ({}) nor died within {} ms; they "
-                                + "count as lost", config.rank(), silent, ctx.operation(), options.rollCallGrace().toMillis());
-                    }
-                    byte[] proposal = encodeVerdict(lost, gone);
-                    verdict = keys.compareSet(verdictKey, new byte[0], proposal);
-                }
-            }
-            if (verdict != null) {
-                TreeSet<Integer> lost = new TreeSet<>();
-                Set<Integer> out = new TreeSet<>();
-                decodeVerdict(verdict, members, lost, out, ctx);
-                TreeSet<Integer> in = new TreeSet<>(members);
-                in.removeAll(lost);
-                in.removeAll(out);
-                return new RollCall(in, lost, out);
-            }
-            if (System.nanoTime() > deadline) {
-                throw new CommTimeoutException(ctx, "no roll-call verdict within " + timeout.toMillis() + " ms");
-            }
-            LockSupport.parkNanos(1_000_000L);
-        }
-    }
-
-    /** Whether every member answered, died or is gone (a rank that answered and died since counts once). */
-    static boolean accountedFor(List<Integer> members, Set<Integer> alive, Set<Integer> dead,
-                                Set<Integer> gone) {
-        for (int r : members) {
-            if (!alive.contains(r) && !dead.contains(r) && !gone.contains(r)) {
-                return false;
-            }
-        }
-        return true;
-    }
-
-    /** The members a verdict counts lost: dead ones (even if they answered first), and those that never answered. */
-    static TreeSet<Integer> lostRanks(List<Integer> members, Set<Integer> alive,
-                                                Set<Integer> dead, Set<Integer> gone) {
-        TreeSet<Integer> lost = new TreeSet<>();
-        for (int r : members) {
-            if (dead.contains(r) || !alive.contains(r) && !gone.contains(r)) {
-                lost.add(r);
-            }
-        }
-        return lost;
-    }
-
-    private static byte[] encodeVerdict(Set<Integer> lost, Set<Integer> gone) {
-        return ("lost " + join(lost) + " gone " + join(gone)).getBytes(StandardCharsets.UTF_8);
-    }
-
-    private static String join(Set<Integer> s) {
-        return s.isEmpty() ? "-" : s.stream().map(String::valueOf).collect(Collectors.joining(","));
-    }
-
-    /** Parses a verdict from the store, checking that it names members only. */
-    private static void decodeVerdict(byte[] v, List<Integer> members, Set<Integer> lost,
-                                      Set<Integer> gone, OpContext ctx) {
-        String[] f = v.length > 16 * (members.size() + 4) ? new String[0]
-                : new String(v, StandardCharsets.UTF_8).split(" ");
-        if (f.length != 4 || !f[0].equals("lost") || !f[2].equals("gone")) {
-            throw new ProtocolException(ctx, "malformed roll-call verdict");
-        }
-        for (int i : new int[] {1, 3}) {
-            if (f[i].equals("-")) {
-                continue;
-            }
-            for (String r : f[i].split(",")) {
-                int rank;
-                try {
-                    rank = Integer.parseInt(r);
-                } catch (NumberFormatException e) {
-                    throw new ProtocolException(ctx, "malformed rank in a roll-call verdict");
-                }
-                if (!members.contains(rank)) {
-                    throw new ProtocolException(ctx, "roll-call verdict names rank " + rank + ", not a member");
-                }
-                (i == 1 ? lost : gone).add(rank);
-            }
-        }
-    }
-
+    /** Runs recovery round {@code ++rounds} ({@link RecoveryRound}); this state forms the new generation's groups. */
     private Recovery recoverRound(boolean replace, Duration timeout) {
         checkOpen();
         RankLayout before = generationLayout;
         if (before == null) {
             throw new IllegalStateException("recovery needs the model-parallel groups (initializeModelParallel)");
         }
-        long t0 = System.nanoTime();
-        long deadline = t0 + timeout.toNanos();
         int round = ++rounds;
-        OpContext ctx = OpContext.of("recovery", config.rank(), (replace ? "replace#" : "shrink#") + round);
-        // every group of this generation stops: a peer blocked in a collective with this rank fails at once
-        // and comes here too, instead of waiting for this rank until its deadline
-        for (String name : registry.names()) {
-            registry.get(name).closeTransports();
-        }
         Store current = generationStore != null ? generationStore : factory.rawStore;
-        String base = "ps/rec/" + generation + "/";
-        String roundBase = base + round + "/";
-        Store keys = new PrefixStore(options.storePrefix(), current);
-        // 1. roll call, through the current generation's client: every member of the generation is declared
-        // there (and only there: a rank replaced earlier stays dead under the older job ids), so a death shows
-        List<Store> watched = List.of(current);
-        RollCall rc = rollCall(keys, watched, before.ranks(), base, roundBase, deadline, timeout, ctx);
-        TreeSet<Integer> dead = rc.dead();
-        List<Integer> lostReplicas = new ArrayList<>();
-        RankLayout after;
-        if (replace) {
-            after = before;
-            if (dead.contains(config.rank())) {
-                // this rank answered too late: the others count it lost and give its place to another process (no
-                // "left" mark: the rank stays a member, served by its replacement)
-                LOG.warn("rank {}: counted lost by the roll call of round {}; it leaves the job", config.rank(), round);
-                return new Recovery(round, new ArrayList<>(dead), lostReplicas, before.ranks(), false, before,
-                        Duration.ofNanos(System.nanoTime() - t0), List.of());
-            }
-            if (!dead.isEmpty() && rc.alive().first() == config.rank()) {
-                postVacancies(keys, round, before, dead);
-            }
-        } else {
-            // 2. the replicas that lost a rank leave (a rank gone before went with a replica that lost one)
-            TreeSet<Integer> lost = new TreeSet<>();
-            for (int d : dead) {
-                lost.add(before.replicaOf(d));
-            }
-            for (int g : rc.gone()) {
-                lost.add(before.replicaOf(g));
-            }
-            lostReplicas.addAll(lost);
-            if (lost.size() == before.dataParallelSize()) {
-                throw new NoReplicaLeftException(ctx, dead.isEmpty() ? -1 : dead.first(), "every data-parallel replica "
-                        + "lost a rank (dead: " + dead + ", gone before: " + rc.gone() + "): nothing to go on with");
-            }
-            after = before.withoutReplicas(lost);
-            if (!after.ranks().contains(config.rank())) {
-                keys.set(base + "left/" + config.rank(), new byte[] {1});
-                LOG.info("rank {}: its replica {} lost rank(s) {}; it leaves the job (round {})", config.rank(),
-                        before.replicaOf(config.rank()), dead, round);
-                return new Recovery(round, new ArrayList<>(dead), lostReplicas, after.ranks(), false, after,
-                        Duration.ofNanos(System.nanoTime() - t0), List.of());
-            }
-        }
-        // 3. the members of the next generation only: a client of it (declared under its own job id, so that a
-        // member's death from now on fails the others' waits at once, and a leaver's never does), agree, re-form
-        Store next = current.withMember(config.jobId() + "/g" + round, config.rank());
-        try {
-            if (replace && !dead.isEmpty()) {
-                awaitReplacements(keys, next, watched, roundBase, dead, deadline, timeout, ctx);
-                topology = withHosts(topology, keys, roundBase, dead, ctx);
-            }
-            List<Integer> replaced = replace ? new ArrayList<>(dead) : List.of();
-            formGeneration(next, watched, roundBase, round, after, dead, replaced, deadline, timeout, ctx);
-            Recovery r = new Recovery(round, new ArrayList<>(dead), lostReplicas, after.ranks(), true, after,
-                    Duration.ofNanos(System.nanoTime() - t0), replaced);
-            LOG.info("rank {}: round {}: ranks {} lost{}; {} ranks re-formed in {} ms", config.rank(), round, dead,
-                    replace ? ", replaced" : " with replica(s) " + lostReplicas, after.ranks().size(), r.took().toMillis());
-            return r;
-        } catch (RuntimeException e) {
-            // the replacements waiting in this round learn at once that it failed
-            keys.set(roundBase + "abort", new byte[] {1});
-            if (next != generationStore) {
-                next.close();
-            }
-            throw e;
-        }
-    }
-
-    /** Posts one vacancy per dead rank, with what a replacement needs to join ({@link Vacancy}). */
-    private void postVacancies(Store keys, int round, RankLayout before, Set<Integer> dead) {
-        List<String> hosts = topologyHosts(topology);
-        Vacancy v = new Vacancy(round, generation, jobNonce, before.tensorParallelSize(), before.pipelineParallelSize(),
-                before.ranks(), new ArrayList<>(dead), hosts);
-        keys.set("ps/rec/" + generation + "/" + round + "/vacancy", v.encode());
-        keys.set(VACANCIES + "round", Integer.toString(round).getBytes(StandardCharsets.UTF_8));
-        for (int d : dead) {
-            long seq = keys.add(VACANCIES + "n", 1);
-            keys.set(VACANCIES + seq, (generation + " " + round + " " + d).getBytes(StandardCharsets.UTF_8));
-        }
-    }
-
-    /** Waits until every vacancy of this round is taken; a death of a member or of a replacement fails it. */
-    private void awaitReplacements(Store keys, Store next, List<Store> watched, String roundBase, Set<Integer> dead,
-                                   long deadline, Duration timeout, OpContext ctx) {
-        List<String> joined = new ArrayList<>();
-        dead.forEach(d -> joined.add(roundBase + "joined/" + d));
-        awaitRound(keys, joined, roundBase, next, watched, generationLayout.ranks(), dead,
-                "while the vacancies " + dead + " were being taken; call replace again", deadline, () -> {
-                    List<Integer> open = new ArrayList<>();
-                    for (int d : dead) {
-                        if (!keys.check(List.of(roundBase + "joined/" + d))) {
-                            open.add(d);
+        return RecoveryRound.run(recoveryContext(), replace, round, before, topology, current, timeout,
+                new RecoveryRound.Generations() {
+                    @Override
+                    public void stopGroups() {
+                        for (String name : registry.names()) {
+                            registry.get(name).closeTransports();
                         }
                     }
-                    return "no process took the place of rank(s) " + open + " within " + timeout.toMillis()
-                            + " ms (replacements come from commrun --spares or --max-restarts)";
-                }, ctx);
+
+                    @Override
+                    public void form(Store next, int r, RankLayout after, List<Integer> replaced, HostTopology hosts) {
+                        topology = hosts;
+                        formGeneration(next, r, after, replaced);
+                    }
+                });
+    }
+
+    private RecoveryRound.Context recoveryContext() {
+        return new RecoveryRound.Context(config.rank(), config.jobId(), options.storePrefix(), options.rollCallGrace(),
+                incarnation, jobNonce);
     }
 
     /**
-     * Waits until every key of {@code done} exists. Fails at once when a member dies (declared under the next
-     * generation's job id in {@code next}; under an older one in {@code watched}, where the {@code replaced} ranks
-     * stay dead and do not count) or another member gave this round up, and at {@code deadline} with
-     * {@code late}'s message.
-     *
-     * @param during what the death message says the round was doing, and what to do next
+     * Makes generation {@code round}'s groups (the members agreed on it: {@link RecoveryRound#agree}) through
+     * {@code next}, the next generation's store client; the state uses them, and {@code next}, from now on.
      */
-    private static void awaitRound(Store keys, List<String> done, String roundBase, Store next, List<Store> watched,
-                                   List<Integer> members, Set<Integer> replaced, String during, long deadline,
-                                   Supplier<String> late, OpContext ctx) {
-        long pause = 100_000L;
-        while (!keys.check(done)) {
-            TreeSet<Integer> lost = new TreeSet<>();
-            collectDead(List.of(next), members, lost);
-            TreeSet<Integer> old = new TreeSet<>();
-            collectDead(watched, members, old);
-            old.removeAll(replaced);
-            lost.addAll(old);
-            if (!lost.isEmpty()) {
-                throw new PeerFailureException(ctx, lost.first(), "rank(s) " + lost + " died " + during);
-            }
-            if (keys.check(List.of(roundBase + "abort"))) {
-                throw new PeerFailureException(ctx, -1, "another member gave up this round; call it again");
-            }
-            if (System.nanoTime() > deadline) {
-                throw new CommTimeoutException(ctx, late.get());
-            }
-            LockSupport.parkNanos(pause);
-            pause = Math.min(pause * 2, 1_000_000L);
-        }
-    }
-
-    /**
-     * The members of the next generation agree on it (each one's decision through {@code next}, the
-     * next generation's client) and create its groups; the state then uses them.
-     */
-    private void formGeneration(Store next, List<Store> watched, String roundBase, int round, RankLayout after,
-                                Set<Integer> dead, List<Integer> replaced, long deadline, Duration timeout,
-                                OpContext ctx) {
+    private void formGeneration(Store next, int round, RankLayout after, List<Integer> replaced) {
         List<Integer> members = after.ranks();
-        Store nextKeys = new PrefixStore(options.storePrefix(), next);
-        byte[] decision = (members + " lost " + dead + (replaced.isEmpty() ? "" : " replaced " + replaced))
-                .getBytes(StandardCharsets.UTF_8);
-        nextKeys.set(roundBase + "decision/" + config.rank(), decision);
-        List<String> theirs = new ArrayList<>();
-        members.forEach(r -> theirs.add(roundBase + "decision/" + r));
-        awaitRound(nextKeys, theirs, roundBase, next, watched, members, new HashSet<>(replaced),
-                "during the recovery; call it again", deadline,
-                () -> "the members " + members + " did not all decide within " + timeout.toMillis() + " ms", ctx);
-        List<byte[]> got = nextKeys.multiGet(theirs, Duration.ofNanos(Math.max(1, deadline - System.nanoTime())));
-        for (int i = 0; i < members.size(); i++) {
-            if (!Arrays.equals(decision, got.get(i))) {
-                throw new CollectiveMismatchException(ctx, "rank " + members.get(i) + " decided "
-                        + new String(got.get(i), StandardCharsets.UTF_8) + ", this rank "
-                        + new String(decision, StandardCharsets.UTF_8));
-            }
-        }
         GroupFactory nextFactory = factory.withStore(next);
-        String ns = "s" + generation + "-r" + round + "-";
+        String ns = "s" + incarnation + "-r" + round + "-";
         List<GroupFactory.Spec> specs = new ArrayList<>();
         specs.add(new GroupFactory.Spec(WORLD, members, false, ns + "w", true));
         specs.addAll(modelParallelSpecs(after, config.rank(), options, topology, ns + "mp"));
@@ -1073,158 +812,52 @@ public final class ParallelState implements AutoCloseable {
      * ran it was replaced in this round (a new one, of the round).
      */
     private String mediaName(int round, List<Integer> replaced) {
-        return replaced.contains(topology.ranksOnHostOf(config.rank()).get(0)) ? "m" + generation + "r" + round
-                : "m" + generation;
-    }
-
-    /** The topology with the hosts the replacements of {@code replaced} said they are on. */
-    private HostTopology withHosts(HostTopology t, Store keys, String roundBase, Set<Integer> replaced,
-                                   OpContext ctx) {
-        List<String> before = topologyHosts(t);
-        List<String> hosts = new ArrayList<>(before);
-        for (int d : replaced) {
-            byte[] h = keys.get(roundBase + "host/" + d, factory.timeout);
-            if (h.length == 0 || h.length > HostExchange.MAX_HOST_ID_BYTES) {
-                throw new ProtocolException(ctx, "the host id of rank " + d + "'s replacement is empty or "
-                        + "too long");
-            }
-            hosts.set(d, new String(h, StandardCharsets.UTF_8));
-        }
-        return hosts.equals(before) ? t : HostTopology.of(hosts);
-    }
-
-    /** Every configured rank's host id, by global rank. */
-    private static List<String> topologyHosts(HostTopology t) {
-        List<String> hosts = new ArrayList<>();
-        for (int r = 0; r < t.worldSize(); r++) {
-            hosts.add(t.hostOf(r));
-        }
-        return hosts;
+        return replaced.contains(topology.ranksOnHostOf(config.rank()).get(0)) ? "m" + incarnation + "r" + round
+                : "m" + incarnation;
     }
 
     /**
      * A restarted or spare process ({@link DistributedConfig#role()}) joins the job in place of a lost
-     * rank: it waits for a vacancy (a restarted one for its own rank, a spare for any), claims it, and
-     * forms the next generation with the survivors ({@link #replace}). A round that fails before the
-     * groups exist sends it back to waiting, for the vacancies of the next round.
+     * rank ({@link Joining}: it waits for a vacancy and claims it), agrees with the survivors and forms the
+     * next generation with them ({@link #replace}).
      */
     private static ParallelState join(DistributedConfig config, ParallelStateOptions options, ParallelSizes sizes) {
-        DistributedConfig.Role role = config.role();
-        OpContext ctx = OpContext.of("recovery", role == DistributedConfig.Role.SPARE ? -1 : config.rank(), "join");
         // a client of the store that outlives the lost rank, not declared under the job id: the lost rank stays
         // dead there, and this process is declared under the job id of the generation it joins
         Store store = TcpRendezvous.connect(config, options.rendezvous().toBuilder().hostServer(false)
                 .declareMember(false).waitForWorkers(false).build());
         try {
-            Store keys = new PrefixStore(options.storePrefix(), store);
             ObjectCodec codec = options.codec() != null ? options.codec() : ParallelStateOptions.defaultCodec();
             DeviceCommunicators devices = options.deviceCommunicators() != null ? options.deviceCommunicators()
                     : ParallelStateOptions.defaultDeviceCommunicators();
-            if (role == DistributedConfig.Role.SPARE) {
+            if (config.role() == DistributedConfig.Role.SPARE) {
                 // while nothing is lost: load and compile what joining will run, so that the survivors wait less
                 SpareWarmup.run(config, options, codec, devices, Duration.ofSeconds(10));
             }
-            // a restarted rank waits for its vacancy as long as a collective would; a spare for as long as the job
-            long deadline = role == DistributedConfig.Role.SPARE ? Long.MAX_VALUE
-                    : System.nanoTime() + config.timeout().toNanos();
-            long seq = 1;
-            long pause = 200_000L;
-            while (true) {
-                if (!keys.check(List.of(VACANCIES + seq))) {
-                    if (store.check(List.of(DistributedConfig.LAUNCHER_DONE_KEY))) {
-                        throw new CommClosedException(ctx, "the job ended without needing this process "
-                                + "(every worker exited)");
-                    }
-                    if (System.nanoTime() - deadline > 0) {
-                        throw new CommTimeoutException(ctx, "no vacancy for rank " + config.rank()
-                                + " within " + config.timeout().toMillis() + " ms");
-                    }
-                    LockSupport.parkNanos(pause);
-                    pause = Math.min(pause * 2, 5_000_000L);
-                    continue;
-                }
-                pause = 200_000L;
-                String[] f = text(keys.get(VACANCIES + seq, config.timeout()), 64, ctx).split(" ");
-                seq++;
-                if (f.length != 3) {
-                    throw new ProtocolException(ctx, "malformed vacancy " + (seq - 1));
-                }
-                long gen;
-                int round;
-                int rank;
-                int latest;
-                try {
-                    gen = Long.parseLong(f[0]);
-                    round = Integer.parseInt(f[1]);
-                    rank = Integer.parseInt(f[2]);
-                    latest = Integer.parseInt(text(keys.get(VACANCIES + "round", config.timeout()), 16, ctx));
-                } catch (NumberFormatException e) {
-                    throw new ProtocolException(ctx, "malformed vacancy " + (seq - 1) + ": " + e.getMessage());
-                }
-                String roundBase = "ps/rec/" + gen + "/" + round + "/";
-                if (rank < 0 || rank >= config.worldSize() || round < latest
-                        || role == DistributedConfig.Role.RESTARTED && rank != config.rank()
-                        || keys.check(List.of(roundBase + "abort"))) {
-                    continue; // not this process's, or of a round already over
-                }
-                Vacancy v = Vacancy.decode(keys.get(roundBase + "vacancy", config.timeout()), config.worldSize(), ctx);
-                if (sizes != null && (sizes.tp() != v.tp() || sizes.pp() != v.pp())) {
-                    throw new IllegalArgumentException("this process asks for tp=" + sizes.tp() + " pp=" + sizes.pp()
-                            + ", the job it joins has tp=" + v.tp() + " pp=" + v.pp());
-                }
-                List<String> hosts = new ArrayList<>(v.hosts());
-                hosts.set(rank, config.hostId());
-                HostTopology topology = HostTopology.of(hosts);
-                List<Integer> onHost = topology.ranksOnHostOf(rank);
-                DistributedConfig mine = config.toBuilder().rank(rank).localRank(onHost.indexOf(rank))
-                        .localWorldSize(onHost.size()).build();
-                Store next = store.withMember(config.jobId() + "/g" + round, rank);
-                byte[] token = Long.toHexString(Entropy.nextLong())
-                        .getBytes(StandardCharsets.UTF_8);
-                byte[] holder = keys.compareSet(roundBase + "claim/" + rank, new byte[0], token);
-                if (!Arrays.equals(holder, token)) {
-                    next.close();
-                    if (role == DistributedConfig.Role.RESTARTED) {
-                        throw new CommClosedException(ctx, "another process took the place of rank " + rank);
-                    }
-                    continue;
-                }
-                keys.set(roundBase + "host/" + rank, config.hostId().getBytes(StandardCharsets.UTF_8));
-                keys.set(roundBase + "joined/" + rank, new byte[] {1});
+            return Joining.run(config, store, options.storePrefix(), sizes, claim -> {
+                Vacancy v = claim.vacancy();
                 long t0 = System.nanoTime();
-                GroupFactory factory = new GroupFactory(mine, options, store, codec, devices);
-                ParallelState ps = new ParallelState(mine, options, store, factory, null, topology, v.nonce(),
-                        v.generation(), null);
+                GroupFactory factory = new GroupFactory(claim.config(), options, store, codec, devices);
+                ParallelState ps = new ParallelState(claim.config(), options, store, factory, null, claim.topology(),
+                        v.nonce(), v.incarnation(), null);
                 ps.generationLayout = v.layout();
-                try {
-                    ps.formGeneration(next, List.of(), roundBase, round, v.layout(), new TreeSet<>(v.lost()),
-                            v.lost(), System.nanoTime() + config.timeout().toNanos(), config.timeout(),
-                            OpContext.of("recovery", rank, "join#" + round));
-                } catch (CommException e) {
-                    next.close();
-                    LOG.info("rank {}: joining round {} failed ({}); waiting for the next vacancy", rank, round,
-                            e.getMessage());
-                    continue;
-                }
-                ps.epoch = 1;
-                ps.joined = new Recovery(round, v.lost(), List.of(), v.ranks(), true, v.layout(),
+                OpContext ctx = OpContext.of("recovery", claim.rank(), "join#" + claim.round());
+                RecoveryRound.agree(ps.recoveryContext(), claim.next(), List.of(), claim.keys(), v.layout(),
+                        new TreeSet<>(v.lost()), v.lost(), System.nanoTime() + config.timeout().toNanos(),
+                        config.timeout(), ctx);
+                ps.formGeneration(claim.next(), claim.round(), v.layout(), v.lost());
+                ps.layoutEpoch = 1;
+                ps.joined = new Recovery(claim.round(), v.lost(), List.of(), v.ranks(), true, v.layout(),
                         Duration.ofNanos(System.nanoTime() - t0), v.lost());
-                LOG.info("rank {}: joined the job in round {} in place of a lost process ({} ms)", rank, round,
-                        ps.joined.took().toMillis());
+                LOG.info("rank {}: joined the job in round {} in place of a lost process ({} ms)", claim.rank(),
+                        claim.round(), ps.joined.took().toMillis());
                 ps.startJobRegistration();
                 return ps;
-            }
+            });
         } catch (RuntimeException e) {
             store.close();
             throw e;
         }
-    }
-
-    private static String text(byte[] b, int max, OpContext ctx) {
-        if (b == null || b.length > max) {
-            throw new ProtocolException(ctx, "store value missing or longer than " + max + " bytes");
-        }
-        return new String(b, StandardCharsets.UTF_8);
     }
 
     /**
@@ -1233,17 +866,6 @@ public final class ParallelState implements AutoCloseable {
      */
     public synchronized Optional<Recovery> joined() {
         return Optional.ofNullable(joined);
-    }
-
-    /** Adds to {@code dead} the ranks of {@code members} that any of {@code stores} knows dead. */
-    private static void collectDead(List<Store> stores, List<Integer> members, Set<Integer> dead) {
-        for (Store st : stores) {
-            for (int d : st.deadMembers()) {
-                if (members.contains(d)) {
-                    dead.add(d);
-                }
-            }
-        }
     }
 
     /** Destroys every group of this state (model-parallel ones, {@link #newGroup}'s, the world), for a new generation. */

@@ -123,7 +123,7 @@ public final class RankLayout {
      *
      * @throws IllegalArgumentException unless {@code tp * pp} divides the number of ranks
      */
-    static RankLayout over(List<Integer> ranks, int tp, int pp) {
+    public static RankLayout over(List<Integer> ranks, int tp, int pp) {
         if (ranks.isEmpty() || ranks.size() % (tp * pp) != 0) {
             throw new IllegalArgumentException(ranks.size() + " ranks do not hold replicas of tp=" + tp + " pp=" + pp);
         }

@@ -128,8 +128,8 @@ public final class NodeLocalChannel implements AutoCloseable {
     }
 
     /** The file name of one group's channel; options that change the layout are part of it. */
-    public static String fileName(long jobNonce, String generation, String group, int size, int capacity) {
-        StringBuilder safe = new StringBuilder(generation.length() + 1 + group.length()).append(generation).append('-')
+    public static String fileName(long jobNonce, String namespace, String group, int size, int capacity) {
+        StringBuilder safe = new StringBuilder(namespace.length() + 1 + group.length()).append(namespace).append('-')
                 .append(group);
         for (int i = 0; i < safe.length(); i++) {
             char c = safe.charAt(i);

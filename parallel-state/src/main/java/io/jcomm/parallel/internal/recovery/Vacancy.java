@@ -1,20 +1,22 @@
-package io.jcomm.parallel;
+package io.jcomm.parallel.internal.recovery;
 
 import io.jcomm.api.OpContext;
 import io.jcomm.api.ProtocolException;
+import io.jcomm.parallel.RankLayout;
+import io.jcomm.parallel.internal.JobKeys;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 
 /**
  * What the survivors of a rank loss tell the process that takes the lost rank's place
- * ({@link ParallelState#replace}): the recovery round, the state's generation and job nonce, the layout
+ * ({@code ParallelState.replace}): the recovery round, the state's incarnation and job nonce, the layout
  * of the current generation (TP and PP sizes and its ranks) and every rank's host id. Written once per
  * round to the store as UTF-8 text, read back with every field checked and every length bounded: the
  * bytes come from the store, not from this process.
  *
  * @param round      the recovery round the survivors are in
- * @param generation the state's incarnation on the store (its groups' namespaces)
+ * @param incarnation the state's incarnation on the store (its groups' namespaces, {@link JobKeys})
  * @param nonce      the job nonce (names of shared-memory files)
  * @param tp         tensor-parallel size
  * @param pp         pipeline-parallel size
@@ -22,27 +24,27 @@ import java.util.List;
  * @param lost       the ranks lost (one vacancy each)
  * @param hosts      every configured rank's host id, by global rank
  */
-record Vacancy(int round, long generation, long nonce, int tp, int pp, List<Integer> ranks, List<Integer> lost,
+public record Vacancy(int round, long incarnation, long nonce, int tp, int pp, List<Integer> ranks, List<Integer> lost,
                List<String> hosts) {
 
     /** Longest record accepted. */
     static final int MAX_BYTES = 1 << 20;
     private static final String MAGIC = "jcomm-vacancy 1";
 
-    Vacancy {
+    public Vacancy {
         ranks = List.copyOf(ranks);
         lost = List.copyOf(lost);
         hosts = List.copyOf(hosts);
     }
 
     /** The layout of the current generation. */
-    RankLayout layout() {
+    public RankLayout layout() {
         return RankLayout.over(ranks, tp, pp);
     }
 
-    byte[] encode() {
+    public byte[] encode() {
         StringBuilder sb = new StringBuilder(MAGIC).append('\n');
-        sb.append(round).append(' ').append(generation).append(' ').append(Long.toHexString(nonce)).append(' ')
+        sb.append(round).append(' ').append(incarnation).append(' ').append(Long.toHexString(nonce)).append(' ')
                 .append(tp).append(' ').append(pp).append('\n');
         appendList(sb, ranks);
         appendList(sb, lost);
@@ -77,7 +79,7 @@ record Vacancy(int round, long generation, long nonce, int tp, int pp, List<Inte
      * @param worldSize the configured world size (every rank's host id must be there, every rank below it)
      * @throws ProtocolException naming what is wrong
      */
-    static Vacancy decode(byte[] bytes, int worldSize, OpContext ctx) {
+    public static Vacancy decode(byte[] bytes, int worldSize, OpContext ctx) {
         if (bytes == null || bytes.length > MAX_BYTES) {
             throw new ProtocolException(ctx, "vacancy record missing or longer than " + MAX_BYTES + " bytes");
         }
@@ -92,7 +94,7 @@ record Vacancy(int round, long generation, long nonce, int tp, int pp, List<Inte
                 throw new ProtocolException(ctx, "malformed vacancy header");
             }
             int round = Integer.parseInt(h[0]);
-            long generation = Long.parseLong(h[1]);
+            long incarnation = Long.parseLong(h[1]);
             long nonce = Long.parseUnsignedLong(h[2], 16);
             int tp = Integer.parseInt(h[3]);
             int pp = Integer.parseInt(h[4]);
@@ -104,12 +106,12 @@ record Vacancy(int round, long generation, long nonce, int tp, int pp, List<Inte
             List<String> hosts = new ArrayList<>();
             for (int i = 0; i < worldSize; i++) {
                 String host = lines[4 + i];
-                if (host.isEmpty() || host.length() > HostExchange.MAX_HOST_ID_BYTES) {
+                if (host.isEmpty() || host.length() > JobKeys.MAX_HOST_ID_BYTES) {
                     throw new ProtocolException(ctx, "vacancy host id of rank " + i + " empty or too long");
                 }
                 hosts.add(host);
             }
-            return new Vacancy(round, generation, nonce, tp, pp, ranks, lost, hosts);
+            return new Vacancy(round, incarnation, nonce, tp, pp, ranks, lost, hosts);
         } catch (NumberFormatException e) {
             throw new ProtocolException(ctx, "malformed number in a vacancy record: " + e.getMessage());
         }

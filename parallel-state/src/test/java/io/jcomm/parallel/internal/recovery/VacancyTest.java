@@ -1,4 +1,4 @@
-package io.jcomm.parallel;
+package io.jcomm.parallel.internal.recovery;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
