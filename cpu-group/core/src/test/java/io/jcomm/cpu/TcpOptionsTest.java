@@ -21,7 +21,7 @@ class TcpOptionsTest {
         return TcpOptions.builder().transport(TcpOptions.Transport.NIO).spinMicros(7).segmentBytes(8192)
                 .smallBytes(1000).maxUnexpectedBytes(5L << 30).sendBudgetBytes(123_456).sendBudgetMessages(9)
                 .socketBufferBytes(65536).shm(TcpOptions.Shm.OFF).shmThresholdBytes(4096).shmRingBytes(1 << 20)
-                .shmDir(Path.of("/tmp/rings")).shmStagingBytes(1 << 22).shmCollectiveMinBytes(2048).shmFastBytes(4096).shmNativeCopy(false).hostId("h-1")
+                .shmDir(Path.of("/tmp/rings")).shmStagingBytes(1 << 22).shmCollectiveMinBytes(2048).shmFastBytes(4096).shmNativeCopy(false).shmCrossMemory(false).hostId("h-1")
                 .freshNamespace(true).connectAtCreation(true).build();
     }
 
@@ -70,6 +70,7 @@ class TcpOptionsTest {
         assertEquals(2048, o.shmCollectiveMinBytes());
         assertEquals(4096, o.shmFastBytes());
         assertFalse(o.shmNativeCopy());
+        assertFalse(o.shmCrossMemory());
         assertEquals(Optional.of("h-1"), o.hostId());
         assertTrue(o.freshNamespace());
         assertTrue(o.connectAtCreation());
