@@ -20,6 +20,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from _ranks import die_with_parent
+
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
           "i32": torch.int32, "i64": torch.int64, "i8": torch.int8, "u8": torch.uint8}
 LATENCY = {"barrier", "broadcast-object", "allgather-object"}
@@ -124,6 +126,7 @@ def make_body(op, rank, n, dtype, size):
 
 
 def worker(rank, args, port, sizes, queue):
+    die_with_parent()
     if args.pin:
         os.sched_setaffinity(0, {rank % os.cpu_count()})
     torch.set_num_threads(1)

@@ -30,6 +30,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from _ranks import die_with_parent
+
 
 def parse_count(s):
     s = s.strip().upper()
@@ -66,6 +68,7 @@ def recv_object(src, group):
 
 
 def worker(rank, args, port, sizes, queue):
+    die_with_parent()
     if args.pin:
         os.sched_setaffinity(0, {rank % os.cpu_count()})
     torch.set_num_threads(1)

@@ -20,10 +20,13 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from _ranks import die_with_parent
+
 TRIALS = 3
 
 
 def worker(rank, sizes, seconds, port, queue):
+    die_with_parent()
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=2)
     ack = torch.zeros(1, dtype=torch.long)

@@ -1,5 +1,6 @@
 package io.jcomm.api;
 
+import io.jcomm.api.config.Settings;
 import io.jcomm.api.launch.LaunchInfo;
 import io.jcomm.api.launch.Launchers;
 import java.net.InetAddress;
@@ -24,68 +25,16 @@ import org.slf4j.LoggerFactory;
  * {@code JCOMM_LAUNCHER} ({@code auto}, {@code torchrun}, {@code slurm}, {@code mpi}, {@code k8s},
  * {@code lws}) forces one.
  *
- * <table>
- *   <caption>Environment variables</caption>
- *   <tr><th>variable</th><th>meaning</th><th>default</th></tr>
- *   <tr><td>{@code MASTER_ADDR}</td><td>store host</td><td>the launcher's (Slurm: first host of the step's node
- *       list), else {@code 127.0.0.1}</td></tr>
- *   <tr><td>{@code MASTER_PORT}</td><td>store port</td><td>the launcher's (Slurm, Open MPI: derived from the job
- *       id), else {@code 29500}</td></tr>
- *   <tr><td>{@code RANK}</td><td>global rank</td><td>the launcher's, else {@code 0}</td></tr>
- *   <tr><td>{@code WORLD_SIZE}</td><td>number of processes</td><td>the launcher's, else {@code 1}</td></tr>
- *   <tr><td>{@code LOCAL_RANK}</td><td>rank on this host</td><td>the launcher's, else {@code RANK}</td></tr>
- *   <tr><td>{@code LOCAL_WORLD_SIZE}</td><td>processes on this host</td><td>the launcher's, else {@code WORLD_SIZE}</td></tr>
- *   <tr><td>{@code JCOMM_LAUNCHER}</td><td>{@code auto}, or the launcher to follow ({@link Launchers})</td><td>{@code auto}</td></tr>
- *   <tr><td>{@code JCOMM_TIMEOUT_MS}</td><td>default timeout of every blocking call</td><td>{@code 60000}</td></tr>
- *   <tr><td>{@code JCOMM_HOST_ID}</td><td>identity of this host for same-host detection ({@link HostIdentity})</td><td>kernel boot id {@code @} host name</td></tr>
- *   <tr><td>{@code JCOMM_HOSTNAME}</td><td>address other ranks use to reach this process (CPU-group
- *       listeners bind to it)</td><td>{@code 127.0.0.1} when {@code MASTER_ADDR} is a loopback address,
- *       else this host's address on the route to {@code MASTER_ADDR}</td></tr>
- *   <tr><td>{@code JCOMM_CPU_BACKEND}</td><td>{@code auto}, {@code tcp} or {@code gloo}</td><td>{@code auto}</td></tr>
- *   <tr><td>{@code JCOMM_DEVICE_COMM}</td><td>device communicator provider name or {@code auto}</td><td>{@code auto}</td></tr>
- *   <tr><td>{@code JCOMM_TOKEN_FILE}</td><td>file holding the job token for the store</td><td>none</td></tr>
- *   <tr><td>{@code JCOMM_LAUNCHER_STORE}</td><td>{@code 1}: a launcher ({@code commrun}) already hosts the
- *       store at {@code MASTER_ADDR:MASTER_PORT}, so no rank hosts one (torchrun's agent store)</td><td>{@code 0}</td></tr>
- *   <tr><td>{@code JCOMM_JOB_ID}</td><td>identity of the job, under which each rank declares itself to the
- *       store so that a rank that dies is noticed by the others (at most {@value #MAX_JOB_ID_BYTES} bytes of
- *       UTF-8)</td><td>{@code TORCHELASTIC_RUN_ID} when set, else the launcher's ({@code slurm-<job>.<step>},
- *       {@code mpi-<job>}, {@code lws-<leader>}), else {@value #JOB_ID_DEFAULT}</td></tr>
- *   <tr><td>{@code JCOMM_ROLE}</td><td>{@code worker}; {@code restarted}: a launcher restarted this process to
- *       take the place of rank {@code RANK}, lost earlier; {@code spare}: a waiting process that takes the place of
- *       whichever rank is lost first ({@code RANK} is then only a placeholder)</td><td>{@code worker}</td></tr>
- *   <tr><td>{@code JCOMM_RECOVERY}</td><td>what the survivors of a rank loss do ({@code ParallelState.recover()}):
- *       {@code shrink} (the replicas that lost a rank leave) or {@code replace} (a restarted or spare process takes
- *       the lost rank's place)</td><td>{@code shrink}</td></tr>
- *   <tr><td>{@code JCOMM_DEBUG}</td><td>{@code off} or {@code detail}: ranks compare each device collective's
- *       fingerprint over the CPU group, and gloo's argument check is forced on ({@link DebugLevel#DETAIL})</td><td>{@code off}</td></tr>
- * </table>
+ * <p>The variables it reads, their defaults and meanings are declared in {@link Settings} (the table of
+ * {@code docs/CONFIGURATION.md} is generated from it).
  */
 public final class DistributedConfig {
 
-    public static final String MASTER_ADDR = "MASTER_ADDR";
-    public static final String MASTER_PORT = "MASTER_PORT";
-    public static final String RANK = "RANK";
-    public static final String WORLD_SIZE = "WORLD_SIZE";
-    public static final String LOCAL_RANK = "LOCAL_RANK";
-    public static final String LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE";
-    public static final String TIMEOUT_MS = "JCOMM_TIMEOUT_MS";
-    public static final String HOST_ID = HostIdentity.ENV;
-    public static final String HOSTNAME = "JCOMM_HOSTNAME";
-    public static final String CPU_BACKEND = "JCOMM_CPU_BACKEND";
-    public static final String DEVICE_COMM = "JCOMM_DEVICE_COMM";
-    public static final String TOKEN_FILE = "JCOMM_TOKEN_FILE";
-    public static final String LAUNCHER_STORE = "JCOMM_LAUNCHER_STORE";
-    public static final String JOB_ID = "JCOMM_JOB_ID";
-    public static final String DEBUG = "JCOMM_DEBUG";
-    public static final String ROLE = "JCOMM_ROLE";
     /**
      * Key (not under any prefix) that a launcher hosting the store sets once every worker of the job has
      * exited: a spare still waiting for a vacancy then stops waiting.
      */
     public static final String LAUNCHER_DONE_KEY = "jcomm/launcher/workers-done";
-    public static final String RECOVERY = "JCOMM_RECOVERY";
-    /** torchelastic's run id, used as the job id when {@value #JOB_ID} is not set. */
-    public static final String TORCHELASTIC_RUN_ID = "TORCHELASTIC_RUN_ID";
 
     public static final String MASTER_ADDR_DEFAULT = "127.0.0.1";
     public static final int MASTER_PORT_DEFAULT = 29500;
@@ -113,7 +62,7 @@ public final class DistributedConfig {
     private final RecoveryPolicy recovery;
     private final LaunchInfo launch;
 
-    /** What this process is in its job ({@value #ROLE}). */
+    /** What this process is in its job ({@code JCOMM_ROLE}). */
     public enum Role {
         /** A rank started with the job. */
         WORKER,
@@ -123,7 +72,7 @@ public final class DistributedConfig {
         SPARE
     }
 
-    /** What the survivors of a rank loss do ({@value #RECOVERY}). */
+    /** What the survivors of a rank loss do ({@code JCOMM_RECOVERY}). */
     public enum RecoveryPolicy {
         /** The data-parallel replicas that lost a rank leave; the others go on among themselves. */
         SHRINK,
@@ -151,26 +100,26 @@ public final class DistributedConfig {
         this.recovery = Objects.requireNonNull(b.recovery, "recovery");
         this.launch = b.launch;
         if (masterPort < 0 || masterPort > 65535) {
-            throw new IllegalArgumentException(MASTER_PORT + " out of range: " + masterPort);
+            throw new IllegalArgumentException(Settings.MASTER_PORT.name() + " out of range: " + masterPort);
         }
         if (worldSize < 1) {
-            throw new IllegalArgumentException(WORLD_SIZE + " must be >= 1, got " + worldSize);
+            throw new IllegalArgumentException(Settings.WORLD_SIZE.name() + " must be >= 1, got " + worldSize);
         }
         if (rank < 0 || rank >= worldSize) {
-            throw new IllegalArgumentException(RANK + " " + rank + " not in [0, " + worldSize + ")");
+            throw new IllegalArgumentException(Settings.RANK.name() + " " + rank + " not in [0, " + worldSize + ")");
         }
         if (localWorldSize < 1 || localWorldSize > worldSize) {
-            throw new IllegalArgumentException(LOCAL_WORLD_SIZE + " " + localWorldSize + " not in [1, " + worldSize + "]");
+            throw new IllegalArgumentException(Settings.LOCAL_WORLD_SIZE.name() + " " + localWorldSize + " not in [1, " + worldSize + "]");
         }
         if (localRank < 0 || localRank >= localWorldSize) {
-            throw new IllegalArgumentException(LOCAL_RANK + " " + localRank + " not in [0, " + localWorldSize + ")");
+            throw new IllegalArgumentException(Settings.LOCAL_RANK.name() + " " + localRank + " not in [0, " + localWorldSize + ")");
         }
         if (timeout.isNegative() || timeout.isZero()) {
             throw new IllegalArgumentException("timeout must be positive, got " + timeout);
         }
         int jobIdBytes = jobId.getBytes(StandardCharsets.UTF_8).length;
         if (jobId.isEmpty() || jobIdBytes > MAX_JOB_ID_BYTES) {
-            throw new IllegalArgumentException(JOB_ID + " must be 1 to " + MAX_JOB_ID_BYTES + " bytes of UTF-8, got "
+            throw new IllegalArgumentException(Settings.JOB_ID.name() + " must be 1 to " + MAX_JOB_ID_BYTES + " bytes of UTF-8, got "
                     + jobIdBytes);
         }
     }
@@ -211,7 +160,6 @@ public final class DistributedConfig {
      */
     public static DistributedConfig fromEnvironment(Map<String, String> env) {
         Builder b = builder();
-        String v;
         LaunchInfo launch = Launchers.resolve(env);
         b.launch(launch).masterAddr(launch.masterAddr()).masterPort(launch.masterPort()).rank(launch.rank())
                 .worldSize(launch.worldSize());
@@ -224,73 +172,24 @@ public final class DistributedConfig {
         if (launch.jobId() != null) {
             b.jobId(launch.jobId());
         }
-        if ((v = env.get(TIMEOUT_MS)) != null && !v.isBlank()) {
-            b.timeout(Duration.ofMillis(parseInt(TIMEOUT_MS, v)));
-        }
-        if ((v = env.get(HOST_ID)) != null && !v.isBlank()) {
-            b.hostId(v.trim());
-        }
-        if ((v = env.get(HOSTNAME)) != null && !v.isBlank()) {
-            b.hostname(v.trim());
-        }
-        if ((v = env.get(CPU_BACKEND)) != null && !v.isBlank()) {
-            b.cpuBackend(v.trim());
-        }
-        if ((v = env.get(DEVICE_COMM)) != null && !v.isBlank()) {
-            b.deviceCommunicator(v.trim());
-        }
-        if ((v = env.get(TOKEN_FILE)) != null && !v.isBlank()) {
-            b.tokenFile(Path.of(v.trim()));
-        }
-        if ((v = env.get(LAUNCHER_STORE)) != null && !v.isBlank()) {
-            b.launcherStore(parseFlag(LAUNCHER_STORE, v));
-        }
-        if ((v = env.get(JOB_ID)) != null && !v.isBlank()) {
-            b.jobId(v.trim());
-        }
-        if ((v = env.get(DEBUG)) != null && !v.isBlank()) {
+        Settings.TIMEOUT_MS.intValue(env).ifPresent(ms -> b.timeout(Duration.ofMillis(ms)));
+        Settings.HOST_ID.value(env).ifPresent(b::hostId);
+        Settings.HOSTNAME.value(env).ifPresent(b::hostname);
+        Settings.CPU_BACKEND.value(env).ifPresent(b::cpuBackend);
+        Settings.DEVICE_COMM.value(env).ifPresent(b::deviceCommunicator);
+        Settings.TOKEN_FILE.value(env).ifPresent(f -> b.tokenFile(Path.of(f)));
+        Settings.LAUNCHER_STORE.flag(env).ifPresent(b::launcherStore);
+        Settings.JOB_ID.value(env).ifPresent(b::jobId);
+        Settings.DEBUG.value(env).ifPresent(d -> {
             try {
-                b.debug(DebugLevel.parse(v));
+                b.debug(DebugLevel.parse(d));
             } catch (IllegalArgumentException e) {
-                throw new IllegalArgumentException(DEBUG + " is " + e.getMessage(), e);
+                throw new IllegalArgumentException(Settings.DEBUG.name() + " is " + e.getMessage(), e);
             }
-        }
-        if ((v = env.get(ROLE)) != null && !v.isBlank()) {
-            b.role(parseEnum(Role.class, ROLE, v));
-        }
-        if ((v = env.get(RECOVERY)) != null && !v.isBlank()) {
-            b.recovery(parseEnum(RecoveryPolicy.class, RECOVERY, v));
-        }
+        });
+        Settings.ROLE.enumValue(env, Role.class).ifPresent(b::role);
+        Settings.RECOVERY.enumValue(env, RecoveryPolicy.class).ifPresent(b::recovery);
         return b.build();
-    }
-
-    private static <E extends Enum<E>> E parseEnum(Class<E> type, String name, String value) {
-        for (E e : type.getEnumConstants()) {
-            if (e.name().equalsIgnoreCase(value.trim())) {
-                return e;
-            }
-        }
-        StringBuilder sb = new StringBuilder();
-        for (E e : type.getEnumConstants()) {
-            sb.append(sb.length() == 0 ? "" : ", ").append(e.name().toLowerCase(Locale.ROOT));
-        }
-        throw new IllegalArgumentException(name + " is not one of " + sb + ": '" + value + "'");
-    }
-
-    private static int parseInt(String name, String value) {
-        try {
-            return Integer.parseInt(value.trim());
-        } catch (NumberFormatException e) {
-            throw new IllegalArgumentException(name + " is not an integer: '" + value + "'", e);
-        }
-    }
-
-    private static boolean parseFlag(String name, String value) {
-        switch (value.trim().toLowerCase(Locale.ROOT)) {
-            case "1": case "true": case "yes": return true;
-            case "0": case "false": case "no": return false;
-            default: throw new IllegalArgumentException(name + " is not 0/1/true/false: '" + value + "'");
-        }
     }
 
     public String masterAddr() {
@@ -375,7 +274,7 @@ public final class DistributedConfig {
     }
 
     /**
-     * The job's identity ({@value #JOB_ID}, else {@value #TORCHELASTIC_RUN_ID}, else
+     * The job's identity ({@code JCOMM_JOB_ID}, else {@code TORCHELASTIC_RUN_ID}, else
      * {@value #JOB_ID_DEFAULT}): ranks declare themselves to the store under it, and the store tells
      * the ranks of one job when one of them dies.
      */
@@ -383,17 +282,17 @@ public final class DistributedConfig {
         return jobId;
     }
 
-    /** The debug level ({@value #DEBUG}): {@link DebugLevel#OFF} unless asked for. */
+    /** The debug level ({@code JCOMM_DEBUG}): {@link DebugLevel#OFF} unless asked for. */
     public DebugLevel debug() {
         return debug;
     }
 
-    /** What this process is in its job ({@value #ROLE}): {@link Role#WORKER} unless a launcher says otherwise. */
+    /** What this process is in its job ({@code JCOMM_ROLE}): {@link Role#WORKER} unless a launcher says otherwise. */
     public Role role() {
         return role;
     }
 
-    /** What the survivors of a rank loss do ({@value #RECOVERY}): {@link RecoveryPolicy#SHRINK} by default. */
+    /** What the survivors of a rank loss do ({@code JCOMM_RECOVERY}): {@link RecoveryPolicy#SHRINK} by default. */
     public RecoveryPolicy recovery() {
         return recovery;
     }
@@ -466,11 +365,11 @@ public final class DistributedConfig {
         public Builder launcherStore(boolean v) { this.launcherStore = v; return this; }
         /** The job's identity (1 to {@value DistributedConfig#MAX_JOB_ID_BYTES} bytes of UTF-8). */
         public Builder jobId(String v) { this.jobId = v; return this; }
-        /** The debug level ({@value DistributedConfig#DEBUG}). */
+        /** The debug level ({@code JCOMM_DEBUG}). */
         public Builder debug(DebugLevel v) { this.debug = v; return this; }
-        /** What this process is in its job ({@value DistributedConfig#ROLE}). */
+        /** What this process is in its job ({@code JCOMM_ROLE}). */
         public Builder role(Role v) { this.role = v; return this; }
-        /** What the survivors of a rank loss do ({@value DistributedConfig#RECOVERY}). */
+        /** What the survivors of a rank loss do ({@code JCOMM_RECOVERY}). */
         public Builder recovery(RecoveryPolicy v) { this.recovery = v; return this; }
         /** What the launcher said ({@link DistributedConfig#launch()}); {@code null}: built in code. */
         public Builder launch(LaunchInfo v) { this.launch = v; return this; }

@@ -1,5 +1,7 @@
 package io.jcomm.api;
 
+import io.jcomm.api.config.Settings;
+import java.util.Optional;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.nio.charset.StandardCharsets;
@@ -15,9 +17,8 @@ import java.nio.file.Path;
 public final class HostIdentity {
 
     /** The environment variable that overrides the identity (e.g. distinct ids to simulate hosts). */
-    public static final String ENV = "JCOMM_HOST_ID";
 
-    /** Computed on first use only: with {@value #ENV} set, nothing here is read. */
+    /** Computed on first use only: with {@code JCOMM_HOST_ID} set, nothing here is read. */
     private static final class Machine {
         static final String ID = computeMachine();
     }
@@ -26,23 +27,22 @@ public final class HostIdentity {
     }
 
     /**
-     * {@value #ENV} when set (trimmed), else {@code <kernel boot id>@<host name>}: equal for the
+     * {@code JCOMM_HOST_ID} when set (trimmed), else {@code <kernel boot id>@<host name>}: equal for the
      * processes of one kernel, different between machines even when their host names are equal
      * ({@code noboot@<host name>} without procfs).
      */
     public static String local() {
-        String env = System.getenv(ENV);
-        return env != null && !env.isBlank() ? env.trim() : Machine.ID;
+        return Settings.HOST_ID.fromProcess().orElse(Machine.ID);
     }
 
     /**
-     * This host as messages name it: {@value #ENV} when set, else the host name (the identity without its
+     * This host as messages name it: {@code JCOMM_HOST_ID} when set, else the host name (the identity without its
      * boot id).
      */
     public static String displayName() {
-        String env = System.getenv(ENV);
-        if (env != null && !env.isBlank()) {
-            return env.trim();
+        Optional<String> env = Settings.HOST_ID.fromProcess();
+        if (env.isPresent()) {
+            return env.get();
         }
         String machine = Machine.ID;
         int at = machine.indexOf('@');

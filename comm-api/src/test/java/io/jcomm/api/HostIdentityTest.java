@@ -1,5 +1,6 @@
 package io.jcomm.api;
 
+import io.jcomm.api.config.Settings;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
@@ -17,7 +18,7 @@ class HostIdentityTest {
 
     @Test
     void isTheBootIdAndTheKernelsHostNameWithoutTheOverride() throws IOException {
-        assumeTrue(System.getenv(HostIdentity.ENV) == null, HostIdentity.ENV + " is set for this JVM");
+        assumeTrue(System.getenv(Settings.HOST_ID.name()) == null, Settings.HOST_ID.name() + " is set for this JVM");
         assumeTrue(Files.isReadable(Path.of("/proc/sys/kernel/hostname")), "no procfs (not Linux)");
         String host = read("/proc/sys/kernel/hostname");
         assertEquals((read("/proc/sys/kernel/random/boot_id") + "@" + host).replace(' ', '_'), HostIdentity.local());

@@ -1,5 +1,6 @@
 package io.jcomm.parallel;
 
+import io.jcomm.api.config.Settings;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
@@ -16,8 +17,6 @@ public final class All2AllManagers {
     public static final String ALLGATHER_REDUCESCATTER = "allgather-reducescatter";
     /** Name of the all-to-all manager: token counts, then {@code allToAllV} of the token copies. */
     public static final String ALLTOALL = "alltoall";
-    /** Environment variable read when {@link ParallelStateOptions#all2allBackend()} is not set. */
-    public static final String ENV = "JCOMM_ALL2ALL_BACKEND";
 
     private All2AllManagers() {
     }
@@ -56,11 +55,11 @@ public final class All2AllManagers {
     }
 
     /**
-     * The manager a job uses: {@code configured} when set, else the value of {@link #ENV} in
+     * The manager a job uses: {@code configured} when set, else the value of {@code JCOMM_ALL2ALL_BACKEND} in
      * {@code env}, else the default.
      */
     public static All2AllManager resolve(String configured, Map<String, String> env, ClassLoader loader) {
-        String n = configured != null && !configured.isBlank() ? configured : env.get(ENV);
+        String n = configured != null && !configured.isBlank() ? configured : Settings.ALL2ALL_BACKEND.value(env).orElse(null);
         return select(n, loader);
     }
 }

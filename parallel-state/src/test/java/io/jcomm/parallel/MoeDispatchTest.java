@@ -1,5 +1,6 @@
 package io.jcomm.parallel;
 
+import io.jcomm.api.config.Settings;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
@@ -226,9 +227,9 @@ class MoeDispatchTest {
         assertEquals(All2AllManagers.ALLTOALL, All2AllManagers.select(" AllToAll ", cl).name());
         assertEquals(All2AllManagers.ALLGATHER_REDUCESCATTER, All2AllManagers.resolve(null, Map.of(), cl).name());
         assertEquals(All2AllManagers.ALLTOALL,
-                All2AllManagers.resolve(null, Map.of(All2AllManagers.ENV, "alltoall"), cl).name());
+                All2AllManagers.resolve(null, Map.of(Settings.ALL2ALL_BACKEND.name(), "alltoall"), cl).name());
         assertEquals(All2AllManagers.ALLGATHER_REDUCESCATTER, All2AllManagers.resolve("allgather-reducescatter",
-                Map.of(All2AllManagers.ENV, "alltoall"), cl).name());
+                Map.of(Settings.ALL2ALL_BACKEND.name(), "alltoall"), cl).name());
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> All2AllManagers.select("deepep", cl));
         assertEquals("unknown all2all backend 'deepep'; known: [allgather-reducescatter, alltoall]", e.getMessage());
         assertEquals("alltoall", ParallelStateOptions.builder().all2allBackend("alltoall").build().toBuilder().build()

@@ -40,8 +40,6 @@ import java.util.Objects;
  */
 public final class MessageQueueOptions {
 
-    /** Environment variable naming this host for same-host detection (as in DistributedConfig). */
-    public static final String HOST_ID_ENV = io.jcomm.api.HostIdentity.ENV;
     public static final int MAX_MESSAGE_BYTES_DEFAULT = 64 << 20;
     public static final int TERM_LENGTH_DEFAULT = 4 << 20;
     public static final int IPC_MTU_DEFAULT = 65504;

@@ -1,5 +1,6 @@
 package io.jcomm.spark;
 
+import io.jcomm.api.config.Settings;
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.launch.LaunchInfo;
 import java.util.List;
@@ -61,7 +62,7 @@ public final class SparkLayout {
         String master = host(addresses.get(0));
         Map<String, String> settings = new TreeMap<>();
         env.forEach((k, v) -> {
-            if (k.startsWith("JCOMM_") && !k.equals("JCOMM_LAUNCHER") && !k.equals(DistributedConfig.LAUNCHER_STORE)) {
+            if (k.startsWith("JCOMM_") && !k.equals(Settings.LAUNCHER.name()) && !k.equals(Settings.LAUNCHER_STORE.name())) {
                 settings.put(k, v);
             }
         });

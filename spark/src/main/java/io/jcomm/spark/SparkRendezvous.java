@@ -1,5 +1,6 @@
 package io.jcomm.spark;
 
+import io.jcomm.api.config.Settings;
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.StoreException;
 import io.jcomm.cpu.store.JobToken;
@@ -84,9 +85,9 @@ public final class SparkRendezvous implements AutoCloseable {
     private static TcpStoreServer startStore(String host, int world, Map<String, String> env) {
         TcpStoreServerConfig.Builder b = TcpStoreServerConfig.builder().host(host).name("spark-stage")
                 .expectedClients(world).logConnections(false);
-        String port = env.get(DistributedConfig.MASTER_PORT);
+        String port = env.get(Settings.MASTER_PORT.name());
         b.port(port == null || port.isBlank() ? 0 : Integer.parseInt(port.trim()));
-        String token = env.get(DistributedConfig.TOKEN_FILE);
+        String token = env.get(Settings.TOKEN_FILE.name());
         if (token != null && !token.isBlank()) {
             b.token(JobToken.read(java.nio.file.Path.of(token.trim())));
         }

@@ -1,5 +1,6 @@
 package io.jcomm.api.launch;
 
+import io.jcomm.api.config.Settings;
 import java.util.Map;
 import java.util.Optional;
 
@@ -14,8 +15,8 @@ import java.util.Optional;
  *       rank, node count and master.</li>
  *   <li>An Indexed Job or a JobSet behind a headless Service: the pod's {@code JOB_COMPLETION_INDEX}; in a
  *       JobSet also the job's global index and its pods per job, which the manifest passes as
- *       {@value #JOB_INDEX} (from the annotation {@code jobset.sigs.k8s.io/job-global-index} through the
- *       downward API) and {@value #PODS_PER_JOB}. The manifest names the world ({@code WORLD_SIZE}) and the
+ *       {@code JCOMM_K8S_JOB_INDEX} (from the annotation {@code jobset.sigs.k8s.io/job-global-index} through the
+ *       downward API) and {@code JCOMM_K8S_PODS_PER_JOB}. The manifest names the world ({@code WORLD_SIZE}) and the
  *       first pod's DNS name ({@code MASTER_ADDR}); nothing else in a pod knows them.</li>
  * </ul>
  */
@@ -28,9 +29,9 @@ final class KubernetesLauncher implements Launcher {
     static final String PET_MASTER_PORT = "PET_MASTER_PORT";
     static final String COMPLETION_INDEX = "JOB_COMPLETION_INDEX";
     /** A JobSet's global job index, passed by the manifest (downward API). */
-    static final String JOB_INDEX = "JCOMM_K8S_JOB_INDEX";
+    static final String JOB_INDEX = Settings.K8S_JOB_INDEX.name();
     /** Pods of each job of a JobSet (the jobs' parallelism), passed by the manifest. */
-    static final String PODS_PER_JOB = "JCOMM_K8S_PODS_PER_JOB";
+    static final String PODS_PER_JOB = Settings.K8S_PODS_PER_JOB.name();
 
     @Override
     public String name() {

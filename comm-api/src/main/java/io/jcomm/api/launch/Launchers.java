@@ -1,5 +1,6 @@
 package io.jcomm.api.launch;
 
+import io.jcomm.api.config.Settings;
 import io.jcomm.api.launch.LaunchInfo.Field;
 import java.util.ArrayList;
 import java.util.List;
@@ -15,7 +16,7 @@ import java.util.Optional;
  * <h2>Order and precedence</h2>
  *
  * <ol>
- *   <li>{@value #ENV} ({@code auto}, {@code torchrun}, {@code slurm}, {@code mpi}, {@code k8s}, {@code lws})
+ *   <li>{@code JCOMM_LAUNCHER} ({@code auto}, {@code torchrun}, {@code slurm}, {@code mpi}, {@code k8s}, {@code lws})
  *       forces one: {@code torchrun} reads torchrun's variables only; a scheduler's name reads that scheduler
  *       (an error when its variables are absent), torchrun's variables filling only what it does not say.</li>
  *   <li>{@code auto} (the default) looks, in this order, at explicit torchrun variables ({@code RANK} and
@@ -38,8 +39,7 @@ import java.util.Optional;
 public final class Launchers {
 
     /** The variable that forces a launcher. */
-    public static final String ENV = "JCOMM_LAUNCHER";
-    /** {@value #ENV}'s default: detect. */
+    /** {@code JCOMM_LAUNCHER}'s default: detect. */
     public static final String AUTO = "auto";
     /** torchrun's default store port. */
     public static final int DEFAULT_PORT = 29500;
@@ -54,7 +54,7 @@ public final class Launchers {
     private Launchers() {
     }
 
-    /** The values {@value #ENV} accepts. */
+    /** The values {@code JCOMM_LAUNCHER} accepts. */
     public static List<String> names() {
         List<String> n = new ArrayList<>(List.of(AUTO, TORCHRUN.name()));
         for (Launcher l : SCHEDULERS) {
@@ -88,7 +88,7 @@ public final class Launchers {
         }
         if (!forced.equals(AUTO)) {
             Launcher l = byName(forced);
-            LaunchInfo info = l.detect(env).orElseThrow(() -> new IllegalArgumentException(ENV + "=" + forced
+            LaunchInfo info = l.detect(env).orElseThrow(() -> new IllegalArgumentException(Settings.LAUNCHER.name() + "=" + forced
                     + " but this process has none of " + forced + "'s variables"));
             LaunchInfo.Builder b = info.toBuilder();
             if (torchrun != null) {
@@ -158,8 +158,8 @@ public final class Launchers {
 
     /**
      * What the scheduler around a per-node launcher ({@code bin/commrun}) says: its task's node and the
-     * job's nodes and master, or empty when no scheduler's variables are present (or {@value #ENV} is
-     * {@code torchrun}). The first scheduler found, in {@code auto}'s order, unless {@value #ENV} names one.
+     * job's nodes and master, or empty when no scheduler's variables are present (or {@code JCOMM_LAUNCHER} is
+     * {@code torchrun}). The first scheduler found, in {@code auto}'s order, unless {@code JCOMM_LAUNCHER} names one.
      *
      * @throws IllegalArgumentException when a variable is malformed, or a forced scheduler is absent
      */
@@ -169,7 +169,7 @@ public final class Launchers {
             return Optional.empty();
         }
         if (!forced.equals(AUTO)) {
-            return Optional.of(byName(forced).detect(env).orElseThrow(() -> new IllegalArgumentException(ENV + "="
+            return Optional.of(byName(forced).detect(env).orElseThrow(() -> new IllegalArgumentException(Settings.LAUNCHER.name() + "="
                     + forced + " but this process has none of " + forced + "'s variables")));
         }
         for (Launcher l : SCHEDULERS) {
@@ -182,10 +182,10 @@ public final class Launchers {
     }
 
     private static String forced(Map<String, String> env) {
-        String v = env.get(ENV);
-        String forced = v == null || v.isBlank() ? AUTO : v.trim().toLowerCase(Locale.ROOT);
+        String v = env.get(Settings.LAUNCHER.name());
+        String forced = Settings.LAUNCHER.value(env).map(f -> f.toLowerCase(Locale.ROOT)).orElse(AUTO);
         if (!names().contains(forced)) {
-            throw new IllegalArgumentException(ENV + " is not one of " + String.join(", ", names()) + ": '" + v + "'");
+            throw new IllegalArgumentException(Settings.LAUNCHER.name() + " is not one of " + String.join(", ", names()) + ": '" + v + "'");
         }
         return forced;
     }
@@ -217,7 +217,7 @@ public final class Launchers {
             Object vb = value(b, f);
             if (isKnown(va) && isKnown(vb) && !va.equals(vb)) {
                 throw new IllegalArgumentException(name(a, f) + "=" + va + " (" + a.launcher() + ") and " + name(b, f) + "="
-                        + vb + " (" + b.launcher() + ") disagree; unset the wrong one, or set " + ENV
+                        + vb + " (" + b.launcher() + ") disagree; unset the wrong one, or set " + Settings.LAUNCHER.name()
                         + " to the launcher to follow");
             }
         }

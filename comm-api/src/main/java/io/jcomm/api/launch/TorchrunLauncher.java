@@ -1,5 +1,6 @@
 package io.jcomm.api.launch;
 
+import io.jcomm.api.config.Settings;
 import java.util.Map;
 import java.util.Optional;
 
@@ -12,15 +13,15 @@ import java.util.Optional;
  */
 final class TorchrunLauncher implements Launcher {
 
-    static final String RANK = "RANK";
-    static final String WORLD_SIZE = "WORLD_SIZE";
-    static final String LOCAL_RANK = "LOCAL_RANK";
-    static final String LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE";
+    static final String RANK = Settings.RANK.name();
+    static final String WORLD_SIZE = Settings.WORLD_SIZE.name();
+    static final String LOCAL_RANK = Settings.LOCAL_RANK.name();
+    static final String LOCAL_WORLD_SIZE = Settings.LOCAL_WORLD_SIZE.name();
     static final String GROUP_RANK = "GROUP_RANK";
     static final String GROUP_WORLD_SIZE = "GROUP_WORLD_SIZE";
-    static final String MASTER_ADDR = "MASTER_ADDR";
-    static final String MASTER_PORT = "MASTER_PORT";
-    static final String RUN_ID = "TORCHELASTIC_RUN_ID";
+    static final String MASTER_ADDR = Settings.MASTER_ADDR.name();
+    static final String MASTER_PORT = Settings.MASTER_PORT.name();
+    static final String RUN_ID = Settings.TORCHELASTIC_RUN_ID.name();
 
     @Override
     public String name() {

@@ -1,5 +1,6 @@
 package io.jcomm.cpu;
 
+import io.jcomm.api.config.Settings;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -14,7 +15,7 @@ import java.util.Properties;
  * group's connections, at a chosen rank, group, operation and sequence number. Immutable.
  *
  * <p>Off unless configured: {@link #process()} is read once from the system property
- * {@value #PROP_NAME} or, when that is not set, the environment variable {@value #ENV} (the
+ * {@code jcomm.fault} or, when that is not set, the environment variable {@code JCOMM_FAULT} (the
  * process's configuration, like {@code RANK}); a group can be given its own plan with
  * {@link CpuGroupOptions.Builder#fault(FaultPlan)}. A group that no fault targets costs nothing more
  * per operation than one check of a final field.
@@ -64,10 +65,6 @@ import java.util.Properties;
  */
 public final class FaultPlan {
 
-    /** The environment variable read by {@link #process()}. */
-    public static final String ENV = "JCOMM_FAULT";
-    /** The system property read by {@link #process()}; it wins over {@value #ENV}. */
-    public static final String PROP_NAME = "jcomm.fault";
     /** Exit code of a process ended by {@code kill} (128 + SIGKILL, as a shell reports {@code kill -9}). */
     public static final int KILL_EXIT_CODE = 137;
     /** No fault. */
@@ -184,7 +181,7 @@ public final class FaultPlan {
     }
 
     /**
-     * This process's plan: {@value #PROP_NAME} when set, else {@value #ENV}, else {@link #NONE}; read once,
+     * This process's plan: {@code jcomm.fault} when set, else {@code JCOMM_FAULT}, else {@link #NONE}; read once,
      * the first time a group asks.
      *
      * @throws IllegalArgumentException (each call) if the text is malformed; the message names the source
@@ -216,14 +213,14 @@ public final class FaultPlan {
     }
 
     /**
-     * The plan of {@code properties}' {@value #PROP_NAME} when set, else of {@code env}'s {@value #ENV}.
+     * The plan of {@code properties}' {@code jcomm.fault} when set, else of {@code env}'s {@code JCOMM_FAULT}.
      *
      * @throws IllegalArgumentException if the text is malformed; the message starts with the source's name
      */
     public static FaultPlan from(Map<String, String> env, Properties properties) {
-        String prop = properties.getProperty(PROP_NAME);
-        String source = prop != null ? "-D" + PROP_NAME : ENV;
-        String text = prop != null ? prop : env.get(ENV);
+        String prop = Settings.FAULT_PROPERTY.value(properties).orElse(null);
+        String source = prop != null ? "-D" + Settings.FAULT_PROPERTY.name() : Settings.FAULT.name();
+        String text = prop != null ? prop : Settings.FAULT.value(env).orElse(null);
         if (text == null) {
             return NONE;
         }

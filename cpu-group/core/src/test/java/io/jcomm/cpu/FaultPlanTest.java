@@ -1,5 +1,6 @@
 package io.jcomm.cpu;
 
+import io.jcomm.api.config.Settings;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertSame;
@@ -123,14 +124,14 @@ class FaultPlanTest {
     void theSystemPropertyWinsOverTheEnvironmentAndErrorsNameTheirSource() {
         Properties none = new Properties();
         Properties prop = new Properties();
-        prop.setProperty(FaultPlan.PROP_NAME, "cut@rank=4");
+        prop.setProperty(Settings.FAULT_PROPERTY.name(), "cut@rank=4");
         assertSame(FaultPlan.NONE, FaultPlan.from(Map.of(), none));
-        assertEquals(4, FaultPlan.from(Map.of(FaultPlan.ENV, "kill@rank=1"), prop).faults().get(0).rank());
-        assertEquals(1, FaultPlan.from(Map.of(FaultPlan.ENV, "kill@rank=1"), none).faults().get(0).rank());
+        assertEquals(4, FaultPlan.from(Map.of(Settings.FAULT.name(), "kill@rank=1"), prop).faults().get(0).rank());
+        assertEquals(1, FaultPlan.from(Map.of(Settings.FAULT.name(), "kill@rank=1"), none).faults().get(0).rank());
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-                () -> FaultPlan.from(Map.of(FaultPlan.ENV, "kill@rank=x"), none));
+                () -> FaultPlan.from(Map.of(Settings.FAULT.name(), "kill@rank=x"), none));
         assertTrue(e.getMessage().startsWith("JCOMM_FAULT: fault 1"), e.getMessage());
-        prop.setProperty(FaultPlan.PROP_NAME, "kil@rank=1");
+        prop.setProperty(Settings.FAULT_PROPERTY.name(), "kil@rank=1");
         e = assertThrows(IllegalArgumentException.class, () -> FaultPlan.from(Map.of(), prop));
         assertTrue(e.getMessage().startsWith("-Djcomm.fault: fault 1"), e.getMessage());
     }

@@ -1,5 +1,6 @@
 package io.jcomm.it.reliability;
 
+import io.jcomm.api.config.Settings;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -125,7 +126,7 @@ class ChaosIT {
     private static Trial trial(int n, String phase, int victim, Random rnd) throws Exception {
         try (MultiJvm job = MultiJvm.builder().name("chaos-" + n).worldSize(4).mainClass(PipelineDemo.class)
                 .args("--tp", "2", "--pp", "2", "--steps", "100000000", "--warmup", "100", "--phases")
-                .env(DistributedConfig.TIMEOUT_MS, Long.toString(TIMEOUT_MS)).maxHeap("256m").echo(null)
+                .env(Settings.TIMEOUT_MS.name(), Long.toString(TIMEOUT_MS)).maxHeap("256m").echo(null)
                 .jvmArg("-XX:TieredStopAtLevel=1").jvmArg("-XX:+UseSerialGC")
                 .keepOthersOnFailure().deadline(Duration.ofSeconds(90)).start()) {
             Duration start = Duration.ofSeconds(60);

@@ -1,5 +1,6 @@
 package io.jcomm.it.reliability;
 
+import io.jcomm.api.config.Settings;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -139,7 +140,7 @@ class ElasticChaosIT {
             default: args.addAll(List.of("--max-restarts", "2")); break;
         }
         args.addAll(List.of("demo", "--elastic", "--moe", "--tp", "2", "--steps", "8000", "--hidden", "256"));
-        try (LiveJob job = LiveJob.start(Map.of(DistributedConfig.TIMEOUT_MS, "10000"), args)) {
+        try (LiveJob job = LiveJob.start(Map.of(Settings.TIMEOUT_MS.name(), "10000"), args)) {
             for (int r = 0; r < 4; r++) {
                 int rank = r;
                 job.await(l -> SERVING_RANK.matcher(l).find() && l.startsWith("[rank " + rank + "]"), Duration.ofSeconds(60));
@@ -290,8 +291,8 @@ class ElasticChaosIT {
 
         static LiveJob start(Map<String, String> extraEnv, List<String> args) {
             Map<String, String> env = new LinkedHashMap<>(System.getenv());
-            env.remove(DistributedConfig.TOKEN_FILE);
-            env.remove(DistributedConfig.RECOVERY);
+            env.remove(Settings.TOKEN_FILE.name());
+            env.remove(Settings.RECOVERY.name());
             env.putAll(extraEnv);
             return new LiveJob(env, args);
         }
@@ -346,7 +347,7 @@ class ElasticChaosIT {
         String killSpare(int index) throws IOException {
             for (ProcessHandle h : descendants()) {
                 Map<String, String> env = environ(h.pid());
-                if ("spare".equals(env.get(DistributedConfig.ROLE))
+                if ("spare".equals(env.get(Settings.ROLE.name()))
                         && Integer.toString(index).equals(env.get("JCOMM_SPARE_INDEX"))) {
                     killed.add(h.pid());
                     h.destroyForcibly();
@@ -362,8 +363,8 @@ class ElasticChaosIT {
             while (System.nanoTime() < end && exit == null) {
                 for (ProcessHandle h : descendants()) {
                     Map<String, String> env = environ(h.pid());
-                    if ("restarted".equals(env.get(DistributedConfig.ROLE))
-                            && Integer.toString(rank).equals(env.get(DistributedConfig.RANK)) && !killed.contains(h.pid())) {
+                    if ("restarted".equals(env.get(Settings.ROLE.name()))
+                            && Integer.toString(rank).equals(env.get(Settings.RANK.name())) && !killed.contains(h.pid())) {
                         killed.add(h.pid());
                         return h.pid();
                     }

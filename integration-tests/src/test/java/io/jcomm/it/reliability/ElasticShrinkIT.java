@@ -1,5 +1,6 @@
 package io.jcomm.it.reliability;
 
+import io.jcomm.api.config.Settings;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -91,8 +92,8 @@ class ElasticShrinkIT {
         try (TcpStoreServer server = TcpStoreServer.start(TcpStoreServerConfig.builder().name("elastic-store").build());
              MultiJvm job = MultiJvm.builder().name("elastic-" + n).worldSize(4).mainClass(PipelineDemo.class)
                      .args("--elastic", "--tp", "2", "--steps", "20000", "--hidden", "256")
-                     .masterPort(server.port()).env(DistributedConfig.LAUNCHER_STORE, "1")
-                     .env(DistributedConfig.TIMEOUT_MS, Long.toString(TIMEOUT_MS)).maxHeap("256m").echo(null)
+                     .masterPort(server.port()).env(Settings.LAUNCHER_STORE.name(), "1")
+                     .env(Settings.TIMEOUT_MS.name(), Long.toString(TIMEOUT_MS)).maxHeap("256m").echo(null)
                      .jvmArg("-XX:+UseSerialGC").keepOthersOnFailure().deadline(Duration.ofSeconds(120)).start()) {
             for (int r = 0; r < 4; r++) {
                 job.awaitLine(r, "demo: elastic serving", Duration.ofSeconds(60));

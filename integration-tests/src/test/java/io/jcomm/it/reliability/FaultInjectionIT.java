@@ -1,5 +1,6 @@
 package io.jcomm.it.reliability;
 
+import io.jcomm.api.config.Settings;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -41,7 +42,7 @@ class FaultInjectionIT {
 
     private static MultiJvm.Results run(String name, String fault) {
         try (MultiJvm job = MultiJvm.builder().name(name).worldSize(WORLD).mainClass(FaultWorker.class)
-                .args(Integer.toString(OPS), Long.toString(OP_TIMEOUT_MS)).env(FaultPlan.ENV, fault)
+                .args(Integer.toString(OPS), Long.toString(OP_TIMEOUT_MS)).env(Settings.FAULT.name(), fault)
                 .keepOthersOnFailure().maxHeap("128m").deadline(Duration.ofSeconds(45)).start()) {
             MultiJvm.Results r = job.awaitAll();
             assertTrue(!r.timedOut(), name + " timed out");

@@ -1,5 +1,6 @@
 package io.jcomm.mq.registry;
 
+import io.jcomm.api.config.Settings;
 import io.jcomm.api.internal.shm.ProcessIdentity;
 import java.nio.file.Path;
 import java.util.List;
@@ -44,9 +45,9 @@ public final class JobRegistration implements AutoCloseable {
 
     /**
      * Starts registering a parallel state of this process; returns at once. Null when the registry is
-     * disabled ({@value JobRegistry#ENV}{@code =off}).
+     * disabled ({@code JCOMM_REGISTRY}{@code =off}).
      *
-     * @param env          the environment ({@value JobRegistry#ENV})
+     * @param env          the environment ({@code JCOMM_REGISTRY})
      * @param job          the job's identity ({@link JobRegistry.Entry#jobOf})
      * @param rank         global rank
      * @param worldSize    world size

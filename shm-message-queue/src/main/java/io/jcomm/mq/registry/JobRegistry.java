@@ -1,5 +1,7 @@
 package io.jcomm.mq.registry;
 
+import io.jcomm.api.config.Setting;
+import io.jcomm.api.config.Settings;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.StoreException;
 import io.jcomm.api.internal.shm.ProcessIdentity;
@@ -30,7 +32,7 @@ import java.util.Set;
 
 /**
  * The host-wide registry of jcomm processes: a directory shared by every process of the host (default
- * {@value #DEFAULT_DIRECTORY}, {@value #ENV} overrides it, {@code off} disables it) with one small
+ * {@value #DEFAULT_DIRECTORY}, {@code JCOMM_REGISTRY} overrides it, {@code off} disables it) with one small
  * text file per registered parallel state. Each process registers one {@link Entry} per parallel state
  * (job, rank, pid, groups, flight recorder file) and removes it when it closes; {@code bin/commtop}
  * lists them. Entries of processes that are gone (their {@link ProcessIdentity} is not alive: exited,
@@ -50,8 +52,6 @@ import java.util.Set;
  */
 public final class JobRegistry implements AutoCloseable {
 
-    /** Environment variable naming the registry directory; {@code off} disables the registry. */
-    public static final String ENV = "JCOMM_REGISTRY";
     /** The default registry directory. */
     public static final String DEFAULT_DIRECTORY = "/dev/shm/jcomm-registry";
     /** The largest entry file a reader accepts. */
@@ -76,18 +76,15 @@ public final class JobRegistry implements AutoCloseable {
     }
 
     /**
-     * The registry directory configured by {@code env} ({@value #ENV}: a path, or {@code off}/{@code 0}/
+     * The registry directory configured by {@code env} ({@code JCOMM_REGISTRY}: a path, or {@code off}/{@code 0}/
      * {@code false} to disable); {@value #DEFAULT_DIRECTORY} when unset; empty when disabled.
      */
     public static Optional<Path> configuredDirectory(Map<String, String> env) {
-        String v = env.get(ENV);
-        if (v == null || v.isBlank()) {
+        Optional<String> v = Settings.REGISTRY.value(env);
+        if (v.isEmpty()) {
             return Optional.of(Path.of(DEFAULT_DIRECTORY));
         }
-        if (v.equalsIgnoreCase("off") || v.equals("0") || v.equalsIgnoreCase("false")) {
-            return Optional.empty();
-        }
-        return Optional.of(Path.of(v));
+        return Setting.isOff(v.get()) ? Optional.empty() : Optional.of(Path.of(v.get()));
     }
 
     /**

@@ -1,5 +1,6 @@
 package io.jcomm.mq.registry;
 
+import io.jcomm.api.config.Settings;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -38,16 +39,16 @@ class JobRegistryTest {
     @Test
     void configuredFile() {
         assertEquals(Path.of(JobRegistry.DEFAULT_DIRECTORY), JobRegistry.configuredDirectory(Map.of()).orElseThrow());
-        assertEquals(Path.of("/tmp/x"), JobRegistry.configuredDirectory(Map.of(JobRegistry.ENV, "/tmp/x")).orElseThrow());
-        assertTrue(JobRegistry.configuredDirectory(Map.of(JobRegistry.ENV, "off")).isEmpty());
-        assertNull(JobRegistration.start(Map.of(JobRegistry.ENV, "off"), "j", 0, 1, null, List::of));
+        assertEquals(Path.of("/tmp/x"), JobRegistry.configuredDirectory(Map.of(Settings.REGISTRY.name(), "/tmp/x")).orElseThrow());
+        assertTrue(JobRegistry.configuredDirectory(Map.of(Settings.REGISTRY.name(), "off")).isEmpty());
+        assertNull(JobRegistration.start(Map.of(Settings.REGISTRY.name(), "off"), "j", 0, 1, null, List::of));
         assertEquals("127.0.0.1:29500", JobRegistry.Entry.jobOf("jcomm-job", "jcomm-job", "127.0.0.1", 29500));
         assertEquals("train@h:1", JobRegistry.Entry.jobOf("train", "jcomm-job", "h", 1));
     }
 
     @Test
     void aRegistrationThatCannotOpenTheRegistryIsHarmless() throws Exception {
-        JobRegistration r = JobRegistration.start(Map.of(JobRegistry.ENV, "/nonexistent-dir/registry"), "j", 0, 1, null,
+        JobRegistration r = JobRegistration.start(Map.of(Settings.REGISTRY.name(), "/nonexistent-dir/registry"), "j", 0, 1, null,
                 List::of);
         Thread.sleep(200);
         assertFalse(r.registered());
@@ -95,7 +96,7 @@ class JobRegistryTest {
 
             // the background registration: registers, follows the group names, removes itself at close
             List<String> groups = new CopyOnWriteArrayList<>(List.of("world"));
-            JobRegistration r = JobRegistration.start(Map.of(JobRegistry.ENV, file.toString()), "job@h:1", 3, 8,
+            JobRegistration r = JobRegistration.start(Map.of(Settings.REGISTRY.name(), file.toString()), "job@h:1", 3, 8,
                     Path.of("/dev/shm/jcomm-rec-x"), () -> List.copyOf(groups));
             await(r::registered, "the registration");
             JobRegistry.Entry e = reg.scan().live().get(0);
@@ -113,7 +114,7 @@ class JobRegistryTest {
 
             // with a stage to wait for, the registry is opened only once it completed (here: failed)
             CompletableFuture<Void> hostReady = new CompletableFuture<>();
-            JobRegistration later = JobRegistration.start(Map.of(JobRegistry.ENV, file.toString()), "job@h:2", 0, 2, null,
+            JobRegistration later = JobRegistration.start(Map.of(Settings.REGISTRY.name(), file.toString()), "job@h:2", 0, 2, null,
                     List::of, hostReady);
             Thread.sleep(300);
             assertFalse(later.registered(), "registered before the stage completed");
@@ -123,7 +124,7 @@ class JobRegistryTest {
             assertEquals("job@h:2", reg.scan().live().get(0).job());
             later.close();
             // closed while waiting: never opens the registry
-            JobRegistration never = JobRegistration.start(Map.of(JobRegistry.ENV, file.toString()), "job@h:3", 0, 1, null,
+            JobRegistration never = JobRegistration.start(Map.of(Settings.REGISTRY.name(), file.toString()), "job@h:3", 0, 1, null,
                     List::of, new CompletableFuture<Void>());
             never.close();
             Thread.sleep(100);
@@ -221,7 +222,7 @@ class JobRegistryTest {
         e = assertThrows(io.jcomm.api.StoreException.class, () -> JobRegistry.open(foreign));
         assertTrue(e.getMessage().contains("belongs to uid 65534"), e.getMessage());
         // a registration pointed at either is harmless
-        JobRegistration r = JobRegistration.start(Map.of(JobRegistry.ENV, link.toString()), "j", 0, 1, null, List::of);
+        JobRegistration r = JobRegistration.start(Map.of(Settings.REGISTRY.name(), link.toString()), "j", 0, 1, null, List::of);
         Thread.sleep(200);
         assertFalse(r.registered());
         r.close();

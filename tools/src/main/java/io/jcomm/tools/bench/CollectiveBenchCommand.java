@@ -1,5 +1,6 @@
 package io.jcomm.tools.bench;
 
+import io.jcomm.api.config.Settings;
 import io.jcomm.api.DType;
 import io.jcomm.cpu.store.TcpStoreServer;
 import io.jcomm.cpu.store.TcpStoreServerConfig;
@@ -250,7 +251,7 @@ final class CollectiveBenchCommand implements Callable<Integer> {
             }
             cmd.addAll(worker);
             return cmd;
-        }, server.port(), Map.of("JCOMM_TIMEOUT_MS", "60000"), (rank, line) -> line(rank, line, rows, notes, out, progress),
+        }, server.port(), Map.of(Settings.TIMEOUT_MS.name(), "60000"), (rank, line) -> line(rank, line, rows, notes, out, progress),
                 "bench-out")) {
             exit = workers.await(timeoutSeconds, "commbench");
         } finally {

@@ -1,5 +1,6 @@
 package io.jcomm.tools.demo;
 
+import io.jcomm.api.config.Settings;
 import io.jcomm.actor.ActorRankMap;
 import io.jcomm.actor.ActorRankMapper;
 import io.jcomm.api.DType;
@@ -193,7 +194,7 @@ public final class PipelineDemo implements Callable<Integer> {
             return 2;
         }
         ParallelSizes sizes = ParallelSizes.of(tp, pp, cfg.worldSize() / (tp * pp));
-        Launch launch = Launch.of(System.getenv(RunPlan.LAUNCH_TIME_ENV));
+        Launch launch = Launch.of(Settings.LAUNCH_EPOCH_MS.fromProcess().orElse(null));
         phase("init");
         // every group of the job at once (the fastest start)
         try (ParallelState ps = ParallelState.initialize(cfg, options(), sizes)) {
@@ -301,7 +302,7 @@ public final class PipelineDemo implements Callable<Integer> {
 
     /**
      * Where the cold start is measured from: the instant the launcher began starting the worker JVMs
-     * ({@link RunPlan#LAUNCH_TIME_ENV}, set by {@code commrun}), else this process's start.
+     * ({@code JCOMM_LAUNCH_EPOCH_MS}, set by {@code commrun}), else this process's start.
      */
     record Launch(long epochMillis, boolean byLauncher) {
 

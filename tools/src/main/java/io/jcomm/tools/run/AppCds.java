@@ -1,5 +1,6 @@
 package io.jcomm.tools.run;
 
+import io.jcomm.api.config.Settings;
 import io.jcomm.api.internal.Fnv1a;
 import java.io.File;
 import java.io.IOException;
@@ -32,7 +33,7 @@ import java.util.regex.Pattern;
  * real path and the sizes and times of its module image and {@code libjvm.so}), the JVM arguments
  * ({@code -Xlog} ones aside), the main class and every class-path jar's path, size and modification
  * time. The key's hash is in the file name ({@code <program>-<hash>.jsa} in
- * {@link Settings#directory()}), so a changed jar or JDK simply means another file; the archive of
+ * {@link Options#directory()}), so a changed jar or JDK simply means another file; the archive of
  * the same program with another key is removed when the new one is written, and archives older
  * than {@link #MAX_AGE} are removed then too.
  *
@@ -44,17 +45,13 @@ import java.util.regex.Pattern;
  * ({@code -Xshare:auto}); the JVM's CDS messages are off ({@code -Xlog:cds*=off}; a later
  * {@code -Xlog:cds} on the command line turns them back on). Nothing is archived when the class
  * path holds a directory or a wildcard (JDK 17 archives classes from jars only), when the JVM
- * arguments already choose a sharing mode, when {@value #ENABLE_ENV}{@code =off}, or when the cache
+ * arguments already choose a sharing mode, when {@code JCOMM_CDS}{@code =off}, or when the cache
  * directory cannot be written (an existing archive there is still used).
  *
  * <p>{@code bin/_launch} does the same for the launchers' own JVMs, in shell.
  */
 final class AppCds {
 
-    /** {@code off} turns archives off; anything else (or unset) leaves them on. */
-    static final String ENABLE_ENV = "JCOMM_CDS";
-    /** Cache directory of jcomm; archives go to its {@code cds} subdirectory. */
-    static final String CACHE_DIR_ENV = "JCOMM_CACHE_DIR";
     /** Magic number at the start of a complete JDK 17 dynamic archive (little-endian u4). */
     static final int DYNAMIC_ARCHIVE_MAGIC = 0xf00baba8;
     /** A lock whose owner is gone and which is this old is taken over. */
@@ -71,19 +68,19 @@ final class AppCds {
     }
 
     /** Whether archives are on, and where they live. */
-    record Settings(boolean enabled, Path directory) {
+    record Options(boolean enabled, Path directory) {
 
-        Settings {
+        Options {
             Objects.requireNonNull(directory, "directory");
         }
 
         /**
-         * From an environment: {@value #ENABLE_ENV}, and the directory
+         * From an environment: {@code JCOMM_CDS}, and the directory
          * {@code ${JCOMM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/jcomm}/cds}.
          */
-        static Settings fromEnvironment(Map<String, String> env) {
-            boolean enabled = !"off".equalsIgnoreCase(env.getOrDefault(ENABLE_ENV, "").trim());
-            return new Settings(enabled, cacheRoot(env).resolve("cds"));
+        static Options fromEnvironment(Map<String, String> env) {
+            boolean enabled = !"off".equalsIgnoreCase(Settings.CDS.valueOr(env, ""));
+            return new Options(enabled, cacheRoot(env).resolve("cds"));
         }
 
         /**
@@ -91,7 +88,7 @@ final class AppCds {
          * {@code ${JCOMM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/jcomm}}.
          */
         static Path cacheRoot(Map<String, String> env) {
-            String base = nonBlank(env.get(CACHE_DIR_ENV));
+            String base = Settings.CACHE_DIR.value(env).orElse(null);
             if (base != null) {
                 return Path.of(base);
             }
@@ -211,9 +208,9 @@ final class AppCds {
      * @param jvmArgs    their JVM arguments (before the archive's own)
      * @param program    what they run (the main class and whatever else decides the classes loaded)
      */
-    static Launch prepare(Settings settings, Path javaBinary, String classPath, List<String> jvmArgs, String program) {
+    static Launch prepare(Options settings, Path javaBinary, String classPath, List<String> jvmArgs, String program) {
         if (!settings.enabled()) {
-            return Launch.none(ENABLE_ENV + "=off");
+            return Launch.none(Settings.CDS.name() + "=off");
         }
         for (String a : jvmArgs) {
             if (a.startsWith("-Xshare") || a.startsWith("-XX:SharedArchiveFile") || a.startsWith("-XX:ArchiveClassesAtExit")

@@ -1,5 +1,6 @@
 package io.jcomm.tools.run;
 
+import io.jcomm.api.config.Settings;
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.launch.LaunchInfo;
 import io.jcomm.api.launch.Launchers;
@@ -197,7 +198,7 @@ public final class CommRun implements Callable<Integer> {
         String prefix = joinPath(classPath, resolved[1]);
         Path token = tokenFile;
         if (token == null) {
-            String env = parentEnv.get(DistributedConfig.TOKEN_FILE);
+            String env = parentEnv.get(Settings.TOKEN_FILE.name());
             token = env == null || env.isBlank() ? null : Path.of(env.trim());
         }
         int port = masterPort != null ? masterPort : nnodes > 1 ? schedulerPort : 0;
@@ -220,13 +221,13 @@ public final class CommRun implements Callable<Integer> {
         LaunchInfo sched = Launchers.scheduler(parentEnv).orElse(null);
         if (sched != null) {
             // a pod's or a step's MASTER_ADDR/MASTER_PORT (PyTorchJob sets them) come before the scheduler's own
-            String envAddr = blankToNull(parentEnv.get(DistributedConfig.MASTER_ADDR));
-            String envPort = blankToNull(parentEnv.get(DistributedConfig.MASTER_PORT));
+            String envAddr = blankToNull(parentEnv.get(Settings.MASTER_ADDR.name()));
+            String envPort = blankToNull(parentEnv.get(Settings.MASTER_PORT.name()));
             if (masterPort == null && envPort != null) {
                 try {
                     masterPort = Integer.parseInt(envPort);
                 } catch (NumberFormatException e) {
-                    throw new IllegalArgumentException(DistributedConfig.MASTER_PORT + " is not a port: '" + envPort + "'");
+                    throw new IllegalArgumentException(Settings.MASTER_PORT.name() + " is not a port: '" + envPort + "'");
                 }
             }
             if (masterAddr == null) {
@@ -234,9 +235,9 @@ public final class CommRun implements Callable<Integer> {
             }
         }
         schedulerPort = RunPlan.MULTI_NODE_PORT_DEFAULT;
-        String explicitJob = blankToNull(parentEnv.get(DistributedConfig.JOB_ID));
+        String explicitJob = blankToNull(parentEnv.get(Settings.JOB_ID.name()));
         if (explicitJob == null) {
-            explicitJob = blankToNull(parentEnv.get(DistributedConfig.TORCHELASTIC_RUN_ID));
+            explicitJob = blankToNull(parentEnv.get(Settings.TORCHELASTIC_RUN_ID.name()));
         }
         jobId = explicitJob;
         String line = null;

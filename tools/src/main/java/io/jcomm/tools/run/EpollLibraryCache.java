@@ -40,7 +40,7 @@ import java.util.zip.ZipFile;
  * the jar on the class path, or when anything here fails, the workers run as before and Netty extracts the library itself.
  * A {@code --jvm-arg=-Djava.library.path=...} of the user comes later on the command line and wins.
  */
-final class NativeLibraries {
+final class EpollLibraryCache {
 
     /** The cache's subdirectory. */
     static final String DIRECTORY = "native";
@@ -51,7 +51,7 @@ final class NativeLibraries {
     /** A library larger than this is not copied (Netty's epoll library is ~100 KiB). */
     static final long MAX_BYTES = 16L << 20;
 
-    private NativeLibraries() {
+    private EpollLibraryCache() {
     }
 
     /**

@@ -1,5 +1,6 @@
 package io.jcomm.tools.run;
 
+import io.jcomm.api.config.Settings;
 import io.jcomm.api.JvmFlags;
 import io.jcomm.mq.registry.JobRegistry;
 import java.io.BufferedReader;
@@ -90,16 +91,16 @@ final class LocalJob {
     static LocalJob start(RunPlan plan, Map<String, String> parentEnv, PrintStream out, PrintStream err,
                           boolean prefix, Path shmDir, Duration stallReport) throws IOException {
         // an outer launcher's time (a scheduler's job script that set it) stays: the job was launched then
-        String inherited = parentEnv.get(RunPlan.LAUNCH_TIME_ENV);
+        String inherited = parentEnv.get(Settings.LAUNCH_EPOCH_MS.name());
         String launched = inherited != null && inherited.trim().matches("[0-9]{1,18}") ? inherited.trim()
                 : Long.toString(System.currentTimeMillis());
-        Path cache = AppCds.Settings.cacheRoot(parentEnv);
+        Path cache = AppCds.Options.cacheRoot(parentEnv);
         Path workerJar = WorkerJar.prepare(cache, plan.classPath());
         LocalJob job = new LocalJob(plan, out, err, prefix, shmDir, stallReport,
-                classDataArchive(plan, AppCds.Settings.fromEnvironment(parentEnv), workerJar),
+                classDataArchive(plan, AppCds.Options.fromEnvironment(parentEnv), workerJar),
                 JobRegistry.configuredDirectory(parentEnv).orElse(null));
         int dumper = archiveWriter(plan.nprocPerNode());
-        List<String> nodeArgs = new ArrayList<>(NativeLibraries.jvmArgs(cache, plan.classPath(),
+        List<String> nodeArgs = new ArrayList<>(EpollLibraryCache.jvmArgs(cache, plan.classPath(),
                 System.getProperty("os.name"), System.getProperty("os.arch"), System.getProperty("java.library.path")));
         nodeArgs.addAll(WorkerJit.jvmArgs(plan.nprocPerNode(), Runtime.getRuntime().availableProcessors()));
         job.launched = launched;
@@ -142,7 +143,7 @@ final class LocalJob {
         Map<String, String> e = pb.environment();
         e.clear();
         e.putAll(env);
-        e.put(RunPlan.LAUNCH_TIME_ENV, launched);
+        e.put(Settings.LAUNCH_EPOCH_MS.name(), launched);
         Process p = pb.start();
         processes[idx] = p;
         janitor.add(p.toHandle());
@@ -157,7 +158,7 @@ final class LocalJob {
      * class path (with the {@link WorkerJar} they start from, if any: the archive records it, and a
      * rewritten one is another key) and the program ({@link RunWorker} and the main class).
      */
-    static AppCds.Launch classDataArchive(RunPlan plan, AppCds.Settings settings, Path workerJar) {
+    static AppCds.Launch classDataArchive(RunPlan plan, AppCds.Options settings, Path workerJar) {
         List<String> args = new ArrayList<>(JvmFlags.REQUIRED);
         args.addAll(plan.jvmArgs());
         String classPath = workerJar == null ? plan.classPath() : workerJar + File.pathSeparator + plan.classPath();

@@ -1,5 +1,6 @@
 package io.jcomm.tools.run;
 
+import io.jcomm.api.config.Settings;
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.JvmFlags;
 import io.jcomm.cpu.store.JobToken;
@@ -35,11 +36,6 @@ public final class RunPlan {
     public static final String DEMO_ALIAS = "demo";
     /** The class {@value #DEMO_ALIAS} stands for. */
     public static final String DEMO_MAIN = "io.jcomm.tools.demo.PipelineDemo";
-    /**
-     * Set in every worker's environment by the launcher: when it began starting the workers, in
-     * milliseconds since the epoch (the demo measures its cold start from it).
-     */
-    public static final String LAUNCH_TIME_ENV = "JCOMM_LAUNCH_EPOCH_MS";
     /** Default port of a multi-node job's store (torchrun's). */
     public static final int MULTI_NODE_PORT_DEFAULT = DistributedConfig.MASTER_PORT_DEFAULT;
 
@@ -223,7 +219,7 @@ public final class RunPlan {
     }
 
     /**
-     * The job's id the workers get as {@value DistributedConfig#JOB_ID} when their environment has none (a
+     * The job's id the workers get as {@code JCOMM_JOB_ID} when their environment has none (a
      * scheduler's job id, e.g. {@code slurm-812.0}, so that every node's workers and launcher agree on it), or
      * {@code null}: the workers' own default.
      */
@@ -256,40 +252,40 @@ public final class RunPlan {
             throw new IllegalArgumentException("local rank " + localRank + " not in [0, " + nprocPerNode + ")");
         }
         Map<String, String> env = new LinkedHashMap<>(parentEnv);
-        env.put(DistributedConfig.MASTER_ADDR, masterAddr);
-        env.put(DistributedConfig.MASTER_PORT, Integer.toString(masterPort));
-        env.put(DistributedConfig.RANK, Integer.toString(globalRank(localRank)));
-        env.put(DistributedConfig.WORLD_SIZE, Integer.toString(worldSize()));
-        env.put(DistributedConfig.LOCAL_RANK, Integer.toString(localRank));
-        env.put(DistributedConfig.LOCAL_WORLD_SIZE, Integer.toString(nprocPerNode));
+        env.put(Settings.MASTER_ADDR.name(), masterAddr);
+        env.put(Settings.MASTER_PORT.name(), Integer.toString(masterPort));
+        env.put(Settings.RANK.name(), Integer.toString(globalRank(localRank)));
+        env.put(Settings.WORLD_SIZE.name(), Integer.toString(worldSize()));
+        env.put(Settings.LOCAL_RANK.name(), Integer.toString(localRank));
+        env.put(Settings.LOCAL_WORLD_SIZE.name(), Integer.toString(nprocPerNode));
         env.put("GROUP_RANK", Integer.toString(nodeRank));
         env.put("GROUP_WORLD_SIZE", Integer.toString(nnodes));
-        env.put(DistributedConfig.LAUNCHER_STORE, "1");
+        env.put(Settings.LAUNCHER_STORE.name(), "1");
         if (tokenFile != null) {
-            env.put(DistributedConfig.TOKEN_FILE, tokenFile.toAbsolutePath().toString());
+            env.put(Settings.TOKEN_FILE.name(), tokenFile.toAbsolutePath().toString());
         }
-        if (jobId != null && !parentEnv.containsKey(DistributedConfig.JOB_ID)) {
-            env.put(DistributedConfig.JOB_ID, jobId);
+        if (jobId != null && !parentEnv.containsKey(Settings.JOB_ID.name())) {
+            env.put(Settings.JOB_ID.name(), jobId);
         }
-        if (replaces() && !parentEnv.containsKey(DistributedConfig.RECOVERY)) {
-            env.put(DistributedConfig.RECOVERY, "replace");
+        if (replaces() && !parentEnv.containsKey(Settings.RECOVERY.name())) {
+            env.put(Settings.RECOVERY.name(), "replace");
         }
         return Collections.unmodifiableMap(env);
     }
 
     /**
      * The environment of worker {@code localRank} started again after a failure ({@code restart} counts from 1):
-     * its own, with {@value DistributedConfig#ROLE} {@code restarted} and torchrun's restart count.
+     * its own, with {@code JCOMM_ROLE} {@code restarted} and torchrun's restart count.
      */
     public Map<String, String> restartEnv(Map<String, String> parentEnv, int localRank, int restart) {
         Map<String, String> env = new LinkedHashMap<>(workerEnv(parentEnv, localRank));
-        env.put(DistributedConfig.ROLE, "restarted");
+        env.put(Settings.ROLE.name(), "restarted");
         env.put("TORCHELASTIC_RESTART_COUNT", Integer.toString(restart));
         return Collections.unmodifiableMap(env);
     }
 
     /**
-     * The environment of spare {@code index} of this node: a worker's with {@value DistributedConfig#ROLE}
+     * The environment of spare {@code index} of this node: a worker's with {@code JCOMM_ROLE}
      * {@code spare}; its rank variables are placeholders (the node's first rank) until it takes a lost rank's place.
      */
     public Map<String, String> spareEnv(Map<String, String> parentEnv, int index) {
@@ -297,8 +293,8 @@ public final class RunPlan {
             throw new IllegalArgumentException("spare " + index + " not in [0, " + spares + ")");
         }
         Map<String, String> env = new LinkedHashMap<>(workerEnv(parentEnv, 0));
-        env.put(DistributedConfig.ROLE, "spare");
-        env.put("JCOMM_SPARE_INDEX", Integer.toString(index));
+        env.put(Settings.ROLE.name(), "spare");
+        env.put(Settings.SPARE_INDEX.name(), Integer.toString(index));
         return Collections.unmodifiableMap(env);
     }
 
@@ -341,7 +337,7 @@ public final class RunPlan {
         cmd.addAll(workerJar == null ? JvmFlags.REQUIRED : WorkerJar.commandLineFlags(JvmFlags.REQUIRED));
         cmd.addAll(launchArgs);
         if (workerJar != null) {
-            cmd.add("-D" + WorkerJar.CLASS_PATH_PROPERTY + "=" + classPath);
+            cmd.add("-D" + Settings.WORKER_CLASS_PATH.name() + "=" + classPath);
         }
         cmd.addAll(jvmArgs);
         if (workerJar == null) {

@@ -39,7 +39,8 @@ public final class RunWorker {
             System.exit(NO_MAIN_STATUS);
         }
         // started from the launcher's worker jar (java -jar), the JVM's java.class.path is that jar's path
-        String classPath = System.getProperty(WorkerJar.CLASS_PATH_PROPERTY);
+        // spelled out (Settings.WORKER_CLASS_PATH): this class runs on the user's class path, which need not hold comm-api
+        String classPath = System.getProperty("jcomm.worker.class.path");
         if (classPath != null) {
             System.setProperty("java.class.path", classPath);
         }

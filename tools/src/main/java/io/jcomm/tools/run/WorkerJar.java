@@ -1,5 +1,6 @@
 package io.jcomm.tools.run;
 
+import io.jcomm.api.config.Settings;
 import io.jcomm.api.JvmFlags;
 import io.jcomm.api.internal.Fnv1a;
 import java.io.ByteArrayOutputStream;
@@ -45,14 +46,12 @@ import java.util.jar.Manifest;
  * wildcard, an entry that is not a path), module flags the manifest cannot carry, or when the cache
  * cannot be written or its directory is not the user's own or others may write it, {@link #prepare} gives null and the workers start as before ({@code -cp} and the
  * flags on the command line). The workers' {@code java.class.path} is the jar's path until
- * {@link RunWorker} sets it to the class path again ({@value #CLASS_PATH_PROPERTY}).
+ * {@link RunWorker} sets it to the class path again ({@code jcomm.worker.class.path}).
  */
 final class WorkerJar {
 
     /** The cache's subdirectory. */
     static final String DIRECTORY = "jars";
-    /** The system property that tells {@link RunWorker} the class path (for {@code java.class.path}). */
-    static final String CLASS_PATH_PROPERTY = "jcomm.worker.class.path";
 
     private WorkerJar() {
     }
@@ -64,8 +63,8 @@ final class WorkerJar {
     static Path prepare(Path cacheRoot, String classPath) {
         try {
             Path dir = cacheRoot.resolve(DIRECTORY);
-            NativeLibraries.ownDirectory(cacheRoot);
-            NativeLibraries.ownDirectory(dir, LinkOption.NOFOLLOW_LINKS);
+            EpollLibraryCache.ownDirectory(cacheRoot);
+            EpollLibraryCache.ownDirectory(dir, LinkOption.NOFOLLOW_LINKS);
             dir = dir.toRealPath();
             Manifest m = manifest(dir, classPath, JvmFlags.REQUIRED);
             if (m == null) {

@@ -153,8 +153,7 @@ public final class CommTop implements Callable<Integer> {
     }
 
     private Path recorderDir() {
-        String d = env.get("JCOMM_RECORDER_DIR");
-        return d != null && !d.isBlank() ? Path.of(d) : ShmFiles.DEFAULT_DIR;
+        return FlightRecorder.directory(env);
     }
 
     Sample sample(JobRegistry registry) {

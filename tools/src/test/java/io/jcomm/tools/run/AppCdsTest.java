@@ -1,5 +1,6 @@
 package io.jcomm.tools.run;
 
+import io.jcomm.api.config.Settings;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
@@ -49,7 +50,7 @@ class AppCdsTest {
     void commrunWritesTheArchiveOnceThenEveryRankMapsItAndANewJarMeansANewArchive() throws Exception {
         Path jar = probeJar(dir.resolve("app.jar"));
         Path cache = dir.resolve("cache");
-        Map<String, String> env = Map.of(AppCds.CACHE_DIR_ENV, cache.toString());
+        Map<String, String> env = Map.of(Settings.CACHE_DIR.name(), cache.toString());
 
         Job first = commrun(jar, env);
         assertEquals(AppCds.Mode.DUMP, first.mode, first.output);
@@ -89,29 +90,29 @@ class AppCdsTest {
     void withoutAWritableCacheOrWithAClassDirectoryTheJobRunsWithoutAnArchive() throws Exception {
         Path jar = probeJar(dir.resolve("app.jar"));
         Path file = Files.writeString(dir.resolve("not-a-directory"), "x");
-        Job job = commrun(jar, Map.of(AppCds.CACHE_DIR_ENV, file.resolve("cache").toString()));
+        Job job = commrun(jar, Map.of(Settings.CACHE_DIR.name(), file.resolve("cache").toString()));
         assertEquals(AppCds.Mode.NONE, job.mode, job.output);
         assertTrue(job.reason.startsWith("cannot write"), job.reason);
         assertEquals(List.of("", ""), job.mapped, job.output);
 
-        AppCds.Settings settings = new AppCds.Settings(true, dir.resolve("cds"));
+        AppCds.Options settings = new AppCds.Options(true, dir.resolve("cds"));
         Path java = Path.of(System.getProperty("java.home"), "bin", "java");
         AppCds.Launch classes = AppCds.prepare(settings, java, jar + ":" + dir, List.of(), "M");
         assertEquals(AppCds.Mode.NONE, classes.mode());
         assertTrue(classes.reason().contains("directory"), classes.reason());
         assertEquals(List.of(), classes.jvmArgs(true));
         assertEquals(AppCds.Mode.NONE, AppCds.prepare(settings, java, jar.toString(), List.of("-Xshare:off"), "M").mode());
-        AppCds.Settings off = AppCds.Settings.fromEnvironment(Map.of(AppCds.ENABLE_ENV, "off", "HOME", "/h"));
+        AppCds.Options off = AppCds.Options.fromEnvironment(Map.of(Settings.CDS.name(), "off", "HOME", "/h"));
         assertFalse(off.enabled());
         assertEquals(Path.of("/h/.cache/jcomm/cds"), off.directory());
-        assertEquals(Path.of("/x/jcomm/cds"), AppCds.Settings.fromEnvironment(Map.of("XDG_CACHE_HOME", "/x")).directory());
+        assertEquals(Path.of("/x/jcomm/cds"), AppCds.Options.fromEnvironment(Map.of("XDG_CACHE_HOME", "/x")).directory());
         assertEquals(AppCds.Mode.NONE, AppCds.prepare(off, java, jar.toString(), List.of(), "M").mode());
     }
 
     @Test
     void oneConcurrentLaunchWritesTheArchiveAndOnlyACompleteOneIsPutInPlace() throws Exception {
         Path jar = probeJar(dir.resolve("app.jar"));
-        AppCds.Settings settings = new AppCds.Settings(true, dir.resolve("cds"));
+        AppCds.Options settings = new AppCds.Options(true, dir.resolve("cds"));
         Path java = Path.of(System.getProperty("java.home"), "bin", "java");
         AppCds.Launch a = AppCds.prepare(settings, java, jar.toString(), List.of(), "M");
         AppCds.Launch b = AppCds.prepare(settings, java, jar.toString(), List.of(), "M");
@@ -188,13 +189,13 @@ class AppCdsTest {
         Path all = Files.copy(thin, root.resolve("tools/target/tools-0-all.jar"));
         Path dep = Files.copy(thin, lib.resolve("dep.jar"));
         Path chart = Files.copy(thin, lib.resolve("charts/chart.jar"));
-        Map<String, String> off = Map.of(AppCds.ENABLE_ENV, "off");
+        Map<String, String> off = Map.of(Settings.CDS.name(), "off");
 
         assertEquals(all.toString(), classPath(launch(root, dir.resolve("cache"), off)), "the all jar alone");
         assertEquals(all + ":" + chart, classPath(launch(root, dir.resolve("cache"),
-                Map.of(AppCds.ENABLE_ENV, "off", "JCOMM_LAUNCH_EXTRA", "charts/*.jar"))), "and the extras asked for");
+                Map.of(Settings.CDS.name(), "off", "JCOMM_LAUNCH_EXTRA", "charts/*.jar"))), "and the extras asked for");
         assertEquals(thin + ":" + dep, classPath(launch(root, dir.resolve("cache"),
-                Map.of(AppCds.ENABLE_ENV, "off", "JCOMM_LAUNCH_LIBS", "dep.jar"))), "exactly the jars a launcher names");
+                Map.of(Settings.CDS.name(), "off", "JCOMM_LAUNCH_LIBS", "dep.jar"))), "exactly the jars a launcher names");
         Files.setLastModifiedTime(all, FileTime.from(Files.getLastModifiedTime(thin).toInstant().minusSeconds(60)));
         assertEquals(thin + ":" + dep, classPath(launch(root, dir.resolve("cache"), off)),
                 "an all jar older than the tools jar is stale: the tools jar and lib/*.jar");
@@ -256,8 +257,8 @@ class AppCdsTest {
         Map<String, String> env = pb.environment();
         env.put("JCOMM_NO_BUILD", "1");
         env.put("JAVA_HOME", System.getProperty("java.home"));
-        env.put(AppCds.CACHE_DIR_ENV, cache.toString());
-        env.remove(AppCds.ENABLE_ENV);
+        env.put(Settings.CACHE_DIR.name(), cache.toString());
+        env.remove(Settings.CDS.name());
         env.remove("JCOMM_JAVA_OPTS");
         env.remove("JCOMM_LAUNCH_LIBS");
         env.remove("JCOMM_LAUNCH_EXTRA");

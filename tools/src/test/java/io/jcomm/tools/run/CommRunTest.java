@@ -133,12 +133,12 @@ class CommRunTest {
             for (int r = 0; r < 2; r++) {
                 // loaded, mapped from the copy (Netty did not extract one of its own), first on the path
                 String line = line(c.out(), "[rank " + r + "] NATIVE ");
-                Path copies = cache.resolve(NativeLibraries.DIRECTORY);
+                Path copies = cache.resolve(EpollLibraryCache.DIRECTORY);
                 assertTrue(line.matches(Pattern.quote("[rank " + r + "] NATIVE true " + copies) + "/[0-9a-f]{16}/"
                         + "libnetty_transport_native_epoll_[a-z0-9_]+\\.so " + Pattern.quote(copies.toString()) + "/.*"), line);
             }
         }
-        try (var libs = Files.walk(cache.resolve(NativeLibraries.DIRECTORY))) {
+        try (var libs = Files.walk(cache.resolve(EpollLibraryCache.DIRECTORY))) {
             assertEquals(1, libs.filter(p -> p.getFileName().toString().startsWith("libnetty_transport_native_epoll")).count());
         }
     }

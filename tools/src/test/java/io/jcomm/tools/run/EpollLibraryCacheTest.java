@@ -22,7 +22,7 @@ import org.junit.jupiter.api.io.TempDir;
 
 /** The cached copy of Netty's epoll library that commrun's workers find on their library path. */
 @Timeout(value = 30, unit = TimeUnit.SECONDS)
-class NativeLibrariesTest {
+class EpollLibraryCacheTest {
 
     private static final String LIB = "libnetty_transport_native_epoll_x86_64.so";
     private static final String RESOURCE = "META-INF/native/" + LIB;
@@ -57,9 +57,9 @@ class NativeLibrariesTest {
         Path classes = Files.createDirectories(tmp.resolve("classes"));
         String cp = cp(classes, without, tmp.resolve("missing.jar"), first, second);
 
-        Path dir = NativeLibraries.prepare(cache, cp, "Linux", "amd64");
+        Path dir = EpollLibraryCache.prepare(cache, cp, "Linux", "amd64");
         assertNotNull(dir);
-        assertTrue(dir.startsWith(cache.resolve(NativeLibraries.DIRECTORY)), dir.toString());
+        assertTrue(dir.startsWith(cache.resolve(EpollLibraryCache.DIRECTORY)), dir.toString());
         Path lib = dir.resolve(LIB);
         assertArrayEquals("first library".getBytes(), Files.readAllBytes(lib));
         assertEquals("rwx------", PosixFilePermissions.toString(Files.getPosixFilePermissions(dir)));
@@ -68,19 +68,19 @@ class NativeLibrariesTest {
         // a second launch uses the copy as it is
         long written = Files.getLastModifiedTime(lib).toMillis();
         Files.setLastModifiedTime(lib, java.nio.file.attribute.FileTime.fromMillis(written - 10_000));
-        assertEquals(dir, NativeLibraries.prepare(cache, cp, "Linux", "x86_64"));
+        assertEquals(dir, EpollLibraryCache.prepare(cache, cp, "Linux", "x86_64"));
         assertEquals(written - 10_000, Files.getLastModifiedTime(lib).toMillis(), "rewritten without need");
 
         // a copy that no longer matches the jar's entry is written again
         Files.write(lib, "tampered library".getBytes());
-        assertEquals(dir, NativeLibraries.prepare(cache, cp, "Linux", "amd64"));
+        assertEquals(dir, EpollLibraryCache.prepare(cache, cp, "Linux", "amd64"));
         assertArrayEquals("first library".getBytes(), Files.readAllBytes(lib));
         try (var files = Files.list(dir)) {
             assertEquals(List.of(lib), files.toList(), "no temporary file left");
         }
 
         // another library gets a directory of its own; the arguments put it first on the path
-        List<String> args = NativeLibraries.jvmArgs(cache, cp(second, first), "Linux", "amd64", "/usr/lib:/lib");
+        List<String> args = EpollLibraryCache.jvmArgs(cache, cp(second, first), "Linux", "amd64", "/usr/lib:/lib");
         assertEquals(1, args.size());
         String path = args.get(0).substring("-Djava.library.path=".length());
         Path other = Path.of(path.substring(0, path.indexOf(File.pathSeparatorChar)));
@@ -93,24 +93,24 @@ class NativeLibrariesTest {
         Path cache = tmp.resolve("cache");
         Path lib = jar(tmp, "b.jar", RESOURCE, "library".getBytes());
         // other systems and architectures
-        assertEquals(List.of(), NativeLibraries.jvmArgs(cache, lib.toString(), "Mac OS X", "x86_64", ""));
-        assertEquals(List.of(), NativeLibraries.jvmArgs(cache, lib.toString(), "Linux", "s390x", ""));
-        assertNull(NativeLibraries.nettyArch("Linux", "ppc64le"));
-        assertEquals("aarch_64", NativeLibraries.nettyArch("Linux", "aarch64"));
+        assertEquals(List.of(), EpollLibraryCache.jvmArgs(cache, lib.toString(), "Mac OS X", "x86_64", ""));
+        assertEquals(List.of(), EpollLibraryCache.jvmArgs(cache, lib.toString(), "Linux", "s390x", ""));
+        assertNull(EpollLibraryCache.nettyArch("Linux", "ppc64le"));
+        assertEquals("aarch_64", EpollLibraryCache.nettyArch("Linux", "aarch64"));
         // no jar with the library, an earlier directory that has it, a wildcard
-        assertEquals(List.of(), NativeLibraries.jvmArgs(cache, jar(tmp, "a.jar", null, null).toString(), "Linux", "amd64", ""));
+        assertEquals(List.of(), EpollLibraryCache.jvmArgs(cache, jar(tmp, "a.jar", null, null).toString(), "Linux", "amd64", ""));
         Path classes = tmp.resolve("classes");
         Files.createDirectories(classes.resolve("META-INF/native"));
         Files.write(classes.resolve(RESOURCE), "own".getBytes());
-        assertEquals(List.of(), NativeLibraries.jvmArgs(cache, cp(classes, lib), "Linux", "amd64", ""));
-        assertEquals(List.of(), NativeLibraries.jvmArgs(cache, tmp + "/*" + File.pathSeparator + lib, "Linux", "amd64", ""));
+        assertEquals(List.of(), EpollLibraryCache.jvmArgs(cache, cp(classes, lib), "Linux", "amd64", ""));
+        assertEquals(List.of(), EpollLibraryCache.jvmArgs(cache, tmp + "/*" + File.pathSeparator + lib, "Linux", "amd64", ""));
         // a cache others may write to is not used
         Path shared = Files.createDirectories(tmp.resolve("shared"));
-        Files.createDirectories(shared.resolve(NativeLibraries.DIRECTORY));
-        Files.setPosixFilePermissions(shared.resolve(NativeLibraries.DIRECTORY), PosixFilePermissions.fromString("rwxrwxrwx"));
-        assertEquals(List.of(), NativeLibraries.jvmArgs(shared, lib.toString(), "Linux", "amd64", ""));
+        Files.createDirectories(shared.resolve(EpollLibraryCache.DIRECTORY));
+        Files.setPosixFilePermissions(shared.resolve(EpollLibraryCache.DIRECTORY), PosixFilePermissions.fromString("rwxrwxrwx"));
+        assertEquals(List.of(), EpollLibraryCache.jvmArgs(shared, lib.toString(), "Linux", "amd64", ""));
         // and without a library path of its own the copy's directory is the whole path
-        List<String> args = NativeLibraries.jvmArgs(cache, lib.toString(), "Linux", "amd64", null);
+        List<String> args = EpollLibraryCache.jvmArgs(cache, lib.toString(), "Linux", "amd64", null);
         assertEquals(1, args.size());
         assertTrue(args.get(0).matches("-Djava\\.library\\.path=[^" + File.pathSeparator + "]+"), args.toString());
     }

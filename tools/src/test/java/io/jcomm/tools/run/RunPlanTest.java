@@ -1,5 +1,6 @@
 package io.jcomm.tools.run;
 
+import io.jcomm.api.config.Settings;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -71,7 +72,7 @@ class RunPlanTest {
         assertTrue(cmd.stream().noneMatch(a -> a.startsWith("--add-")), cmd.toString());
         int i = 1 + props.size();
         // the launch's own arguments, the class path for RunWorker, then the user's flags (last, so they win)
-        assertEquals(List.of("-XX:SharedArchiveFile=/c/a.jsa", "-D" + WorkerJar.CLASS_PATH_PROPERTY + "=/app/x.jar", "-Xmx2g",
+        assertEquals(List.of("-XX:SharedArchiveFile=/c/a.jsa", "-D" + Settings.WORKER_CLASS_PATH.name() + "=/app/x.jar", "-Xmx2g",
                 "-jar", "/c/w.jar", "com.example.Train", "--epochs", "3"), cmd.subList(i, cmd.size()));
     }
 
@@ -125,8 +126,8 @@ class RunPlanTest {
         RunPlan plan = twoNodes().spares(2).cpuBinding(List.of(0, 1, 2, 3), "/usr/bin/taskset").build();
         assertTrue(plan.replaces());
         Map<String, String> worker = plan.workerEnv(Map.of(), 1);
-        assertEquals("replace", worker.get(DistributedConfig.RECOVERY));
-        assertFalse(worker.containsKey(DistributedConfig.ROLE));
+        assertEquals("replace", worker.get(Settings.RECOVERY.name()));
+        assertFalse(worker.containsKey(Settings.ROLE.name()));
         DistributedConfig spare = DistributedConfig.fromEnvironment(plan.spareEnv(Map.of(), 1));
         assertEquals(DistributedConfig.Role.SPARE, spare.role());
         assertEquals(DistributedConfig.RecoveryPolicy.REPLACE, spare.recovery());
@@ -138,14 +139,14 @@ class RunPlanTest {
         assertFalse(plan.workerCommand(4).get(0).contains("taskset"), plan.workerCommand(4).toString());
         assertThrows(IllegalArgumentException.class, () -> plan.workerCommand(6));
         // a user's own policy wins
-        assertEquals("shrink", plan.workerEnv(Map.of(DistributedConfig.RECOVERY, "shrink"), 0).get(DistributedConfig.RECOVERY));
+        assertEquals("shrink", plan.workerEnv(Map.of(Settings.RECOVERY.name(), "shrink"), 0).get(Settings.RECOVERY.name()));
 
         RunPlan restarts = twoNodes().maxRestarts(3).build();
         DistributedConfig again = DistributedConfig.fromEnvironment(restarts.restartEnv(Map.of(), 2, 1));
         assertEquals(DistributedConfig.Role.RESTARTED, again.role());
         assertEquals(6, again.rank(), "the same rank as before");
         assertEquals("1", restarts.restartEnv(Map.of(), 2, 1).get("TORCHELASTIC_RESTART_COUNT"));
-        assertFalse(twoNodes().build().workerEnv(Map.of(), 0).containsKey(DistributedConfig.RECOVERY),
+        assertFalse(twoNodes().build().workerEnv(Map.of(), 0).containsKey(Settings.RECOVERY.name()),
                 "without replacements the workers keep the default policy");
         assertThrows(IllegalArgumentException.class, () -> twoNodes().maxRestarts(1).spares(1).build(),
                 "restarts and spares are two ways to replace one loss");

@@ -1,5 +1,6 @@
 package io.jcomm.api.internal.mem;
 
+import io.jcomm.api.config.Settings;
 import io.jcomm.api.DType;
 import io.jcomm.api.Tensor;
 import java.lang.ref.PhantomReference;
@@ -26,7 +27,7 @@ import org.slf4j.LoggerFactory;
  * memory (slices, duplicates, {@code hostBuffer()}) refers to that lease: the block returns to the pool only
  * once the lease and every such view are unreachable, which a collection reports through a phantom
  * reference. A tensor a caller still holds is therefore never handed out again. When leased and pooled
- * memory would pass the budget ({@value #BUDGET_PROPERTY}, default {@value #DEFAULT_BUDGET_MB} MiB), the pool
+ * memory would pass the budget ({@code jcomm.receivePool.mib}, default {@value #DEFAULT_BUDGET_MB} MiB), the pool
  * asks for a collection (the JDK does the same, only at its direct-memory limit, which defaults to the
  * heap's maximum) and takes back what it freed. Memory a caller really holds beyond the budget is allocated
  * anyway (never overwritten) and collections are not asked for again until another budget's worth was
@@ -36,8 +37,6 @@ import org.slf4j.LoggerFactory;
  */
 public final class ReceivePool {
 
-    /** System property: the budget in MiB of memory leased and pooled together. */
-    public static final String BUDGET_PROPERTY = "jcomm.receivePool.mib";
     public static final int DEFAULT_BUDGET_MB = 128;
     /** Smallest block class; smaller tensors take a block of this size. */
     static final int MIN_CLASS_BYTES = 4096;
@@ -76,13 +75,13 @@ public final class ReceivePool {
     }
 
     private static long budgetFromProperty() {
-        String v = System.getProperty(BUDGET_PROPERTY);
+        String v = Settings.RECEIVE_POOL_MIB.fromProcess().orElse(null);
         long mb = DEFAULT_BUDGET_MB;
-        if (v != null && !v.isBlank()) {
+        if (v != null) {
             try {
-                mb = Long.parseLong(v.trim());
+                mb = Long.parseLong(v);
             } catch (NumberFormatException e) {
-                throw new IllegalArgumentException(BUDGET_PROPERTY + " is not a number of MiB: '" + v + "'", e);
+                throw new IllegalArgumentException(Settings.RECEIVE_POOL_MIB.name() + " is not a number of MiB: '" + v + "'", e);
             }
         }
         return Math.max(1, mb) << 20;
@@ -139,7 +138,7 @@ public final class ReceivePool {
                     LoggerFactory.getLogger(ReceivePool.class).warn("{} MiB of received tensors are still reachable, "
                             + "more than the receive pool's budget of {} MiB ({}): they stay valid, the pool allocates "
                             + "beyond its budget; hand a received dict back (recvTensorDict(src, group, previous)) or "
-                            + "drop the references to let it recycle", leasedBytes >> 20, budget >> 20, BUDGET_PROPERTY);
+                            + "drop the references to let it recycle", leasedBytes >> 20, budget >> 20, Settings.RECEIVE_POOL_MIB.name());
                 }
             }
         }

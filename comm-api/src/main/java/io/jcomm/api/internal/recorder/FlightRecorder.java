@@ -1,5 +1,7 @@
 package io.jcomm.api.internal.recorder;
 
+import io.jcomm.api.config.Setting;
+import io.jcomm.api.config.Settings;
 import io.jcomm.api.internal.shm.ProcessIdentity;
 import io.jcomm.api.internal.shm.ShmFiles;
 import java.io.IOException;
@@ -9,6 +11,7 @@ import java.nio.ByteOrder;
 import java.nio.MappedByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -89,18 +92,22 @@ public final class FlightRecorder {
         return Holder.PROCESS;
     }
 
+    /** Where recorder files are ({@code JCOMM_RECORDER_DIR} in {@code env}, else {@code /dev/shm}). */
+    public static Path directory(Map<String, String> env) {
+        return Settings.RECORDER_DIR.value(env).map(Path::of).orElse(ShmFiles.DEFAULT_DIR);
+    }
+
     private static FlightRecorder open() {
-        String mode = System.getenv("JCOMM_RECORDER");
-        if (mode != null && (mode.equalsIgnoreCase("off") || mode.equals("0") || mode.equalsIgnoreCase("false"))) {
+        Map<String, String> env = System.getenv();
+        if (Settings.RECORDER.value(env).filter(Setting::isOff).isPresent()) {
             return null;
         }
-        String d = System.getenv("JCOMM_RECORDER_DIR");
-        Path dir = d != null && !d.isBlank() ? Path.of(d) : ShmFiles.DEFAULT_DIR;
+        Path dir = directory(env);
         ShmFiles.cleanStale(dir, PREFIX);
-        String tag = System.getenv().getOrDefault("JCOMM_RUN_ID", "job");
+        String tag = Settings.RUN_ID.valueOr(env, "job");
         Path file = dir.resolve(ShmFiles.ownedName(PREFIX, tag));
         try {
-            MappedByteBuffer m = ShmFiles.createMapped(file, fileBytes(), "the flight recorder", "JCOMM_RECORDER=off");
+            MappedByteBuffer m = ShmFiles.createMapped(file, fileBytes(), "the flight recorder", Settings.RECORDER.name() + "=off");
             m.order(ByteOrder.LITTLE_ENDIAN);
             ProcessIdentity me = ProcessIdentity.self();
             m.putLong(8, VERSION);

@@ -69,8 +69,7 @@ public final class RecorderReader {
         if (pid <= 0) {
             return Optional.empty();
         }
-        String d = System.getenv("JCOMM_RECORDER_DIR");
-        Path dir = d != null && !d.isBlank() ? Path.of(d) : ShmFiles.DEFAULT_DIR;
+        Path dir = FlightRecorder.directory(System.getenv());
         for (Path f : filesOf(dir, pid)) {
             Optional<Snapshot> s = read(f);
             if (s.isPresent()) {

@@ -1,5 +1,6 @@
 package io.jcomm.cpu.internal;
 
+import io.jcomm.api.config.Setting;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.URISyntaxException;
@@ -9,6 +10,7 @@ import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.Locale;
+import java.util.Optional;
 
 /**
  * Loads a JNI library that the build put on the class path under {@code /native/linux-x86_64/}: the one
@@ -22,9 +24,9 @@ import java.util.Locale;
  *       (a loaded library stays mapped).</li>
  * </ol>
  */
-public final class NativeLibraries {
+public final class BundledLibrary {
 
-    private NativeLibraries() {
+    private BundledLibrary() {
     }
 
     /** Thrown when the library is not there to load (not built for this platform, or not bundled). */
@@ -56,22 +58,22 @@ public final class NativeLibraries {
      *
      * @param anchor       the class whose loader finds the resource
      * @param name         the library's name without {@code lib} and {@code .so}
-     * @param overrideProp system property that names a file to load instead
+     * @param override     the system property that names a file to load instead
      * @return where it was loaded from (for availability messages)
      * @throws Missing              if the platform is unsupported, the resource is absent or the override
      *                              names no file
      * @throws IOException          if copying the library out of its jar failed
      * @throws UnsatisfiedLinkError if the library does not load
      */
-    public static String load(Class<?> anchor, String name, String overrideProp) throws Missing, IOException {
+    public static String load(Class<?> anchor, String name, Setting override) throws Missing, IOException {
         if (!supportedPlatform()) {
             throw new Missing("the native library " + name + " is built for linux-x86_64 only, this is " + platform());
         }
-        String configured = System.getProperty(overrideProp);
-        if (configured != null && !configured.isBlank()) {
-            Path p = Path.of(configured.trim()).toAbsolutePath();
+        Optional<String> configured = override.fromProcess();
+        if (configured.isPresent()) {
+            Path p = Path.of(configured.get()).toAbsolutePath();
             if (!Files.isRegularFile(p)) {
-                throw new Missing("-D" + overrideProp + "=" + p + " does not exist");
+                throw new Missing("-D" + override.name() + "=" + p + " does not exist");
             }
             System.load(p.toString());
             return p.toString();

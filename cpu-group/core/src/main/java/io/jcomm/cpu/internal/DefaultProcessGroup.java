@@ -1,5 +1,6 @@
 package io.jcomm.cpu.internal;
 
+import io.jcomm.api.config.Settings;
 import io.jcomm.api.BackendException;
 import io.jcomm.api.CollectiveMismatchException;
 import io.jcomm.api.CommClosedException;
@@ -345,7 +346,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
      */
     private CommException cut(FaultPlan.Fault fault, String op, long seq) {
         OpContext ctx = ctx(op);
-        CommException e = new BackendException(ctx, "fault injection (" + FaultPlan.ENV + " " + fault
+        CommException e = new BackendException(ctx, "fault injection (" + Settings.FAULT.name() + " " + fault
                 + ") cut this rank's connections of the group at operation " + seq);
         if (poison.tripFirst(e)) {
             try {

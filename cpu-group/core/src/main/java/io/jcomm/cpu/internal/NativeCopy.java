@@ -1,5 +1,6 @@
 package io.jcomm.cpu.internal;
 
+import io.jcomm.api.config.Settings;
 import io.jcomm.api.Availability;
 import java.io.IOException;
 import java.nio.BufferOverflowException;
@@ -27,9 +28,6 @@ public final class NativeCopy {
      */
     public static final int MIN_BYTES = 1024;
 
-    /** System property naming a {@code libjcommcopy.so} to load instead of the bundled one. */
-    public static final String LIBRARY_PROP = "jcomm.copy.library";
-
     private NativeCopy() {
     }
 
@@ -40,12 +38,12 @@ public final class NativeCopy {
 
     private static Availability load() {
         try {
-            String where = NativeLibraries.load(NativeCopy.class, "jcommcopy", LIBRARY_PROP);
+            String where = BundledLibrary.load(NativeCopy.class, "jcommcopy", Settings.COPY_LIBRARY);
             if (probe0() != 1) {
                 return Availability.unavailable("libjcommcopy.so answered its probe wrongly (" + where + ")");
             }
             return Availability.available("rep movsb via JNI (" + where + ")");
-        } catch (NativeLibraries.Missing e) {
+        } catch (BundledLibrary.Missing e) {
             return Availability.unavailable(e.getMessage());
         } catch (UnsatisfiedLinkError | IOException | RuntimeException e) {
             return Availability.unavailable("could not load libjcommcopy.so: " + e);

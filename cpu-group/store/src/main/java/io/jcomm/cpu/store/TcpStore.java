@@ -1,5 +1,7 @@
 package io.jcomm.cpu.store;
 
+import io.jcomm.api.internal.TokenProof;
+import io.jcomm.api.config.Settings;
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.Deadline;
@@ -8,7 +10,6 @@ import io.jcomm.api.PeerFailureException;
 import io.jcomm.api.ProtocolException;
 import io.jcomm.api.StoreException;
 import io.jcomm.api.store.Store;
-import io.jcomm.cpu.store.internal.Auth;
 import io.jcomm.cpu.store.internal.ClientChannel;
 import io.jcomm.cpu.store.internal.ClientChannel.TimeoutSignal;
 import io.jcomm.cpu.store.internal.Numbering;
@@ -866,7 +867,7 @@ public final class TcpStore implements Store {
             if (random == null) {
                 random = new SecureRandom();
             }
-            byte[] cn = Auth.nonce(random);
+            byte[] cn = TokenProof.nonce(random);
             c.begin().u8(Wire.AUTH_MARKER).raw(Wire.AUTH_MAGIC).raw(cn);
             c.send(d);
             int m;
@@ -889,11 +890,11 @@ public final class TcpStore implements Store {
             }
             byte[] sn = c.readRaw(Wire.NONCE_BYTES, d);
             byte[] sp = c.readRaw(Wire.MAC_BYTES, d);
-            if (!Auth.equal(sp, Auth.serverProof(token, cn, sn))) {
+            if (!TokenProof.matches(sp, Wire.serverProof(token, cn, sn))) {
                 throw new Refused("job token mismatch: the store server at " + where
                         + " could not prove it holds this client's token");
             }
-            c.begin().raw(Auth.clientProof(token, cn, sn));
+            c.begin().raw(Wire.clientProof(token, cn, sn));
             c.send(d);
             int ok;
             try {
@@ -1056,7 +1057,7 @@ public final class TcpStore implements Store {
             }
             if (status == Wire.AUTH_REQUIRED) {
                 throw new Refused("the store server at " + where + " requires a job token and this client has none "
-                        + "(TcpStoreConfig.token / " + io.jcomm.api.DistributedConfig.TOKEN_FILE + ")");
+                        + "(TcpStoreConfig.token / " + Settings.TOKEN_FILE.name() + ")");
             }
             throw new IOException("unexpected reply byte 0xFA (status " + status + ")");
         }

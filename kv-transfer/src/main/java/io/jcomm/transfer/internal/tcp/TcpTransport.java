@@ -1,5 +1,6 @@
 package io.jcomm.transfer.internal.tcp;
 
+import io.jcomm.api.internal.TokenProof;
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
 import io.jcomm.api.CommTimeoutException;
@@ -13,7 +14,6 @@ import io.jcomm.transfer.Permission;
 import io.jcomm.transfer.RemoteDescriptor;
 import io.jcomm.transfer.TransferOptions;
 import io.jcomm.transfer.TransferRefusedException;
-import io.jcomm.transfer.internal.Auth;
 import io.jcomm.transfer.internal.Names;
 import io.jcomm.transfer.spi.PeerInfo;
 import io.jcomm.transfer.spi.RegionAccess;
@@ -285,10 +285,10 @@ final class TcpTransport implements Transport {
             ch.socket().setSoTimeout((int) Math.max(1, d.remainingMillis()));
             InputStream in = ch.socket().getInputStream();
             OutputStream out = ch.socket().getOutputStream();
-            byte[] nonce = new byte[Auth.NONCE_BYTES];
+            byte[] nonce = new byte[TokenProof.NONCE_BYTES];
             Entropy.nextBytes(nonce);
             byte[] me = self.getBytes(StandardCharsets.US_ASCII);
-            ByteBuffer hello = ByteBuffer.allocate(8 + 2 + me.length + Auth.NONCE_BYTES + 1).order(ByteOrder.LITTLE_ENDIAN);
+            ByteBuffer hello = ByteBuffer.allocate(8 + 2 + me.length + TokenProof.NONCE_BYTES + 1).order(ByteOrder.LITTLE_ENDIAN);
             hello.putInt(TcpWire.HELLO).putInt(TcpWire.VERSION).putShort((short) me.length).put(me).put(nonce)
                     .put((byte) (token != null ? 1 : 0));
             out.write(hello.array());
@@ -302,9 +302,9 @@ final class TcpTransport implements Transport {
             }
             byte[] sn = new byte[nl];
             din.readFully(sn);
-            byte[] serverNonce = new byte[Auth.NONCE_BYTES];
+            byte[] serverNonce = new byte[TokenProof.NONCE_BYTES];
             din.readFully(serverNonce);
-            byte[] serverMac = new byte[Auth.MAC_BYTES];
+            byte[] serverMac = new byte[TokenProof.PROOF_BYTES];
             din.readFully(serverMac);
             int dl = le(din, 2).getShort() & 0xffff;
             if (dl > TcpWire.MAX_DETAIL) {
@@ -321,11 +321,11 @@ final class TcpTransport implements Transport {
                 throw new ProtocolException(context("connect"), host + ":" + port + " is agent " + serverName + ", not " + peer
                         + " (a stale store record?)");
             }
-            if (token != null && !Auth.equal(serverMac, Auth.mac(token, "server", nonce, serverNonce, self, serverName))) {
+            if (token != null && !TokenProof.matches(serverMac, TcpWire.proof(token, "server", nonce, serverNonce, self, serverName))) {
                 throw new ProtocolException(context("connect"), "agent " + peer + " failed to prove the job token");
             }
-            ByteBuffer auth = ByteBuffer.allocate(4 + Auth.MAC_BYTES).order(ByteOrder.LITTLE_ENDIAN);
-            auth.putInt(TcpWire.AUTH).put(Auth.mac(token, "client", nonce, serverNonce, self, serverName));
+            ByteBuffer auth = ByteBuffer.allocate(4 + TokenProof.PROOF_BYTES).order(ByteOrder.LITTLE_ENDIAN);
+            auth.putInt(TcpWire.AUTH).put(TcpWire.proof(token, "client", nonce, serverNonce, self, serverName));
             out.write(auth.array());
             ByteBuffer v = le(din, 8);
             if (v.getInt() != TcpWire.VERDICT || v.getInt() != 0) {
@@ -844,7 +844,7 @@ final class TcpTransport implements Transport {
         }
         byte[] cn = new byte[nl];
         in.readFully(cn);
-        byte[] clientNonce = new byte[Auth.NONCE_BYTES];
+        byte[] clientNonce = new byte[TokenProof.NONCE_BYTES];
         in.readFully(clientNonce);
         boolean clientHasToken = in.readByte() != 0;
         String client = new String(cn, StandardCharsets.US_ASCII);
@@ -852,23 +852,23 @@ final class TcpTransport implements Transport {
                 : Names.problem(client) != null ? Names.problem(client)
                 : clientHasToken != (token != null) ? (token != null ? "this agent requires the job token" : "this agent has no job token")
                 : null;
-        byte[] serverNonce = new byte[Auth.NONCE_BYTES];
+        byte[] serverNonce = new byte[TokenProof.NONCE_BYTES];
         Entropy.nextBytes(serverNonce);
         byte[] me = self.getBytes(StandardCharsets.US_ASCII);
         byte[] detail = refusal == null ? new byte[0] : refusal.getBytes(StandardCharsets.UTF_8);
         ByteBuffer c = ByteBuffer.allocate(8 + 2 + me.length + 2 * 32 + 2 + detail.length).order(ByteOrder.LITTLE_ENDIAN);
         c.putInt(TcpWire.CHALLENGE).putInt(refusal == null ? 0 : 1).putShort((short) me.length).put(me).put(serverNonce)
-                .put(refusal == null ? Auth.mac(token, "server", clientNonce, serverNonce, client, self) : new byte[32])
+                .put(refusal == null ? TcpWire.proof(token, "server", clientNonce, serverNonce, client, self) : new byte[32])
                 .putShort((short) detail.length).put(detail);
         out.write(c.array());
         if (refusal != null) {
             return null;
         }
-        ByteBuffer a = le(in, 4 + Auth.MAC_BYTES);
+        ByteBuffer a = le(in, 4 + TokenProof.PROOF_BYTES);
         boolean ok = a.getInt() == TcpWire.AUTH;
-        byte[] mac = new byte[Auth.MAC_BYTES];
+        byte[] mac = new byte[TokenProof.PROOF_BYTES];
         a.get(mac);
-        ok &= token == null || Auth.equal(mac, Auth.mac(token, "client", clientNonce, serverNonce, client, self));
+        ok &= token == null || TokenProof.matches(mac, TcpWire.proof(token, "client", clientNonce, serverNonce, client, self));
         out.write(ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putInt(TcpWire.VERDICT).putInt(ok ? 0 : 1).array());
         ch.socket().setSoTimeout(0);
         return ok ? client : null;

@@ -1,9 +1,11 @@
 package io.jcomm.transfer.internal.tcp;
 
+import io.jcomm.api.internal.TokenProof;
 import java.io.EOFException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
 
 /**
  * The tcp transport's wire format (little-endian).
@@ -61,5 +63,18 @@ final class TcpWire {
         while (b.hasRemaining()) {
             ch.write(b);
         }
+    }
+
+    /**
+     * A side's proof that it holds the job token ({@link TokenProof}): HMAC-SHA256 under
+     * {@code "jcomm-transfer/" + role} ({@code client} or {@code server}) over both nonces and both agents'
+     * names, so it binds this connection and these two agents; all zeros without a token.
+     */
+    static byte[] proof(byte[] token, String role, byte[] clientNonce, byte[] serverNonce, String client, String server) {
+        if (token == null) {
+            return new byte[TokenProof.PROOF_BYTES];
+        }
+        return TokenProof.proof(token, "jcomm-transfer/" + role, clientNonce, serverNonce,
+                client.getBytes(StandardCharsets.US_ASCII), new byte[] {0}, server.getBytes(StandardCharsets.US_ASCII));
     }
 }

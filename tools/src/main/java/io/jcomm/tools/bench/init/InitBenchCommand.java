@@ -1,5 +1,6 @@
 package io.jcomm.tools.bench.init;
 
+import io.jcomm.api.config.Settings;
 import io.jcomm.tools.bench.WorkerJvms;
 import java.io.BufferedReader;
 import java.io.IOException;
@@ -283,9 +284,9 @@ public final class InitBenchCommand implements Callable<Integer> {
         pb.environment().put("LOCAL_WORLD_SIZE", Integer.toString(world));
         pb.environment().put("MASTER_ADDR", "127.0.0.1");
         if (distinctHosts) {
-            pb.environment().put("JCOMM_HOST_ID", "bench-node-" + rank);
+            pb.environment().put(Settings.HOST_ID.name(), "bench-node-" + rank);
         } else {
-            pb.environment().remove("JCOMM_HOST_ID");
+            pb.environment().remove(Settings.HOST_ID.name());
         }
         Process p = pb.start();
         Thread pump = new Thread(() -> {

@@ -1,12 +1,11 @@
 package io.jcomm.tools.bench.pipeline;
 
+import io.jcomm.tools.bench.TorchProcess;
+import io.jcomm.api.config.Settings;
 import io.jcomm.cpu.store.TcpStoreServer;
 import io.jcomm.cpu.store.TcpStoreServerConfig;
 import io.jcomm.tools.bench.WorkerJvms;
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
 import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -15,7 +14,6 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Callable;
-import java.util.concurrent.TimeUnit;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
@@ -316,9 +314,9 @@ public final class PipelineBenchCommand implements Callable<Integer> {
                 Integer.toString(steps), mode, sizeArg.toString()));
         cmd.addAll(options);
         Map<String, String> env = new java.util.HashMap<>();
-        env.put("JCOMM_CPU_BACKEND", backend);
-        env.put("JCOMM_LAUNCHER_STORE", "1");
-        env.put("JCOMM_HOST_ID", null);
+        env.put(Settings.CPU_BACKEND.name(), backend);
+        env.put(Settings.LAUNCHER_STORE.name(), "1");
+        env.put(Settings.HOST_ID.name(), null);
         boolean bind = pinned();
         try (WorkerJvms workers = WorkerJvms.start(world, r -> {
             List<String> c = new ArrayList<>();
@@ -373,37 +371,38 @@ public final class PipelineBenchCommand implements Callable<Integer> {
         if (steps > 0) {
             cmd.addAll(List.of("--steps", Integer.toString(steps)));
         }
-        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
         Map<Integer, Row> byHidden = new LinkedHashMap<>();
-        try (BufferedReader in = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
-            String line;
-            while ((line = in.readLine()) != null) {
-                Map<String, String> kv = new LinkedHashMap<>();
-                for (String f : line.split(" ")) {
-                    int eq = f.indexOf('=');
-                    if (eq > 0) {
-                        kv.put(f.substring(0, eq), f.substring(eq + 1));
-                    }
+        int exit = TorchProcess.run(cmd, timeoutSeconds, "commbench pipeline", line -> {
+            Map<String, String> kv = new LinkedHashMap<>();
+            for (String f : line.split(" ")) {
+                int eq = f.indexOf('=');
+                if (eq > 0) {
+                    kv.put(f.substring(0, eq), f.substring(eq + 1));
                 }
-                if (line.startsWith("ROW ")) {
-                    int h = Integer.parseInt(kv.get("hidden"));
+            }
+            if (line.startsWith("ROW ")) {
+                int h = Integer.parseInt(kv.get("hidden"));
+                synchronized (byHidden) {
                     byHidden.put(h, new Row(h, Integer.parseInt(kv.get("steps")), Double.parseDouble(kv.get("seconds")),
                             Long.MIN_VALUE, Long.MIN_VALUE, torchWarmup, new LinkedHashMap<>()));
-                } else if (line.startsWith("OP ")) {
+                }
+            } else if (line.startsWith("OP ")) {
+                synchronized (byHidden) {
                     Row r = byHidden.get(Integer.parseInt(kv.get("hidden")));
                     r.ops().put(kv.get("name").replace('_', ' '), new double[] {Double.parseDouble(kv.get("p50_us")),
                             Double.parseDouble(kv.get("p99_us")), Double.parseDouble(kv.getOrDefault("p999_us", "NaN")),
                             Double.parseDouble(kv.getOrDefault("mean_us", "NaN"))});
-                } else if (!line.startsWith("#")) {
-                    System.err.println("[torch] " + line);
                 }
+            } else if (!line.startsWith("#")) {
+                System.err.println("[torch] " + line);
             }
-        }
-        if (!p.waitFor(timeoutSeconds, TimeUnit.SECONDS)) {
-            p.destroyForcibly();
+        });
+        if (exit == -1) {
             return 1;
         }
-        rows.addAll(byHidden.values());
-        return p.exitValue() == 0 ? 0 : 1;
+        synchronized (byHidden) {
+            rows.addAll(byHidden.values());
+        }
+        return exit == 0 ? 0 : 1;
     }
 }

@@ -1,5 +1,6 @@
 package io.jcomm.tools.bench.transfer;
 
+import io.jcomm.tools.bench.TorchProcess;
 import io.jcomm.api.HostIdentity;
 import io.jcomm.cpu.store.TcpStore;
 import io.jcomm.cpu.store.TcpStoreConfig;
@@ -8,9 +9,6 @@ import io.jcomm.cpu.store.TcpStoreServerConfig;
 import io.jcomm.transfer.TransferOptions;
 import io.jcomm.transfer.bench.ManyToOneBench;
 import io.jcomm.transfer.bench.TransferBench;
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -20,7 +18,6 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Callable;
-import java.util.concurrent.TimeUnit;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
@@ -272,41 +269,22 @@ public final class TransferBenchCommand implements Callable<Integer> {
         sizes.forEach(s -> sizeArg.append(sizeArg.length() > 0 ? "," : "").append(s));
         List<String> cmd = new ArrayList<>(List.of("/usr/bin/python3", py.toString(), "--sizes", sizeArg.toString(),
                 "--seconds", Double.toString(seconds)));
-        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
-        Thread reader = new Thread(() -> {
-            try (BufferedReader in = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
-                String line;
-                while ((line = in.readLine()) != null) {
-                    if (line.startsWith("ROW ")) {
-                        Map<String, String> kv = new LinkedHashMap<>();
-                        for (String f : line.split(" ")) {
-                            int eq = f.indexOf('=');
-                            if (eq > 0) {
-                                kv.put(f.substring(0, eq), f.substring(eq + 1));
-                            }
-                        }
-                        synchronized (secondsPerOp) {
-                            secondsPerOp.put(Integer.parseInt(kv.get("bytes")), Double.parseDouble(kv.get("seconds_per_op")));
-                        }
-                    } else {
-                        System.out.println("[torch] " + line);
+        int exit = TorchProcess.run(cmd, timeoutSeconds, "commbench transfer", line -> {
+            if (line.startsWith("ROW ")) {
+                Map<String, String> kv = new LinkedHashMap<>();
+                for (String f : line.split(" ")) {
+                    int eq = f.indexOf('=');
+                    if (eq > 0) {
+                        kv.put(f.substring(0, eq), f.substring(eq + 1));
                     }
                 }
-            } catch (java.io.IOException e) {
-                // the process went away: its exit status says how
+                synchronized (secondsPerOp) {
+                    secondsPerOp.put(Integer.parseInt(kv.get("bytes")), Double.parseDouble(kv.get("seconds_per_op")));
+                }
+            } else {
+                System.out.println("[torch] " + line);
             }
-        }, "torch-output");
-        reader.setDaemon(true);
-        reader.start();
-        if (!p.waitFor(timeoutSeconds, TimeUnit.SECONDS)) {
-            p.descendants().forEach(ProcessHandle::destroyForcibly);
-            p.destroyForcibly();
-            System.err.println("commbench transfer: the torch side took longer than " + timeoutSeconds + " s");
-            return 1;
-        }
-        reader.join(TimeUnit.SECONDS.toMillis(5));
-        synchronized (secondsPerOp) {
-            return p.exitValue() == 0 ? 0 : 1;
-        }
+        });
+        return exit == 0 ? 0 : 1;
     }
 }

@@ -1,5 +1,6 @@
 package io.jcomm.tools.bench.warmup;
 
+import io.jcomm.api.config.Settings;
 import io.jcomm.cpu.store.TcpStoreServer;
 import io.jcomm.cpu.store.TcpStoreServerConfig;
 import io.jcomm.tools.bench.WorkerJvms;
@@ -82,7 +83,7 @@ public final class WarmupBenchCommand implements Callable<Integer> {
         cmd.addAll(List.of(op, Integer.toString(bytes), Integer.toString(calls), Integer.toString(first)));
         String[] result = new String[1];
         try (TcpStoreServer server = TcpStoreServer.start(TcpStoreServerConfig.builder().port(0).build());
-             WorkerJvms w = WorkerJvms.start(2, r -> pinned(r, cmd), server.port(), Map.of("JCOMM_LAUNCHER_STORE", "1"),
+             WorkerJvms w = WorkerJvms.start(2, r -> pinned(r, cmd), server.port(), Map.of(Settings.LAUNCHER_STORE.name(), "1"),
                      (rank, line) -> {
                          if (line.startsWith("@@warmup ")) {
                              result[0] = line;

@@ -1,7 +1,8 @@
 package io.jcomm.cpu.gloo.internal;
 
+import io.jcomm.api.config.Settings;
 import io.jcomm.api.Availability;
-import io.jcomm.cpu.internal.NativeLibraries;
+import io.jcomm.cpu.internal.BundledLibrary;
 import java.io.IOException;
 
 /**
@@ -10,19 +11,16 @@ import java.io.IOException;
  *
  * <p>Where the library comes from, in order:
  * <ol>
- *   <li>the system property {@value #LIBRARY_PROP} (a path to the {@code .so});</li>
+ *   <li>the system property {@code jcomm.gloo.library} (a path to the {@code .so});</li>
  *   <li>the class path resource {@value #RESOURCE}: loaded in place when it is a file (tests run
  *       from {@code target/classes}), otherwise (inside a jar) copied to a private temporary
  *       directory, loaded, and deleted again.</li>
  * </ol>
- * ({@link NativeLibraries} does the loading.) The build skips the native step when {@code libgloo-dev}
+ * ({@link BundledLibrary} does the loading.) The build skips the native step when {@code libgloo-dev}
  * is missing, so the resource is absent and the verdict starts with {@value #NOT_FOUND}. Loading never throws and never runs native code other
  * than the library's {@code JNI_OnLoad} and a probe.
  */
 public final class GlooLibrary {
-
-    /** System property naming the library file to load instead of the bundled one. */
-    public static final String LIBRARY_PROP = "jcomm.gloo.library";
 
     /** Class path location of the bundled library. */
     public static final String RESOURCE = "/native/linux-x86_64/libjcommgloo.so";
@@ -44,10 +42,10 @@ public final class GlooLibrary {
 
     private static Availability load() {
         try {
-            String where = NativeLibraries.load(GlooLibrary.class, "jcommgloo", LIBRARY_PROP);
+            String where = BundledLibrary.load(GlooLibrary.class, "jcommgloo", Settings.GLOO_LIBRARY);
             String probe = GlooNative.probe();
             return Availability.available(probe + " via JNI (" + where + ")");
-        } catch (NativeLibraries.Missing | UnsatisfiedLinkError e) {
+        } catch (BundledLibrary.Missing | UnsatisfiedLinkError e) {
             return Availability.unavailable(NOT_FOUND + ": " + e.getMessage());
         } catch (IOException | RuntimeException e) {
             return Availability.unavailable(NOT_FOUND + ": could not load the JNI library: " + e);

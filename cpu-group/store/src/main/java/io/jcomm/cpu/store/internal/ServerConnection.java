@@ -1,5 +1,6 @@
 package io.jcomm.cpu.store.internal;
 
+import io.jcomm.api.internal.TokenProof;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
@@ -458,9 +459,9 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
         clientNonce = new byte[Wire.NONCE_BYTES];
         acc.getBytes(r + 5, clientNonce);
         acc.skipBytes(Wire.AUTH_HELLO_BYTES);
-        serverNonce = Auth.nonce(sc.random);
+        serverNonce = TokenProof.nonce(sc.random);
         reply(2 + Wire.NONCE_BYTES + Wire.MAC_BYTES).writeByte(Wire.AUTH_MARKER).writeByte(Wire.AUTH_CHALLENGE)
-                .writeBytes(serverNonce).writeBytes(Auth.serverProof(sc.token, clientNonce, serverNonce));
+                .writeBytes(serverNonce).writeBytes(Wire.serverProof(sc.token, clientNonce, serverNonce));
         phase = Phase.AUTH_PROOF;
         return true;
     }
@@ -471,7 +472,7 @@ public final class ServerConnection extends ChannelInboundHandlerAdapter
         }
         byte[] proof = new byte[Wire.MAC_BYTES];
         acc.readBytes(proof);
-        if (!Auth.equal(proof, Auth.clientProof(sc.token, clientNonce, serverNonce))) {
+        if (!TokenProof.matches(proof, Wire.clientProof(sc.token, clientNonce, serverNonce))) {
             refuse(Wire.AUTH_REFUSED, "refused: wrong job token");
             return false;
         }

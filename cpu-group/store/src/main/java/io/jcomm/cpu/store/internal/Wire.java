@@ -1,5 +1,6 @@
 package io.jcomm.cpu.store.internal;
 
+import io.jcomm.api.internal.TokenProof;
 import java.nio.charset.StandardCharsets;
 
 /**
@@ -117,8 +118,8 @@ public final class Wire {
     public static final int AUTH_MARKER = 0xFA;
     /** Client hello: AUTH_MARKER, AUTH_MAGIC (4 bytes), client nonce. */
     public static final byte[] AUTH_MAGIC = {'J', 'C', 'S', '1'};
-    public static final int NONCE_BYTES = 32;
-    public static final int MAC_BYTES = 32;
+    public static final int NONCE_BYTES = TokenProof.NONCE_BYTES;
+    public static final int MAC_BYTES = TokenProof.PROOF_BYTES;
     public static final int AUTH_HELLO_BYTES = 1 + 4 + NONCE_BYTES;
     /** Server status after AUTH_MARKER. */
     public static final int AUTH_CHALLENGE = 0;
@@ -130,6 +131,29 @@ public final class Wire {
 
     public static final String SERVER_LABEL = "jcomm-store-server-v1";
     public static final String CLIENT_LABEL = "jcomm-store-client-v1";
+
+    /*
+     * The job-token challenge-response (a jcomm extension to the TCPStore protocol, TokenProof), mutual and
+     * replay-resistant, with a label per direction:
+     *
+     * C -> S  FA 'J' 'C' 'S' '1' clientNonce[32]
+     * S -> C  FA 00 serverNonce[32] HMAC(token, "jcomm-store-server-v1" | clientNonce | serverNonce)
+     * C -> S  HMAC(token, "jcomm-store-client-v1" | serverNonce | clientNonce)   (the client checked the server first)
+     * S -> C  00                      (or FA 01 and close: wrong token)
+     *
+     * A server with a token answers anything else as the first bytes with FA 03 and closes; a server without
+     * a token answers a hello with FA 02 and closes.
+     */
+
+    /** The server's proof. */
+    public static byte[] serverProof(byte[] token, byte[] clientNonce, byte[] serverNonce) {
+        return TokenProof.proof(token, SERVER_LABEL, clientNonce, serverNonce);
+    }
+
+    /** The client's proof. */
+    public static byte[] clientProof(byte[] token, byte[] clientNonce, byte[] serverNonce) {
+        return TokenProof.proof(token, CLIENT_LABEL, serverNonce, clientNonce);
+    }
 
     private Wire() {
     }

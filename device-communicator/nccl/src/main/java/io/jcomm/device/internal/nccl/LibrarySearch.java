@@ -22,7 +22,7 @@ import java.util.regex.Pattern;
  * library either leaves a class broken for the JVM's life or kills the JVM on the first missing
  * symbol.
  */
-final class NativeLibraries {
+final class LibrarySearch {
 
     /** {@code VERSION_STRING} that every libnccl embeds ({@code "NCCL version 2.29.3+cuda13.0"}). */
     private static final byte[] MARKER = "NCCL version ".getBytes(StandardCharsets.US_ASCII);
@@ -31,7 +31,7 @@ final class NativeLibraries {
     /** Larger files are not scanned (libnccl is a few hundred MiB). */
     private static final long MAX_SCAN_BYTES = 2L << 30;
 
-    private NativeLibraries() {
+    private LibrarySearch() {
     }
 
     /** The first {@code dir/name} that is a readable regular file (symbolic links followed). */

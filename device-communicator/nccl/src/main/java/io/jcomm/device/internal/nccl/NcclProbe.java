@@ -1,5 +1,6 @@
 package io.jcomm.device.internal.nccl;
 
+import io.jcomm.api.config.Settings;
 import io.jcomm.api.Availability;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -31,9 +32,9 @@ import java.util.Optional;
 public final class NcclProbe {
 
     /** System property: directories (colon-separated) holding libnccl.so.2, e.g. a pip {@code nvidia/nccl/lib}. */
-    public static final String NCCL_LIBDIR_PROP = "jcomm.nccl.libdir";
+    private static final String NCCL_LIBDIR_PROP = Settings.NCCL_LIBDIR.name();
     /** System property: directories holding libcudart.so.13 (and libcuda.so.1 if not in a system directory). */
-    public static final String CUDA_LIBDIR_PROP = "jcomm.cuda.libdir";
+    private static final String CUDA_LIBDIR_PROP = Settings.CUDA_LIBDIR.name();
 
     public static final String LIBCUDA = "libcuda.so.1";
     public static final String LIBCUDART = "libcudart.so.13";
@@ -68,10 +69,10 @@ public final class NcclProbe {
         /** This process's environment. */
         public static Environment fromSystem() {
             return new Environment(System.getProperty("os.name", "?"), System.getProperty("os.arch", "?"),
-                    NativeLibraries.splitPath(System.getProperty(NCCL_LIBDIR_PROP)),
-                    NativeLibraries.splitPath(System.getProperty(CUDA_LIBDIR_PROP)),
-                    NativeLibraries.splitPath(System.getenv("LD_LIBRARY_PATH")),
-                    NativeLibraries.systemDirs());
+                    LibrarySearch.splitPath(Settings.NCCL_LIBDIR.fromProcess().orElse(null)),
+                    LibrarySearch.splitPath(Settings.CUDA_LIBDIR.fromProcess().orElse(null)),
+                    LibrarySearch.splitPath(System.getenv("LD_LIBRARY_PATH")),
+                    LibrarySearch.systemDirs());
         }
     }
 
@@ -121,19 +122,19 @@ public final class NcclProbe {
             return Result.unavailable("the JavaCPP CUDA/NCCL bindings on the class path are for linux-x86_64; this is "
                     + env.osName() + "/" + env.osArch());
         }
-        Optional<Path> cuda = NativeLibraries.find(LIBCUDA, concat(env.cudaDirs(), env.ldLibraryPath(), env.systemDirs()));
+        Optional<Path> cuda = LibrarySearch.find(LIBCUDA, concat(env.cudaDirs(), env.ldLibraryPath(), env.systemDirs()));
         if (cuda.isEmpty()) {
             return Result.unavailable("CUDA driver library " + LIBCUDA + " not found (searched -D" + CUDA_LIBDIR_PROP
                     + ", LD_LIBRARY_PATH and the system library directories); is the NVIDIA driver installed?");
         }
-        Optional<Path> cudart = NativeLibraries.find(LIBCUDART,
+        Optional<Path> cudart = LibrarySearch.find(LIBCUDART,
                 concat(env.cudaDirs(), env.ncclDirs(), env.ldLibraryPath(), env.systemDirs()));
         if (cudart.isEmpty()) {
             return Result.unavailable("CUDA runtime library " + LIBCUDART + " not found (searched -D" + CUDA_LIBDIR_PROP
                     + ", LD_LIBRARY_PATH and the system library directories); install the CUDA 13 runtime "
                     + "(pip nvidia-cuda-runtime, or the CUDA toolkit) and point -D" + CUDA_LIBDIR_PROP + " at it");
         }
-        Optional<Path> nccl = NativeLibraries.find(LIBNCCL, concat(env.ncclDirs(), env.ldLibraryPath(), env.systemDirs()));
+        Optional<Path> nccl = LibrarySearch.find(LIBNCCL, concat(env.ncclDirs(), env.ldLibraryPath(), env.systemDirs()));
         if (nccl.isEmpty()) {
             return Result.unavailable(LIBNCCL + " not found (searched -D" + NCCL_LIBDIR_PROP
                     + ", LD_LIBRARY_PATH and the system library directories); install NCCL >= "
@@ -141,7 +142,7 @@ public final class NcclProbe {
                     + NCCL_LIBDIR_PROP + "=<site-packages>/nvidia/nccl/lib");
         }
         Path lib = nccl.get();
-        Optional<Integer> fileVersion = NativeLibraries.ncclVersion(lib);
+        Optional<Integer> fileVersion = LibrarySearch.ncclVersion(lib);
         if (fileVersion.isEmpty()) {
             return Result.unavailable("cannot tell the NCCL version of " + lib + " (no version in its file name and no "
                     + "\"NCCL version\" string inside); refusing to load it");

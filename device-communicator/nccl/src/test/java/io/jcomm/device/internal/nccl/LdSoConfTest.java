@@ -15,17 +15,17 @@ class LdSoConfTest {
 
     @Test
     void starGlobsMatchAsTheShellDoes() {
-        assertTrue(NativeLibraries.starMatch("*.conf", "libc.conf"));
-        assertTrue(NativeLibraries.starMatch("*.conf", ".conf"));
-        assertFalse(NativeLibraries.starMatch("*.conf", "libc.conf.bak"));
-        assertTrue(NativeLibraries.starMatch("zz-*-*.conf", "zz-cuda-13-0.conf"));
-        assertFalse(NativeLibraries.starMatch("zz-*-*.conf", "zz-cuda.conf"));
-        assertTrue(NativeLibraries.starMatch("*", "anything"));
-        assertTrue(NativeLibraries.starMatch("**a*", "xxa"));
-        assertTrue(NativeLibraries.starMatch("exact.conf", "exact.conf"));
-        assertFalse(NativeLibraries.starMatch("exact.conf", "exact.confx"));
-        assertFalse(NativeLibraries.starMatch("a*b", "acbd"));
-        assertTrue(NativeLibraries.starMatch("a*b", "acbdb"));
+        assertTrue(LibrarySearch.starMatch("*.conf", "libc.conf"));
+        assertTrue(LibrarySearch.starMatch("*.conf", ".conf"));
+        assertFalse(LibrarySearch.starMatch("*.conf", "libc.conf.bak"));
+        assertTrue(LibrarySearch.starMatch("zz-*-*.conf", "zz-cuda-13-0.conf"));
+        assertFalse(LibrarySearch.starMatch("zz-*-*.conf", "zz-cuda.conf"));
+        assertTrue(LibrarySearch.starMatch("*", "anything"));
+        assertTrue(LibrarySearch.starMatch("**a*", "xxa"));
+        assertTrue(LibrarySearch.starMatch("exact.conf", "exact.conf"));
+        assertFalse(LibrarySearch.starMatch("exact.conf", "exact.confx"));
+        assertFalse(LibrarySearch.starMatch("a*b", "acbd"));
+        assertTrue(LibrarySearch.starMatch("a*b", "acbdb"));
     }
 
     @Test
@@ -39,7 +39,7 @@ class LdSoConfTest {
         Files.writeString(more.resolve("z.conf"), "/opt/z\n");
         Path conf = Files.writeString(tmp.resolve("ld.so.conf"), "include ld.so.conf.d/*.conf\n/opt/top\nnot-a-path\n");
         assertEquals(List.of(Path.of("/opt/a"), Path.of("/opt/x"), Path.of("/opt/b"), Path.of("/opt/b2"), Path.of("/opt/top")),
-                List.copyOf(NativeLibraries.ldSoConfDirs(conf)));
-        assertEquals(List.of(), List.copyOf(NativeLibraries.ldSoConfDirs(tmp.resolve("missing.conf"))));
+                List.copyOf(LibrarySearch.ldSoConfDirs(conf)));
+        assertEquals(List.of(), List.copyOf(LibrarySearch.ldSoConfDirs(tmp.resolve("missing.conf"))));
     }
 }

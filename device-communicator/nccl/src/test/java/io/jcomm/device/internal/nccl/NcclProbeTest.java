@@ -63,7 +63,7 @@ class NcclProbeTest {
     @Test
     void onThisGpuLessHostTheRealProbeNamesTheMissingDriver() {
         Assumptions.assumeFalse(Files.exists(Path.of("/dev/nvidiactl")), "this host has an NVIDIA driver");
-        Assumptions.assumeTrue(NativeLibraries.find("libcuda.so.1", NcclProbe.Environment.fromSystem().systemDirs()).isEmpty(),
+        Assumptions.assumeTrue(LibrarySearch.find("libcuda.so.1", NcclProbe.Environment.fromSystem().systemDirs()).isEmpty(),
                 "this host has libcuda.so.1");
         NcclProbe.Result r = NcclProbe.system();
         assertEquals(Availability.unavailable(NO_DRIVER), r.availability());
@@ -113,10 +113,10 @@ class NcclProbeTest {
         Path nccl = dir.resolve("sys");
         Path real = lib(nccl, "libnccl.so.2.28.9", "no string inside");
         Files.createSymbolicLink(nccl.resolve("libnccl.so.2"), real.getFileName());
-        assertEquals(Optional.of(22809), NativeLibraries.ncclVersion(nccl.resolve("libnccl.so.2")));
-        assertEquals(Optional.of(22903), NativeLibraries.ncclVersion(lib(dir, "x.so", "NCCL version 2.29.3+cuda13.0")));
-        assertEquals(Optional.of(2804), NativeLibraries.ncclVersion(lib(dir, "y.so", "NCCL version 2.8.4+cuda11.2")));
-        assertEquals(Optional.empty(), NativeLibraries.ncclVersion(lib(dir, "z.so", "RCCL version : 2.29.3")));
+        assertEquals(Optional.of(22809), LibrarySearch.ncclVersion(nccl.resolve("libnccl.so.2")));
+        assertEquals(Optional.of(22903), LibrarySearch.ncclVersion(lib(dir, "x.so", "NCCL version 2.29.3+cuda13.0")));
+        assertEquals(Optional.of(2804), LibrarySearch.ncclVersion(lib(dir, "y.so", "NCCL version 2.8.4+cuda11.2")));
+        assertEquals(Optional.empty(), LibrarySearch.ncclVersion(lib(dir, "z.so", "RCCL version : 2.29.3")));
     }
 
     @Test
@@ -172,9 +172,9 @@ class NcclProbeTest {
 
     @Test
     void systemDirectoriesComeFromLdSoConf() {
-        List<Path> dirs = NativeLibraries.systemDirs();
+        List<Path> dirs = LibrarySearch.systemDirs();
         assertTrue(dirs.contains(Path.of("/usr/lib/x86_64-linux-gnu")), dirs.toString());
-        assertNotNull(NativeLibraries.splitPath(":/a::/b:"));
-        assertEquals(List.of(Path.of("/a"), Path.of("/b")), NativeLibraries.splitPath(":/a::/b:"));
+        assertNotNull(LibrarySearch.splitPath(":/a::/b:"));
+        assertEquals(List.of(Path.of("/a"), Path.of("/b")), LibrarySearch.splitPath(":/a::/b:"));
     }
 }
