@@ -23,7 +23,11 @@ Request i (the rule the Java demo uses too): a prompt of 4 + 3i tokens, token j 
    "tokens": [...], "logits": [[V floats] x K], "top2_gaps": [...], "min_top2_gap": g}], "min_top2_gap": g}
 where logits[s] are the logits that chose tokens[s] (s = 0 is the prompt's last position) and
 top2_gaps the margin of the greedy choice at every step. A small margin would make token equality
-fragile; generate's scales keep the smallest margin well above float32 noise (the tests check > 1e-2).
+fragile: with logits within a tolerance tol of torch's, every choice whose margin exceeds 2 tol is
+certain to agree. The margins of random models fall roughly exponentially towards 0 with the number of
+choices, so the default seed (16) was picked among 1..24 for the test preset's largest smallest margin
+over its 272 choices (0.0116; float32 differences between this and the Java decoder are ~2e-5, the
+tests' tolerance 1e-3).
 """
 import argparse
 import json
@@ -299,7 +303,7 @@ def main(argv):
     g = sub.add_parser("generate")
     g.add_argument("--out", required=True)
     g.add_argument("--preset", choices=sorted(PRESETS), default="test")
-    g.add_argument("--seed", type=int, default=1234)
+    g.add_argument("--seed", type=int, default=16)
     g.add_argument("--dtype", choices=sorted(DTYPES), default="f32")
     g.add_argument("--tie", action="store_true")
     for name in ("hidden", "layers", "heads", "kv-heads", "intermediate", "vocab"):

@@ -35,6 +35,17 @@ final class TorchFixture {
         return model("f32", "--preset", "test", "--seed", "16", "--dtype", "f32", "--prompts", "4", "--tokens", "64");
     }
 
+    /** Hugging Face's tied embeddings in bfloat16 (2 requests). */
+    static Path bf16Tied() {
+        return model("bf16-tied", "--preset", "test", "--seed", "16", "--dtype", "bf16", "--tie", "--prompts", "2",
+                "--tokens", "64");
+    }
+
+    /** Float16 weights (2 requests). */
+    static Path f16() {
+        return model("f16", "--preset", "test", "--seed", "16", "--dtype", "f16", "--prompts", "2", "--tokens", "64");
+    }
+
     /** The directory of model {@code name}, generated with {@code args} on first use; has reference.json. */
     static synchronized Path model(String name, String... args) {
         Requirements.assume("torch", torchAvailable(), PYTHON + " cannot import torch");
