@@ -49,8 +49,8 @@ public final class Engine {
         public final Map<Integer, List<float[]>> logits = new LinkedHashMap<>();
         /** Wall time of each decode iteration of this rank (agreement, step, sampling), nanoseconds. */
         public long[] decodeStepNanos = new long[0];
-        /** Of which inside jcomm calls. */
-        public long decodeCommNanos;
+        /** Of which inside jcomm calls, by {@link CommClock.Kind} (its ordinal). */
+        public final long[] decodeCommNanos = new long[CommClock.Kind.values().length];
         /** Iterations spent waiting for other replicas (no request left here). */
         public int idleIterations;
         /** Prompts run and their total time. */
@@ -104,11 +104,11 @@ public final class Engine {
         long[] work = new long[1];
         while (true) {
             long t0 = System.nanoTime();
-            long comm0 = clock.nanos();
+            long[] comm0 = clock.snapshot();
             work[0] = current >= 0 || !queue.isEmpty() ? 1 : 0;
             long a0 = clock.start();
             long busy = ps.dpAgree(work, ReduceOp.SUM)[0];
-            clock.stop(a0);
+            clock.stop(CommClock.Kind.DP, a0);
             if (busy == 0) {
                 break;
             }
@@ -140,7 +140,10 @@ public final class Engine {
                     steps = Arrays.copyOf(steps, nSteps * 2);
                 }
                 steps[nSteps++] = dt;
-                result.decodeCommNanos += clock.nanos() - comm0;
+                long[] comm1 = clock.snapshot();
+                for (int k = 0; k < comm1.length; k++) {
+                    result.decodeCommNanos[k] += comm1[k] - comm0[k];
+                }
             } else {
                 result.prefills++;
                 result.prefillNanos += dt;

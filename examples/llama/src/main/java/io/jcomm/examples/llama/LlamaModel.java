@@ -135,7 +135,7 @@ public final class LlamaModel {
         } else {
             long c0 = clock.start();
             Map<String, Object> in = pp.recvTensorDict(pp.prevInGroup(), tp, received);
-            clock.stop(c0);
+            clock.stop(CommClock.Kind.PP, c0);
             received = in;
             hidden = floats((Tensor) in.get(HIDDEN), t * h);
             residual = floats((Tensor) in.get(RESIDUAL), t * h);
@@ -152,7 +152,7 @@ public final class LlamaModel {
             long c0 = clock.start();
             pp.sendTensorDict(out, pp.nextInGroup(), tp);
             Map<String, Object> next = pp.broadcastTensorDict(null, pp.worldSize() - 1);
-            clock.stop(c0);
+            clock.stop(CommClock.Kind.PP, c0);
             token = (int) ((Tensor) next.get(NEXT_TOKEN)).getLong(0);
             lastLogits = null;
         } else {
@@ -163,7 +163,7 @@ public final class LlamaModel {
                 out.put(NEXT_TOKEN, Tensor.ofLongs(token));
                 long c0 = clock.start();
                 pp.broadcastTensorDict(out, pp.worldSize() - 1);
-                clock.stop(c0);
+                clock.stop(CommClock.Kind.PP, c0);
             }
         }
         return token;
@@ -317,7 +317,7 @@ public final class LlamaModel {
         logitsBuffer.buffer().asFloatBuffer().put(local);
         long c0 = clock.start();
         Tensor all = tp.allGather(logitsBuffer, -1);
-        clock.stop(c0);
+        clock.stop(CommClock.Kind.TP, c0);
         float[] full = new float[vocab];
         all.buffer().asFloatBuffer().get(full, 0, vocab);
         return full;
@@ -338,7 +338,7 @@ public final class LlamaModel {
         b.buffer().asFloatBuffer().put(x, 0, t * width);
         long c0 = clock.start();
         tp.allReduce(b);
-        clock.stop(c0);
+        clock.stop(CommClock.Kind.TP, c0);
         b.buffer().asFloatBuffer().get(x, 0, t * width);
     }
 
