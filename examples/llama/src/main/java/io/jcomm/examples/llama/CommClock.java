@@ -7,10 +7,10 @@ package io.jcomm.examples.llama;
  * while the other stages compute, which with one sequence in flight is the pipeline's idle time
  * rather than data moving. Hence the kinds. Not thread safe: one per rank's step loop.
  */
-final class CommClock {
+public final class CommClock {
 
     /** What a call was. */
-    enum Kind {
+    public enum Kind {
         /** TP all-reduces and all-gathers. */
         TP,
         /** Pipeline hand-offs and the token's broadcast over PP. */
@@ -23,23 +23,23 @@ final class CommClock {
     private long calls;
 
     /** A start stamp for {@link #stop}. */
-    long start() {
+    public long start() {
         return System.nanoTime();
     }
 
     /** Adds the time since {@code start} to {@code kind}. */
-    void stop(Kind kind, long start) {
+    public void stop(Kind kind, long start) {
         nanos[kind.ordinal()] += System.nanoTime() - start;
         calls++;
     }
 
     /** Nanoseconds inside jcomm calls of {@code kind} so far. */
-    long nanos(Kind kind) {
+    public long nanos(Kind kind) {
         return nanos[kind.ordinal()];
     }
 
     /** Nanoseconds inside jcomm calls so far, every kind. */
-    long nanos() {
+    public long nanos() {
         long n = 0;
         for (long v : nanos) {
             n += v;
@@ -48,12 +48,12 @@ final class CommClock {
     }
 
     /** A copy of the per-kind totals, indexed by {@link Kind#ordinal()}. */
-    long[] snapshot() {
+    public long[] snapshot() {
         return nanos.clone();
     }
 
     /** Calls so far. */
-    long calls() {
+    public long calls() {
         return calls;
     }
 }

@@ -5,6 +5,7 @@ import io.jcomm.api.Tensor;
 import io.jcomm.parallel.GroupCoordinator;
 import io.jcomm.parallel.ParallelState;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Objects;
@@ -50,9 +51,17 @@ public final class LlamaModel {
     private float[] values = new float[0];
     private float[] scores = new float[0];
     private float[] lastLogits;
-    private Tensor reduceBuffer;
-    private Tensor logitsBuffer;
+    private Buffers decodeBuffers;
     private Map<String, Object> received;
+    // the last stage's logits: the final norm's row, this rank's slice, the gathered vocabulary
+    private final float[] lastRow;
+    private final float[] normedRow;
+    private final float[] localLogits;
+    private final float[] fullLogits;
+    private final Tensor logitsBuffer;
+    // the last stage's token, broadcast over PP
+    private final Tensor nextToken = Tensor.ofLongs(0);
+    private final Map<String, Object> tokenDict = Map.of(NEXT_TOKEN, nextToken);
 
     /**
      * @param weights this rank's shard ({@link ShardWeights#plan} says which)
@@ -75,6 +84,11 @@ public final class LlamaModel {
         this.cos = new float[c.headDim() / 2];
         this.sin = new float[c.headDim() / 2];
         this.eps = (float) c.rmsNormEps();
+        this.lastRow = new float[c.hidden()];
+        this.normedRow = new float[c.hidden()];
+        this.localLogits = new float[plan.vocabPerRank()];
+        this.fullLogits = new float[c.vocab()];
+        this.logitsBuffer = Tensor.allocate(DType.F32, 1, plan.vocabPerRank());
     }
 
     /**
@@ -127,57 +141,109 @@ public final class LlamaModel {
                     + cache.capacity() + " positions");
         }
         int h = plan.config().hidden();
-        float[] hidden;
-        float[] residual;
+        Buffers b = buffers(t);
+        boolean haveResidual;
         if (plan.firstStage()) {
-            hidden = embed(tokens);
-            residual = null;
+            embed(tokens, b);
+            haveResidual = false;
         } else {
             long c0 = clock.start();
             Map<String, Object> in = pp.recvTensorDict(pp.prevInGroup(), tp, received);
             clock.stop(CommClock.Kind.PP, c0);
-            received = in;
-            hidden = floats((Tensor) in.get(HIDDEN), t * h);
-            residual = floats((Tensor) in.get(RESIDUAL), t * h);
+            received = in; // the next hand-off of the same shape lands in these tensors
+            read((Tensor) in.get(HIDDEN), b.hidden, t * h);
+            read((Tensor) in.get(RESIDUAL), b.residual, t * h);
+            haveResidual = true;
         }
         for (int l = 0; l < weights.layers.length; l++) {
-            residual = layer(l, weights.layers[l], hidden, residual, t, start, cache);
-            hidden = lastOutput;
+            layer(l, weights.layers[l], b, haveResidual, t, start, cache);
+            haveResidual = true;
         }
         int token;
         if (!plan.lastStage()) {
-            Map<String, Object> out = new LinkedHashMap<>();
-            out.put(HIDDEN, tensorOf(hidden, t, h));
-            out.put(RESIDUAL, tensorOf(residual, t, h));
+            b.sendHidden.buffer().asFloatBuffer().put(b.hidden, 0, t * h);
+            b.sendResidual.buffer().asFloatBuffer().put(b.residual, 0, t * h);
             long c0 = clock.start();
-            pp.sendTensorDict(out, pp.nextInGroup(), tp);
+            pp.sendTensorDict(b.handOff, pp.nextInGroup(), tp);
             Map<String, Object> next = pp.broadcastTensorDict(null, pp.worldSize() - 1);
             clock.stop(CommClock.Kind.PP, c0);
             token = (int) ((Tensor) next.get(NEXT_TOKEN)).getLong(0);
             lastLogits = null;
         } else {
-            lastLogits = logits(hidden, residual, t);
+            lastLogits = logits(b, t);
             token = Kernels.argmax(lastLogits, lastLogits.length);
             if (plan.ppSize() > 1) {
-                Map<String, Object> out = new LinkedHashMap<>();
-                out.put(NEXT_TOKEN, Tensor.ofLongs(token));
+                nextToken.setLong(0, token);
                 long c0 = clock.start();
-                pp.broadcastTensorDict(out, pp.worldSize() - 1);
+                pp.broadcastTensorDict(tokenDict, pp.worldSize() - 1);
                 clock.stop(CommClock.Kind.PP, c0);
             }
         }
         return token;
     }
 
-    /** The output of the last {@link #layer} call (its return value is the residual). */
-    private float[] lastOutput;
+    /**
+     * The activations of a step of {@code tokens} tokens, reused from step to step: a decode step
+     * allocates no array and no tensor of its own (the groups' receives land in tensors handed back to
+     * them). A longer prompt than any before grows them once.
+     */
+    private static final class Buffers {
+        final int tokens;
+        /** The layer's output (vLLM's {@code hidden_states}) and the residual stream, {@code tokens x hidden}. */
+        final float[] hidden;
+        final float[] residual;
+        /** Normed input of a projection, {@code tokens x hidden}. */
+        final float[] x;
+        final float[] qkv;
+        final float[] attn;
+        /** A row-parallel projection's partial sums, {@code tokens x hidden}. */
+        final float[] partial;
+        final float[] gateUp;
+        final float[] act;
+        /** The TP all-reduce's tensor, {@code tokens x hidden}. */
+        final Tensor reduce;
+        /** What a stage hands on: {hidden_states, residual}. */
+        final Tensor sendHidden;
+        final Tensor sendResidual;
+        final Map<String, Object> handOff = new LinkedHashMap<>();
 
-    /** Vocabulary-parallel embedding: local rows, zeros for tokens of other ranks, then summed over TP. */
-    private float[] embed(int[] tokens) {
+        Buffers(ShardPlan plan, int tokens) {
+            int h = plan.config().hidden();
+            int hd = plan.config().headDim();
+            this.tokens = tokens;
+            hidden = new float[tokens * h];
+            residual = new float[tokens * h];
+            x = new float[tokens * h];
+            qkv = new float[tokens * (plan.localHeads() + 2 * plan.localKvHeads()) * hd];
+            attn = new float[tokens * plan.localHeads() * hd];
+            partial = new float[tokens * h];
+            gateUp = new float[tokens * 2 * plan.localIntermediate()];
+            act = new float[tokens * plan.localIntermediate()];
+            reduce = Tensor.allocate(DType.F32, tokens, h);
+            sendHidden = Tensor.allocate(DType.F32, tokens, h);
+            sendResidual = Tensor.allocate(DType.F32, tokens, h);
+            handOff.put(HIDDEN, sendHidden);
+            handOff.put(RESIDUAL, sendResidual);
+        }
+    }
+
+    /** The buffers for {@code t} tokens: the decode step's (t = 1) are kept, a prompt's made for it. */
+    private Buffers buffers(int t) {
+        if (t == 1) {
+            if (decodeBuffers == null) {
+                decodeBuffers = new Buffers(plan, 1);
+            }
+            return decodeBuffers;
+        }
+        return new Buffers(plan, t);
+    }
+
+    /** Vocabulary-parallel embedding into {@code b.hidden}: local rows, zeros for other ranks' tokens, summed over TP. */
+    private void embed(int[] tokens, Buffers b) {
+        float[] x = b.hidden;
         int h = plan.config().hidden();
         int v0 = plan.vocabStart();
         int vn = plan.vocabCount();
-        float[] x = new float[tokens.length * h];
         for (int t = 0; t < tokens.length; t++) {
             int id = tokens[t];
             if (id < 0 || id >= plan.config().vocab()) {
@@ -185,18 +251,19 @@ public final class LlamaModel {
             }
             if (id >= v0 && id < v0 + vn) {
                 System.arraycopy(weights.embed, (id - v0) * h, x, t * h, h);
+            } else {
+                Arrays.fill(x, t * h, (t + 1) * h, 0f);
             }
         }
-        allReduce(x, tokens.length, h);
-        return x;
+        allReduce(b, x);
     }
 
     /**
-     * One decoder layer; returns the residual stream and leaves the layer's output in
-     * {@link #lastOutput}, vLLM's {@code (hidden_states, residual)} pair: the sum of the two is the
-     * layer's output in Hugging Face's formulation.
+     * One decoder layer on vLLM's {@code (hidden_states, residual)} pair in {@code b}, updated in place:
+     * the sum of the two is the layer's output in Hugging Face's formulation. Without a residual yet
+     * (the first layer of the first stage), the input is the residual.
      */
-    private float[] layer(int l, ShardWeights.Layer w, float[] hidden, float[] residual, int t, int start, KvCache cache) {
+    private void layer(int l, ShardWeights.Layer w, Buffers b, boolean haveResidual, int t, int start, KvCache cache) {
         LlamaConfig c = plan.config();
         int h = c.hidden();
         int hd = c.headDim();
@@ -205,49 +272,41 @@ public final class LlamaModel {
         int qkvWidth = (qh + 2 * kvh) * hd;
 
         // input_layernorm(hidden, residual): residual += hidden; x = norm(residual)
-        if (residual == null) {
-            residual = hidden.clone();
+        if (haveResidual) {
+            Kernels.addInto(b.residual, b.hidden, t * h);
         } else {
-            Kernels.addInto(residual, hidden, t * h);
+            System.arraycopy(b.hidden, 0, b.residual, 0, t * h);
         }
-        float[] x = new float[t * h];
-        Kernels.rmsNorm(residual, w.inputNorm, eps, t, h, x);
+        Kernels.rmsNorm(b.residual, w.inputNorm, eps, t, h, b.x);
 
-        float[] qkv = new float[t * qkvWidth];
-        Kernels.matmul(w.qkv, qkvWidth, h, x, t, qkv);
+        Kernels.matmul(w.qkv, qkvWidth, h, b.x, t, b.qkv);
         int row = plan.kvRowFloats();
         for (int i = 0; i < t; i++) {
             int pos = start + i;
             int o = i * qkvWidth;
-            Kernels.rope(qkv, o, qh, hd, pos, invFreq, cos, sin);
-            Kernels.rope(qkv, o + qh * hd, kvh, hd, pos, invFreq, cos, sin);
-            cache.put(l, KvCache.KEYS, pos, qkv, o + qh * hd);
-            cache.put(l, KvCache.VALUES, pos, qkv, o + qh * hd + row);
+            Kernels.rope(b.qkv, o, qh, hd, pos, invFreq, cos, sin);
+            Kernels.rope(b.qkv, o + qh * hd, kvh, hd, pos, invFreq, cos, sin);
+            cache.put(l, KvCache.KEYS, pos, b.qkv, o + qh * hd);
+            cache.put(l, KvCache.VALUES, pos, b.qkv, o + qh * hd + row);
         }
-        float[] attn = attention(l, qkv, qkvWidth, t, start, cache);
+        attention(l, b.qkv, qkvWidth, t, start, cache, b.attn);
 
-        float[] o = new float[t * h];
-        Kernels.matmul(w.o, h, qh * hd, attn, t, o);
-        allReduce(o, t, h);
+        Kernels.matmul(w.o, h, qh * hd, b.attn, t, b.partial);
+        allReduce(b, b.partial);
 
         // post_attention_layernorm(hidden, residual)
-        Kernels.addInto(residual, o, t * h);
-        Kernels.rmsNorm(residual, w.postNorm, eps, t, h, x);
+        Kernels.addInto(b.residual, b.partial, t * h);
+        Kernels.rmsNorm(b.residual, w.postNorm, eps, t, h, b.x);
 
         int ff = plan.localIntermediate();
-        float[] gateUp = new float[t * 2 * ff];
-        Kernels.matmul(w.gateUp, 2 * ff, h, x, t, gateUp);
-        float[] act = new float[t * ff];
-        Kernels.swiglu(gateUp, t, ff, act);
-        float[] down = new float[t * h];
-        Kernels.matmul(w.down, h, ff, act, t, down);
-        allReduce(down, t, h);
-        lastOutput = down;
-        return residual;
+        Kernels.matmul(w.gateUp, 2 * ff, h, b.x, t, b.gateUp);
+        Kernels.swiglu(b.gateUp, t, ff, b.act);
+        Kernels.matmul(w.down, h, ff, b.act, t, b.hidden);
+        allReduce(b, b.hidden);
     }
 
-    /** Causal grouped-query attention of the {@code t} new positions over the cache, local heads. */
-    private float[] attention(int l, float[] qkv, int qkvWidth, int t, int start, KvCache cache) {
+    /** Causal grouped-query attention of the {@code t} new positions over the cache, local heads, into {@code out}. */
+    private void attention(int l, float[] qkv, int qkvWidth, int t, int start, KvCache cache, float[] out) {
         int hd = plan.config().headDim();
         int qh = plan.localHeads();
         int group = plan.config().heads() / plan.config().kvHeads();
@@ -263,7 +322,7 @@ public final class LlamaModel {
         cache.read(l, KvCache.KEYS, positions, keys);
         cache.read(l, KvCache.VALUES, positions, values);
         float scale = (float) Math.sqrt(hd);
-        float[] out = new float[t * qh * hd];
+        Arrays.fill(out, 0, t * qh * hd, 0f);
         for (int i = 0; i < t; i++) {
             int pos = start + i;
             for (int head = 0; head < qh; head++) {
@@ -291,69 +350,49 @@ public final class LlamaModel {
                 }
             }
         }
-        return out;
     }
 
     /** Final norm of the last position, this rank's logits, gathered over TP; the whole vocabulary. */
-    private float[] logits(float[] hidden, float[] residual, int t) {
+    private float[] logits(Buffers b, int t) {
         int h = plan.config().hidden();
-        float[] last = new float[h];
         int o = (t - 1) * h;
         for (int i = 0; i < h; i++) {
-            last[i] = residual[o + i] + hidden[o + i];
+            lastRow[i] = b.residual[o + i] + b.hidden[o + i];
         }
-        float[] x = new float[h];
-        Kernels.rmsNorm(last, weights.finalNorm, eps, 1, h, x);
-        int per = plan.vocabPerRank();
-        float[] local = new float[per]; // rows past the vocabulary stay 0 and are cut off below
-        Kernels.matmul(weights.lmHead, plan.vocabCount(), h, x, 1, local);
+        Kernels.rmsNorm(lastRow, weights.finalNorm, eps, 1, h, normedRow);
+        // rows past the vocabulary (the last shard's padding) stay 0 and are cut off below
+        Kernels.matmul(weights.lmHead, plan.vocabCount(), h, normedRow, 1, localLogits);
         int vocab = plan.config().vocab();
         if (plan.tpSize() == 1) {
-            return local.length == vocab ? local : java.util.Arrays.copyOf(local, vocab);
+            System.arraycopy(localLogits, 0, fullLogits, 0, vocab);
+            return fullLogits;
         }
-        if (logitsBuffer == null) {
-            logitsBuffer = Tensor.allocate(DType.F32, 1, per);
-        }
-        logitsBuffer.buffer().asFloatBuffer().put(local);
+        logitsBuffer.buffer().asFloatBuffer().put(localLogits);
         long c0 = clock.start();
         Tensor all = tp.allGather(logitsBuffer, -1);
         clock.stop(CommClock.Kind.TP, c0);
-        float[] full = new float[vocab];
-        all.buffer().asFloatBuffer().get(full, 0, vocab);
-        return full;
+        all.buffer().asFloatBuffer().get(fullLogits, 0, vocab);
+        return fullLogits;
     }
 
-    /** Sums {@code x} ({@code t x width}) over the TP group, in place. */
-    private void allReduce(float[] x, int t, int width) {
+    /** Sums {@code x} ({@code b.tokens x hidden}) over the TP group, in place, through {@code b.reduce}. */
+    private void allReduce(Buffers b, float[] x) {
         if (plan.tpSize() == 1) {
             return;
         }
-        Tensor b = reduceBuffer;
-        if (b == null || b.size(0) != t) {
-            b = Tensor.allocate(DType.F32, t, width);
-            if (t == 1) {
-                reduceBuffer = b; // decode steps reuse one; a prompt's size comes once
-            }
-        }
-        b.buffer().asFloatBuffer().put(x, 0, t * width);
+        int n = b.tokens * plan.config().hidden();
+        b.reduce.buffer().asFloatBuffer().put(x, 0, n);
         long c0 = clock.start();
-        tp.allReduce(b);
+        tp.allReduce(b.reduce);
         clock.stop(CommClock.Kind.TP, c0);
-        b.buffer().asFloatBuffer().get(x, 0, t * width);
+        b.reduce.buffer().asFloatBuffer().get(x, 0, n);
     }
 
-    private static float[] floats(Tensor t, int n) {
+    private static void read(Tensor t, float[] into, int n) {
         if (t == null || t.dtype() != DType.F32 || t.numel() != n) {
             throw new IllegalStateException("the previous stage sent " + t + ", expected " + n + " float32 values");
         }
-        float[] out = new float[n];
-        t.buffer().asFloatBuffer().get(out);
-        return out;
+        t.buffer().asFloatBuffer().get(into, 0, n);
     }
 
-    private static Tensor tensorOf(float[] x, int t, int h) {
-        Tensor out = Tensor.allocate(DType.F32, t, h);
-        out.buffer().asFloatBuffer().put(x, 0, t * h);
-        return out;
-    }
 }
