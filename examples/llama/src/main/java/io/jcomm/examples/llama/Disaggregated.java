@@ -223,11 +223,12 @@ final class Disaggregated {
             LlamaDemo.report(ps, stats, result, out);
         }
         if (o.reference != null) {
-            Reference.Comparison c = Reference.read(o.reference).compare(result.tokens, Map.of());
+            Reference ref = Reference.read(o.reference);
+            Reference.Comparison c = ref.compare(result.tokens, Map.of());
             if (rank == 0) {
                 out.println("llama: torch reference (decode job; the first token of each request is prefill's): " + c);
             }
-            ok = c.ok() && c.requests() == Reference.read(o.reference).requests().size();
+            ok = c.ok() && c.requests() == ref.requests().size();
         }
         if (rank == 0) {
             out.println(ok ? "llama: OK" : "llama: FAILED");
@@ -253,8 +254,8 @@ final class Disaggregated {
         MemoryRegion local = agent.register(ByteBuffer.allocateDirect((int) bytes), Set.of());
         KvCache cache = new KvCache(local.buffer(), model.plan().localLayers(), o.maxSeq, model.plan().kvRowFloats());
         LlamaConfig c = model.plan().config();
-        List<Request> requests = o.reference != null ? Reference.read(o.reference).asRequests()
-                : Request.defaults(o.prompts, o.tokens, c.vocab());
+        Reference ref = o.reference == null ? null : Reference.read(o.reference);
+        List<Request> requests = ref != null ? ref.asRequests() : Request.defaults(o.prompts, o.tokens, c.vocab());
         Map<Integer, int[]> firsts = new LinkedHashMap<>();
         boolean[] freed = new boolean[requests.size()];
         long prefillNanos = 0;
@@ -307,8 +308,7 @@ final class Disaggregated {
                 requests.size(), prefillNanos / 1e6 / Math.max(1, requests.size()), blocks, kvBytes, decode,
                 LlamaDemo.percentile(sorted, 50) / 1e6, LlamaDemo.percentile(sorted, 99) / 1e6);
         boolean ok = true;
-        if (o.reference != null) {
-            Reference ref = Reference.read(o.reference);
+        if (ref != null) {
             for (Map.Entry<Integer, int[]> e : firsts.entrySet()) {
                 ok &= ref.requests().get(e.getKey()).tokens()[0] == e.getValue()[0];
             }

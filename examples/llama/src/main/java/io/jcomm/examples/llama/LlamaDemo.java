@@ -289,10 +289,10 @@ public final class LlamaDemo {
             maxShare = Math.max(maxShare, share);
         }
         step = Math.max(1, step);
-        out.printf(Locale.ROOT, "llama: decode: %d tokens, p50 %.2f ms, p99 %.2f ms per token (rank 0), %.1f tokens/s; "
-                        + "prefill: %d prompts, %.1f ms each (rank 0)%n",
-                decodeTokens, s[0][5] / 1e6, s[0][6] / 1e6, tokensPerSecond, (long) s[0][7],
-                s[0][7] > 0 ? s[0][8] / s[0][7] / 1e6 : 0);
+        out.printf(Locale.ROOT, "llama: decode: %d tokens, p50 %.2f ms, p99 %.2f ms per token (rank 0), %.1f tokens/s%s%n",
+                decodeTokens, s[0][5] / 1e6, s[0][6] / 1e6, tokensPerSecond, s[0][7] == 0 ? ""
+                        : String.format(Locale.ROOT, "; prefill: %d prompts, %.1f ms each (rank 0)", (long) s[0][7],
+                        s[0][8] / s[0][7] / 1e6));
         out.printf(Locale.ROOT, "llama: inside jcomm calls: %.1f %% of a decode step (all ranks; %.1f-%.1f %% by rank): "
                         + "TP all-reduce/all-gather %.1f %%, PP hand-offs %.1f %% (waiting while the other stages compute "
                         + "included), DP agreement %.1f %%%n",
