@@ -166,6 +166,10 @@ public final class Settings {
             "the class path `scripts/gpu-check.sh` runs its device checks on", "`scripts/gpu-check.sh`");
     public static final Setting GPU_COUNT = script("JCOMM_GPU_COUNT", "integer", "`nvidia-smi`'s count",
             "how many GPUs `scripts/gpu-check.sh` uses", "`scripts/gpu-check.sh`");
+    public static final Setting LLAMA_MODEL = script("JCOMM_LLAMA_MODEL", "directory",
+            "`${TMPDIR:-/tmp}/jcomm-llama-demo-f32-seed16`",
+            "the model directory `scripts/llama_figures.sh` runs the Llama example and torch on",
+            "`scripts/llama_figures.sh`");
     public static final Setting REQUIRE = env("JCOMM_REQUIRE", "comma-separated names (`gloo,torch,slurm,...`)",
             "none",
             "tests whose precondition is named fail instead of skipping when it is missing (`.ci/run` names "

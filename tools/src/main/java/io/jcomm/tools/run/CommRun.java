@@ -51,7 +51,7 @@ import picocli.CommandLine.Parameters;
 @Command(name = "commrun", mixinStandardHelpOptions = true, sortOptions = false,
         description = {"Starts N worker JVMs per node as the ranks of a jcomm job (like torchrun).",
                 "TARGET is a main class (on -cp or the tools class path), a jar (its Main-Class), a single .java "
-                        + "file (compiled first) or 'demo'."})
+                        + "file (compiled first), 'demo' (the pipeline demo) or 'model' (the Llama example)."})
 public final class CommRun implements Callable<Integer> {
 
     @Option(names = {"--nproc-per-node", "--nproc_per_node"}, defaultValue = "1",
@@ -134,7 +134,7 @@ public final class CommRun implements Callable<Integer> {
     @Option(names = "--shm-dir", defaultValue = "/dev/shm", hidden = true)
     Path shmDir;
 
-    @Parameters(index = "0", paramLabel = "TARGET", description = "main class, jar, .java file, or 'demo'")
+    @Parameters(index = "0", paramLabel = "TARGET", description = "main class, jar, .java file, 'demo' or 'model'")
     String target;
 
     @Parameters(index = "1..*", paramLabel = "ARGS", description = "arguments of the program")

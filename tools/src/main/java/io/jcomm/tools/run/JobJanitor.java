@@ -1,5 +1,6 @@
 package io.jcomm.tools.run;
 
+import io.jcomm.api.internal.shm.ProcessIdentity;
 import io.jcomm.api.internal.shm.ShmFiles;
 import io.jcomm.mq.registry.JobRegistry;
 import java.io.IOException;
@@ -7,6 +8,7 @@ import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -30,7 +32,9 @@ import java.util.stream.Stream;
  * has mapped or open (read from {@code /proc/<pid>/maps} and {@code /proc/<pid>/fd}). After the job:
  * {@link #leftoverProcesses()} are the recorded processes still alive; {@link #leftoverShm()} are the
  * recorded entries still there, plus entries whose name carries a job pid as a {@code -}-separated
- * token (this SDK names its files {@code jcomm-...-<pid>-...}). Only entries whose name starts with
+ * token (this SDK names its files {@code jcomm-...-<pid>-...}); a recorded directory whose owner
+ * marker names a live process outside the job is another job's and never a leftover (a peer job's
+ * kv-transfer region that a worker mapped to write into). Only entries whose name starts with
  * {@value #OWN_PREFIX} are ever deleted; others (e.g. a user library's) are reported. The host's job
  * registry ({@link JobRegistry}) is shared by every job and is never a leftover: its entries of dead
  * processes are removed through the registry ({@link #cleanRegistry}).
@@ -239,7 +243,8 @@ final class JobJanitor {
     Set<String> leftoverShm() {
         Set<String> out = new TreeSet<>();
         for (String e : shmEntries) {
-            if (Files.exists(shmDir.resolve(e))) {
+            Path p = shmDir.resolve(e);
+            if (Files.exists(p) && !ownedByAnotherLiveProcess(p)) {
                 out.add(e);
             }
         }
@@ -280,6 +285,18 @@ final class JobJanitor {
         } catch (RuntimeException e) {
             return 0;
         }
+    }
+
+    /**
+     * Whether {@code entry} is a directory whose owner marker ({@link ShmFiles#readOwner}) names a live
+     * process that is not one of the job's: another job's, such as the shared-memory region of a peer
+     * job that a worker wrote into with kv-transfer (the writer maps the peer's file). A job process
+     * mapped it, but it is not this job's to delete while its owner lives.
+     */
+    private boolean ownedByAnotherLiveProcess(Path entry) {
+        Optional<ProcessIdentity> owner = Files.isDirectory(entry, LinkOption.NOFOLLOW_LINKS) ? ShmFiles.readOwner(entry)
+                : Optional.empty();
+        return owner.isPresent() && !processes.containsKey(owner.get().pid()) && owner.get().alive();
     }
 
     static boolean namesPid(String name, Collection<String> pids) {

@@ -36,6 +36,10 @@ public final class RunPlan {
     public static final String DEMO_ALIAS = "demo";
     /** The class {@value #DEMO_ALIAS} stands for. */
     public static final String DEMO_MAIN = "io.jcomm.tools.demo.PipelineDemo";
+    /** Alias of the Llama example's main class (module jcomm-example-llama, on the tools' class path). */
+    public static final String MODEL_ALIAS = "model";
+    /** The class {@value #MODEL_ALIAS} stands for. */
+    public static final String MODEL_MAIN = "io.jcomm.examples.llama.LlamaDemo";
     /** Default port of a multi-node job's store (torchrun's). */
     public static final int MULTI_NODE_PORT_DEFAULT = DistributedConfig.MASTER_PORT_DEFAULT;
 
@@ -367,7 +371,7 @@ public final class RunPlan {
     }
 
     /**
-     * Resolves what the user named: {@value #DEMO_ALIAS}, a jar file (its {@code Main-Class}, with the
+     * Resolves what the user named: {@value #DEMO_ALIAS}, {@value #MODEL_ALIAS}, a jar file (its {@code Main-Class}, with the
      * jar and its manifest {@code Class-Path} in front of the class path, as {@code java -jar} does)
      * or a main class name.
      *
@@ -377,6 +381,9 @@ public final class RunPlan {
     public static String[] resolveTarget(String target) {
         if (DEMO_ALIAS.equals(target)) {
             return new String[] {DEMO_MAIN, ""};
+        }
+        if (MODEL_ALIAS.equals(target)) {
+            return new String[] {MODEL_MAIN, ""};
         }
         if (target.endsWith(".jar")) {
             Path jar = Path.of(target).toAbsolutePath();

@@ -55,8 +55,8 @@ public final class RunWorker {
                 throw new NoSuchMethodException("main is not static");
             }
         } catch (ClassNotFoundException | NoClassDefFoundError e) {
-            System.err.println("commrun: no class " + args[0] + " on the class path; give a main class (on -cp), a jar or "
-                    + RunPlan.DEMO_ALIAS);
+            System.err.println("commrun: no class " + args[0] + " on the class path; give a main class (on -cp), a jar, "
+                    + RunPlan.DEMO_ALIAS + " or " + RunPlan.MODEL_ALIAS);
             exit(NO_MAIN_STATUS);
             return;
         } catch (NoSuchMethodException e) {

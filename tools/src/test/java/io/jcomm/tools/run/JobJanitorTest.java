@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.jcomm.api.internal.shm.ProcessIdentity;
+import io.jcomm.api.internal.shm.ShmFiles;
 import io.jcomm.mq.registry.JobRegistry;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -106,6 +107,34 @@ class JobJanitorTest {
             assertEquals(0, janitor.cleanRegistry());
         }
         assertEquals(0, new JobJanitor(shm, null).cleanRegistry(), "no registry");
+    }
+
+    /**
+     * A worker that mapped another job's region (a kv-transfer write into a peer job's shared memory)
+     * must not make that region this job's leftover while its owner lives.
+     */
+    @Test
+    void anotherLiveJobsEntryThatAWorkerHeldIsNotALeftover(@TempDir Path shm) throws Exception {
+        // owned by this test's JVM: alive, and not a process of the job
+        Path peers = ShmFiles.createOwnedDirectory(shm, "jcomm-kv-", "decode0");
+        Path region = Files.writeString(peers.resolve("region-1"), "x");
+        Path own = Files.writeString(shm.resolve("jcomm-held-by-the-job"), "x");
+        Process worker = new ProcessBuilder("bash", "-c", "exec 3<" + region + " 4<" + own + "; sleep 30").start();
+        try {
+            JobJanitor janitor = new JobJanitor(shm, null);
+            janitor.add(worker.toHandle());
+            long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            do {
+                janitor.sample(true);
+            } while (!janitor.leftoverShm().contains("jcomm-held-by-the-job") && System.nanoTime() < end);
+            assertEquals(Set.of("jcomm-held-by-the-job"), janitor.leftoverShm());
+            worker.destroyForcibly();
+            assertTrue(worker.waitFor(10, TimeUnit.SECONDS));
+            assertEquals(List.of(Set.of("jcomm-held-by-the-job"), Set.of()), janitor.cleanShm());
+            assertTrue(Files.exists(region), "the live peer's region is still there");
+        } finally {
+            worker.destroyForcibly();
+        }
     }
 
     @Test
