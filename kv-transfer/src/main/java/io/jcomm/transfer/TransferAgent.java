@@ -1,5 +1,6 @@
 package io.jcomm.transfer;
 
+import io.jcomm.api.internal.Providers;
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
 import io.jcomm.api.CommTimeoutException;
@@ -31,7 +32,6 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -104,13 +104,8 @@ public final class TransferAgent implements AutoCloseable {
         List<Transport> opened = new ArrayList<>();
         try {
             TransportContext context = new Context();
-            List<TransportProvider> providers = new ArrayList<>();
-            for (TransportProvider p : ServiceLoader.load(TransportProvider.class, TransferAgent.class.getClassLoader())) {
-                if (options.transports().map(s -> s.contains(p.name())).orElse(true) && p.availability().available()) {
-                    providers.add(p);
-                }
-            }
-            providers.sort(Comparator.comparingInt(TransportProvider::priority).reversed());
+            List<TransportProvider> providers = Providers.load(TransportProvider.class, TransferAgent.class.getClassLoader())
+                    .available(p -> options.transports().map(s -> s.contains(p.name())).orElse(true));
             if (providers.isEmpty()) {
                 throw new CommException(ctx("open"), "no transport available (asked for "
                         + options.transports().map(Object::toString).orElse("any") + ")");

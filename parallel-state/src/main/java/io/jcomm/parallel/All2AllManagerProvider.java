@@ -1,5 +1,7 @@
 package io.jcomm.parallel;
 
+import io.jcomm.api.spi.Provider;
+
 /**
  * Service-provider interface for {@link All2AllManager}s, found with {@link java.util.ServiceLoader}
  * (list the class in {@code META-INF/services/io.jcomm.parallel.All2AllManagerProvider}; it needs a
@@ -7,9 +9,10 @@ package io.jcomm.parallel;
  * {@link ParallelStateOptions#all2allBackend()} or {@code JCOMM_ALL2ALL_BACKEND}; see
  * {@link All2AllManagers}.
  */
-public interface All2AllManagerProvider {
+public interface All2AllManagerProvider extends Provider {
 
     /** The name the manager is selected by (unique; lower case, e.g. {@code alltoall}). */
+    @Override
     String name();
 
     /** Makes the manager (once per {@link ParallelState}). */

@@ -1,10 +1,10 @@
 package io.jcomm.parallel;
 
+import io.jcomm.api.internal.Providers;
 import io.jcomm.api.config.Settings;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
-import java.util.ServiceLoader;
 import java.util.TreeMap;
 
 /**
@@ -23,13 +23,13 @@ public final class All2AllManagers {
 
     /** The providers {@code loader} sees, by name. */
     public static Map<String, All2AllManagerProvider> providers(ClassLoader loader) {
+        Providers<All2AllManagerProvider> found = Providers.load(All2AllManagerProvider.class, loader);
+        if (!found.errors().isEmpty()) {
+            throw new IllegalStateException("all2all managers: " + String.join("; ", found.errors()));
+        }
         Map<String, All2AllManagerProvider> byName = new TreeMap<>();
-        for (All2AllManagerProvider p : ServiceLoader.load(All2AllManagerProvider.class, loader)) {
-            All2AllManagerProvider prev = byName.putIfAbsent(p.name(), p);
-            if (prev != null && prev.getClass() != p.getClass()) {
-                throw new IllegalStateException("two all2all managers named '" + p.name() + "': "
-                        + prev.getClass().getName() + " and " + p.getClass().getName());
-            }
+        for (All2AllManagerProvider p : found.all()) {
+            byName.put(p.name(), p);
         }
         return byName;
     }

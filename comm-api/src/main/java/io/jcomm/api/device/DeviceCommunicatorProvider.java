@@ -1,5 +1,6 @@
 package io.jcomm.api.device;
 
+import io.jcomm.api.spi.Provider;
 import io.jcomm.api.Availability;
 
 /**
@@ -8,15 +9,17 @@ import io.jcomm.api.Availability;
  * Implementations need a public no-argument constructor that does no work: probing happens in
  * {@link #availability()}.
  */
-public interface DeviceCommunicatorProvider {
+public interface DeviceCommunicatorProvider extends Provider {
 
     /** Unique name used to select the provider, e.g. {@code cuda:nccl}, {@code cpu}, {@code npu:hccl}. */
+    @Override
     String name();
 
     /** The device type whose tensors this provider moves, e.g. {@code cuda}, {@code cpu}, {@code npu}. */
     String deviceType();
 
     /** Preference among available providers for the same device type; higher wins. */
+    @Override
     int priority();
 
     /**
@@ -24,6 +27,7 @@ public interface DeviceCommunicatorProvider {
      * and never leaves a class half-initialised (probe native libraries without loading them until
      * it is known to be safe).
      */
+    @Override
     Availability availability();
 
     /**

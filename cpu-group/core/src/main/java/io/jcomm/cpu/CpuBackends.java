@@ -1,15 +1,13 @@
 package io.jcomm.cpu;
 
+import io.jcomm.api.internal.Providers;
 import io.jcomm.api.Availability;
 import io.jcomm.api.BackendException;
 import io.jcomm.api.OpContext;
 import io.jcomm.cpu.spi.CpuBackendProvider;
-import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.List;
 import java.util.Locale;
 import java.util.Optional;
-import java.util.ServiceConfigurationError;
 import java.util.ServiceLoader;
 
 /**
@@ -31,30 +29,18 @@ public final class CpuBackends {
         return providers(CpuBackends.class.getClassLoader());
     }
 
-    /** Every provider visible to {@code loader}, highest priority first. */
+    /** Every provider visible to {@code loader}, highest priority first (a broken provider is left out). */
     public static List<CpuBackendProvider> providers(ClassLoader loader) {
-        List<CpuBackendProvider> out = new ArrayList<>();
-        ServiceLoader<CpuBackendProvider> sl = ServiceLoader.load(CpuBackendProvider.class, loader);
-        var it = sl.iterator();
-        while (true) {
-            try {
-                if (!it.hasNext()) {
-                    break;
-                }
-                out.add(it.next());
-            } catch (ServiceConfigurationError | LinkageError e) {
-                // a broken provider jar must not hide the others; it simply is not offered
-            }
-        }
-        out.sort(Comparator.comparingInt(CpuBackendProvider::priority).reversed()
-                .thenComparing(CpuBackendProvider::name));
-        return out;
+        return registry(loader).all();
+    }
+
+    private static Providers<CpuBackendProvider> registry(ClassLoader loader) {
+        return Providers.load(CpuBackendProvider.class, loader);
     }
 
     /** The provider called {@code name} (case-insensitive), whether or not it is available. */
     public static Optional<CpuBackendProvider> find(String name) {
-        String n = name.trim().toLowerCase(Locale.ROOT);
-        return providers().stream().filter(p -> p.name().toLowerCase(Locale.ROOT).equals(n)).findFirst();
+        return registry(CpuBackends.class.getClassLoader()).named(name);
     }
 
     /**
@@ -65,46 +51,30 @@ public final class CpuBackends {
      *                          known providers and their availability)
      */
     public static CpuBackendProvider select(String name) {
-        List<CpuBackendProvider> all = providers();
+        Providers<CpuBackendProvider> all = registry(CpuBackends.class.getClassLoader());
         String n = name.trim().toLowerCase(Locale.ROOT);
         if (n.equals(AUTO)) {
-            for (CpuBackendProvider p : all) {
-                if (p.availability().available()) {
-                    return p;
-                }
-            }
-            throw new BackendException(OpContext.of("?", -1, "selectBackend"),
-                    "no CPU backend is available: " + describe(all));
+            return all.best(p -> true).orElseThrow(() -> new BackendException(OpContext.of("?", -1, "selectBackend"),
+                    "no CPU backend is available: " + all.describe(p -> true)));
         }
-        for (CpuBackendProvider p : all) {
-            if (p.name().toLowerCase(Locale.ROOT).equals(n)) {
-                Availability a = p.availability();
-                if (!a.available()) {
-                    throw new BackendException(OpContext.of("?", -1, "selectBackend"),
-                            "CPU backend '" + p.name() + "' is unavailable: " + a.reason());
-                }
-                return p;
+        Optional<CpuBackendProvider> named = all.named(n);
+        if (named.isPresent()) {
+            Availability a = Providers.availabilityOf(named.get());
+            if (!a.available()) {
+                throw new BackendException(OpContext.of("?", -1, "selectBackend"),
+                        "CPU backend '" + named.get().name() + "' is unavailable: " + a.reason());
             }
+            return named.get();
         }
         String hint = n.equals("gloo") ? " (the gloo backend is its own artifact: add io.jcomm:cpu-group-gloo to the "
                 + "class path)" : "";
         throw new BackendException(OpContext.of("?", -1, "selectBackend"),
-                "unknown CPU backend '" + name + "'" + hint + "; known: " + describe(all));
+                "unknown CPU backend '" + name + "'" + hint + "; known: " + all.describe(p -> true));
     }
 
-    /** One line per provider: name, priority and availability. */
+    /** One entry per provider: name, priority and availability. */
     public static String describe(List<CpuBackendProvider> providers) {
-        if (providers.isEmpty()) {
-            return "(none on the class path)";
-        }
-        StringBuilder sb = new StringBuilder();
-        for (CpuBackendProvider p : providers) {
-            if (sb.length() > 0) {
-                sb.append("; ");
-            }
-            sb.append(p.name()).append(" (priority ").append(p.priority()).append(", ").append(p.availability()).append(')');
-        }
-        return sb.toString();
+        return Providers.of(providers).describe(p -> true);
     }
 
     /**

@@ -1,21 +1,18 @@
 package io.jcomm.device;
 
+import io.jcomm.api.internal.Providers;
 import io.jcomm.api.Availability;
 import io.jcomm.api.BackendException;
 import io.jcomm.api.Device;
 import io.jcomm.api.device.DeviceCommunicator;
 import io.jcomm.api.device.DeviceCommunicatorContext;
 import io.jcomm.api.device.DeviceCommunicatorProvider;
-import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Comparator;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
-import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
-import java.util.ServiceConfigurationError;
 import java.util.ServiceLoader;
 import java.util.stream.Collectors;
 
@@ -48,14 +45,11 @@ public final class DeviceCommunicators {
     static final String NCCL_PROVIDER = "cuda:nccl";
     static final String NCCL_PROVIDER_CLASS = "io.jcomm.device.NcclDeviceCommunicatorProvider";
 
-    private final Map<String, DeviceCommunicatorProvider> providers;
-    private final List<String> loadErrors;
+    private final Providers<DeviceCommunicatorProvider> providers;
     private final boolean ncclOnClassPath;
 
-    private DeviceCommunicators(Map<String, DeviceCommunicatorProvider> providers, List<String> loadErrors,
-                                ClassLoader loader) {
+    private DeviceCommunicators(Providers<DeviceCommunicatorProvider> providers, ClassLoader loader) {
         this.providers = providers;
-        this.loadErrors = List.copyOf(loadErrors);
         String resource = NCCL_PROVIDER_CLASS.replace('.', '/') + ".class";
         this.ncclOnClassPath = (loader != null ? loader.getResource(resource) : ClassLoader.getSystemResource(resource)) != null;
     }
@@ -72,61 +66,25 @@ public final class DeviceCommunicators {
      * already taken, is skipped and reported in {@link #loadErrors()}.
      */
     public static DeviceCommunicators load(ClassLoader loader) {
-        Map<String, DeviceCommunicatorProvider> found = new LinkedHashMap<>();
-        List<String> errors = new ArrayList<>();
-        ServiceLoader<DeviceCommunicatorProvider> sl = ServiceLoader.load(DeviceCommunicatorProvider.class, loader);
-        var it = sl.stream().iterator();
-        while (true) {
-            ServiceLoader.Provider<DeviceCommunicatorProvider> p;
-            try {
-                if (!it.hasNext()) {
-                    break;
-                }
-                p = it.next();
-            } catch (ServiceConfigurationError e) {
-                errors.add("bad provider configuration: " + e.getMessage());
-                continue;
-            }
-            try {
-                add(found, errors, p.get());
-            } catch (ServiceConfigurationError | RuntimeException | LinkageError e) {
-                errors.add(p.type().getName() + " could not be created: " + e);
-            }
-        }
-        return new DeviceCommunicators(found, errors, loader);
+        return new DeviceCommunicators(Providers.load(DeviceCommunicatorProvider.class, loader), loader);
     }
 
     /** A registry of exactly these providers (tests, embedding). */
     public static DeviceCommunicators of(Collection<? extends DeviceCommunicatorProvider> providers) {
-        Map<String, DeviceCommunicatorProvider> found = new LinkedHashMap<>();
-        List<String> errors = new ArrayList<>();
         for (DeviceCommunicatorProvider p : providers) {
-            add(found, errors, Objects.requireNonNull(p, "provider"));
+            Objects.requireNonNull(p, "provider");
         }
-        return new DeviceCommunicators(found, errors, DeviceCommunicators.class.getClassLoader());
-    }
-
-    private static void add(Map<String, DeviceCommunicatorProvider> found, List<String> errors, DeviceCommunicatorProvider p) {
-        String name = p.name();
-        if (name == null || name.isBlank()) {
-            errors.add(p.getClass().getName() + " has no name");
-            return;
-        }
-        DeviceCommunicatorProvider prev = found.putIfAbsent(name, p);
-        if (prev != null) {
-            errors.add("provider name '" + name + "' of " + p.getClass().getName() + " is already taken by "
-                    + prev.getClass().getName() + "; ignored");
-        }
+        return new DeviceCommunicators(Providers.of(providers), DeviceCommunicators.class.getClassLoader());
     }
 
     /** Problems met while loading (unloadable or duplicate providers), for diagnostics. */
     public List<String> loadErrors() {
-        return loadErrors;
+        return providers.errors();
     }
 
     /** Every provider with its availability, grouped by device type, best first. */
     public List<ProviderStatus> list() {
-        return providers.values().stream()
+        return providers.all().stream()
                 .map(ProviderStatus::of)
                 .sorted(Comparator.comparing(ProviderStatus::deviceType)
                         .thenComparing(Comparator.comparingInt(ProviderStatus::priority).reversed())
@@ -136,7 +94,7 @@ public final class DeviceCommunicators {
 
     /** The provider called {@code name}, available or not. */
     public Optional<DeviceCommunicatorProvider> find(String name) {
-        return Optional.ofNullable(providers.get(name));
+        return providers.named(name);
     }
 
     /**
@@ -147,11 +105,11 @@ public final class DeviceCommunicators {
      */
     public DeviceCommunicatorProvider byName(String name) {
         Objects.requireNonNull(name, "name");
-        DeviceCommunicatorProvider p = providers.get(name);
+        DeviceCommunicatorProvider p = providers.named(name).orElse(null);
         if (p == null) {
             String absent = NCCL_PROVIDER.equals(name) ? ncclAbsent() : "";
             throw new BackendException("no device communicator provider named '" + name + "' (known: "
-                    + String.join(", ", providers.keySet()) + (loadErrors.isEmpty() ? "" : "; load errors: " + loadErrors)
+                    + names() + (loadErrors().isEmpty() ? "" : "; load errors: " + loadErrors())
                     + absent + ")");
         }
         Availability a = availabilityOf(p);
@@ -168,28 +126,25 @@ public final class DeviceCommunicators {
      */
     public DeviceCommunicatorProvider auto(Device device) {
         Objects.requireNonNull(device, "device");
-        List<DeviceCommunicatorProvider> candidates = providers.values().stream()
-                .filter(p -> device.type().equals(p.deviceType()))
-                .sorted(Comparator.comparingInt(DeviceCommunicatorProvider::priority).reversed()
-                        .thenComparing(DeviceCommunicatorProvider::name))
-                .collect(Collectors.toList());
+        Optional<DeviceCommunicatorProvider> best = providers.best(p -> device.type().equals(p.deviceType()));
+        if (best.isPresent()) {
+            return best.get();
+        }
+        List<DeviceCommunicatorProvider> candidates = providers.all().stream()
+                .filter(p -> device.type().equals(p.deviceType())).collect(Collectors.toList());
         StringBuilder why = new StringBuilder();
         for (DeviceCommunicatorProvider p : candidates) {
-            Availability a = availabilityOf(p);
-            if (a.available()) {
-                return p;
-            }
-            why.append(why.length() == 0 ? "" : "; ").append(p.name()).append(": ").append(a.reason());
+            why.append(why.length() == 0 ? "" : "; ").append(p.name()).append(": ").append(availabilityOf(p).reason());
         }
         String absent = "cuda".equals(device.type()) ? ncclAbsent() : "";
         throw new BackendException("no available device communicator for " + device.type() + " tensors ("
                 + (candidates.isEmpty() ? "no provider handles device type '" + device.type() + "'; known: "
-                + String.join(", ", providers.keySet()) : why) + absent + ")");
+                + names() : why) + absent + ")");
     }
 
     /** "; io.jcomm:device-communicator-nccl ... is not on the class path" when so and no provider is named cuda:nccl, else "". */
     private String ncclAbsent() {
-        return ncclOnClassPath || providers.containsKey(NCCL_PROVIDER) ? ""
+        return ncclOnClassPath || providers.named(NCCL_PROVIDER).isPresent() ? ""
                 : "; " + NCCL_ARTIFACT + ", which provides " + NCCL_PROVIDER + ", is not on the class path";
     }
 
@@ -212,12 +167,11 @@ public final class DeviceCommunicators {
     }
 
     private static Availability availabilityOf(DeviceCommunicatorProvider p) {
-        try {
-            Availability a = p.availability();
-            return a != null ? a : Availability.unavailable(p.getClass().getName() + ".availability() returned null");
-        } catch (RuntimeException | LinkageError e) {
-            return Availability.unavailable("availability probe of " + p.getClass().getName() + " failed: " + e);
-        }
+        return Providers.availabilityOf(p);
+    }
+
+    private String names() {
+        return providers.all().stream().map(DeviceCommunicatorProvider::name).sorted().collect(Collectors.joining(", "));
     }
 
     /**

@@ -1,5 +1,6 @@
 package io.jcomm.transfer.spi;
 
+import io.jcomm.api.spi.Provider;
 import io.jcomm.api.Availability;
 
 /**
@@ -11,15 +12,18 @@ import io.jcomm.api.Availability;
  * transport's {@link Transport#endpoint()} in the store, and for each transfer picks the transport of
  * highest {@link #priority()} that {@link Transport#reaches} the remote range.
  */
-public interface TransportProvider {
+public interface TransportProvider extends Provider {
 
     /** The transport's name, e.g. {@code tcp}: a short {@code [a-z0-9_-]} word, the key of its endpoint. */
+    @Override
     String name();
 
     /** Preference when several transports reach a range: higher first ({@code shm} 100, {@code tcp} 10). */
+    @Override
     int priority();
 
     /** Whether the transport can run in this process, and why (not). Cheap; called once per agent. */
+    @Override
     Availability availability();
 
     /**

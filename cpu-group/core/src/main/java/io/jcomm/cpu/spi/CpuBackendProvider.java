@@ -1,5 +1,6 @@
 package io.jcomm.cpu.spi;
 
+import io.jcomm.api.spi.Provider;
 import io.jcomm.api.Availability;
 
 /**
@@ -7,15 +8,18 @@ import io.jcomm.api.Availability;
  * {@code META-INF/services/io.jcomm.cpu.spi.CpuBackendProvider}) and chosen by {@link #name()}, or
  * automatically by {@link #priority()} among the available ones.
  */
-public interface CpuBackendProvider {
+public interface CpuBackendProvider extends Provider {
 
     /** {@code tcp}, {@code gloo}, ... */
+    @Override
     String name();
 
     /** Preference for automatic choice; higher wins. */
+    @Override
     int priority();
 
     /** Computed once and cached; never throws, never crashes the JVM. */
+    @Override
     Availability availability();
 
     /**

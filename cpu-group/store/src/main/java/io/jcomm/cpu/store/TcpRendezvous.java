@@ -1,5 +1,6 @@
 package io.jcomm.cpu.store;
 
+import io.jcomm.api.internal.Backoff;
 import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.Deadline;
 import io.jcomm.api.DistributedConfig;
@@ -7,11 +8,10 @@ import io.jcomm.api.OpContext;
 import io.jcomm.api.StoreException;
 import io.jcomm.api.launch.LaunchInfo;
 import io.jcomm.cpu.store.internal.Wire;
+import java.time.Duration;
 import java.net.InetAddress;
 import java.net.UnknownHostException;
 import java.util.Objects;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.locks.LockSupport;
 
 /**
  * Makes the job's rendezvous store the torchrun way: one process (rank 0 unless told otherwise)
@@ -107,7 +107,7 @@ public final class TcpRendezvous {
      */
     private static void awaitResolvable(DistributedConfig config) {
         Deadline d = Deadline.after(config.timeout());
-        long pause = TimeUnit.MILLISECONDS.toNanos(50);
+        Backoff pause = Backoff.doubling(Duration.ofMillis(50), Duration.ofSeconds(1));
         while (true) {
             try {
                 InetAddress.getByName(config.masterAddr());
@@ -118,8 +118,7 @@ public final class TcpRendezvous {
                             "cannot resolve MASTER_ADDR " + config.masterAddr() + " to host the job's store within "
                                     + config.timeout().toMillis() + " ms", e);
                 }
-                LockSupport.parkNanos(Math.min(pause, d.remainingNanos()));
-                pause = Math.min(pause * 2, TimeUnit.SECONDS.toNanos(1));
+                pause.pause(d);
             }
         }
     }
@@ -131,15 +130,14 @@ public final class TcpRendezvous {
             return;
         }
         Deadline d = Deadline.after(config.timeout());
-        long pause = TimeUnit.MILLISECONDS.toNanos(1);
+        Backoff pause = Backoff.doubling(Duration.ofMillis(1), Duration.ofMillis(10));
         while (n < config.worldSize()) {
             if (d.isExpired()) {
                 throw new CommTimeoutException(OpContext.of("store", config.rank(), "rendezvous"),
                         "only " + n + " of " + config.worldSize() + " workers joined the store within "
                                 + config.timeout().toMillis() + " ms");
             }
-            LockSupport.parkNanos(Math.min(pause, d.remainingNanos()));
-            pause = Math.min(pause * 2, TimeUnit.MILLISECONDS.toNanos(10));
+            pause.pause(d);
             n = store.addUnprefixed(Wire.INIT_KEY, 0);
         }
     }

@@ -1,5 +1,6 @@
 package io.jcomm.cpu.store;
 
+import io.jcomm.api.internal.Backoff;
 import io.jcomm.api.internal.TokenProof;
 import io.jcomm.api.config.Settings;
 import io.jcomm.api.CommClosedException;
@@ -26,7 +27,6 @@ import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -67,7 +67,7 @@ import java.util.concurrent.locks.ReentrantLock;
  *
  * <h2>Failures</h2>
  * Every call is bounded: waits by their timeout, everything else by {@link #timeout()}. The client
- * (re)connects with a fast exponential back-off (1 ms doubling to 50 ms) until that bound, so it
+ * (re)connects with a fast back-off (100 us, each pause 1.5 times the last, up to 50 ms) until that bound, so it
  * rides over a server that starts late or restarts. Idempotent calls (get, set, check, wait,
  * numKeys, multiGet, multiSet) are retried on a fresh connection when the connection breaks
  * mid-call; the others (add, compareSet, deleteKey, append) are never sent twice: they fail with a
@@ -109,12 +109,13 @@ public final class TcpStore implements Store {
 
     private static final byte[] EMPTY = new byte[0];
     /**
-     * First pause between connection attempts; each next one is 1.5 times longer (up to
-     * {@link #BACKOFF_MAX_NANOS}), so a client that starts before the server connects at most half
-     * the time it has waited after the server began to listen (a refused attempt is one cheap syscall).
+     * Pauses between connection attempts: from 100 us, each 1.5 times the last, up to 50 ms, so a client that
+     * starts before the server connects at most half the time it has waited after the server began to listen
+     * (a refused attempt is one cheap syscall).
      */
-    private static final long BACKOFF_START_NANOS = TimeUnit.MICROSECONDS.toNanos(100);
-    private static final long BACKOFF_MAX_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
+    private static Backoff connectBackoff() {
+        return Backoff.of(Duration.ofNanos(100_000), Duration.ofMillis(50), 1.5);
+    }
     private static final int MAX_RETRIES = 3;
     /** Retries of one call while riding over a restart (each after a pause; the deadline bounds them first). */
     private static final int MAX_RECONNECT_RETRIES = 10_000;
@@ -532,7 +533,7 @@ public final class TcpStore implements Store {
     /** Legacy emulation of APPEND (see the class documentation for its caveat). */
     private void appendByCompareSet(String key, byte[] value) {
         Deadline d = Deadline.after(timeout());
-        long backoff = 0;
+        Backoff backoff = Backoff.doubling(Duration.ofNanos(50_000), Duration.ofMillis(5));
         while (true) {
             byte[] cur = check(List.of(key)) ? get(key, d.remaining()) : EMPTY;
             byte[] desired = Arrays.copyOf(cur, cur.length + value.length);
@@ -545,8 +546,7 @@ public final class TcpStore implements Store {
                 throw new CommTimeoutException(ctx("append"), "could not append to '" + key + "' within "
                         + timeout().toMillis() + " ms (concurrent updates)");
             }
-            backoff = Math.min(Math.max(backoff * 2, 50_000), 5_000_000);
-            LockSupport.parkNanos(backoff);
+            backoff.pause(d);
         }
     }
 
@@ -735,7 +735,7 @@ public final class TcpStore implements Store {
         lock.lock();
         try {
             int retries = 0;
-            long pause = BACKOFF_START_NANOS;
+            Backoff pause = Backoff.doubling(Duration.ofNanos(100_000), Duration.ofMillis(50));
             if (change) {
                 seq++;
             }
@@ -768,8 +768,7 @@ public final class TcpStore implements Store {
                     resending = true;
                     if (riding && retries > 1) {
                         // the server accepts but the connection breaks again: do not spin
-                        LockSupport.parkNanos(Math.min(pause, Math.max(0, d.remainingNanos())));
-                        pause = Math.min(pause * 2, BACKOFF_MAX_NANOS);
+                        pause.pause(d);
                     }
                 } catch (RuntimeException e) {
                     if (conn == c && c.pending() > 0) {
@@ -802,7 +801,7 @@ public final class TcpStore implements Store {
             }
             drop();
         }
-        long backoff = BACKOFF_START_NANOS;
+        Backoff backoff = connectBackoff();
         int attempts = 0;
         long refusedSince = 0;
         Exception last = null;
@@ -847,12 +846,9 @@ public final class TcpStore implements Store {
             if (Thread.currentThread().isInterrupted()) {
                 throw new StoreException(ctx(op), "interrupted while connecting to the store at " + where);
             }
-            long left = d.remainingNanos();
-            if (left <= 0) {
+            if (!backoff.pause(d)) {
                 break;
             }
-            LockSupport.parkNanos(Math.min(backoff, left));
-            backoff = Math.min(backoff + backoff / 2, BACKOFF_MAX_NANOS);
         }
         throw new StoreException(ctx(op), "cannot reach the store server at " + where + " (" + attempts
                 + " attempts): " + (last == null ? "deadline passed" : last.getMessage()), last);

@@ -1,5 +1,6 @@
 package io.jcomm.parallel.internal.recovery;
 
+import io.jcomm.api.internal.Backoff;
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
 import io.jcomm.api.CommTimeoutException;
@@ -12,11 +13,11 @@ import io.jcomm.api.store.Store;
 import io.jcomm.parallel.HostTopology;
 import io.jcomm.parallel.ParallelSizes;
 import io.jcomm.parallel.internal.JobKeys;
+import java.time.Duration;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.concurrent.locks.LockSupport;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -79,7 +80,7 @@ public final class Joining {
         long deadline = role == DistributedConfig.Role.SPARE ? Long.MAX_VALUE
                 : System.nanoTime() + config.timeout().toNanos();
         long seq = 1;
-        long pause = 200_000L;
+        Backoff pause = Backoff.doubling(Duration.ofNanos(200_000), Duration.ofMillis(5));
         while (true) {
             if (!keys.check(List.of(JobKeys.vacancy(seq)))) {
                 if (store.check(List.of(DistributedConfig.LAUNCHER_DONE_KEY))) {
@@ -89,11 +90,10 @@ public final class Joining {
                     throw new CommTimeoutException(ctx, "no vacancy for rank " + config.rank() + " within "
                             + config.timeout().toMillis() + " ms");
                 }
-                LockSupport.parkNanos(pause);
-                pause = Math.min(pause * 2, 5_000_000L);
+                pause.pause();
                 continue;
             }
-            pause = 200_000L;
+            pause.reset();
             String[] f = Recoveries.text(keys.get(JobKeys.vacancy(seq), config.timeout()), 64, ctx).split(" ");
             seq++;
             if (f.length != 3) {

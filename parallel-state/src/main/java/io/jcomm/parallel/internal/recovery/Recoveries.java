@@ -1,16 +1,17 @@
 package io.jcomm.parallel.internal.recovery;
 
+import io.jcomm.api.internal.Backoff;
 import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.PeerFailureException;
 import io.jcomm.api.ProtocolException;
 import io.jcomm.api.store.Store;
 import io.jcomm.parallel.internal.JobKeys;
+import java.time.Duration;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Set;
 import java.util.TreeSet;
-import java.util.concurrent.locks.LockSupport;
 import java.util.function.Supplier;
 
 /** What the steps of the recovery protocol share: who is dead, and waiting for the members of a round. */
@@ -41,7 +42,7 @@ final class Recoveries {
     static void awaitRound(Store keys, List<String> done, JobKeys.Round round, Store next, List<Store> watched,
                            List<Integer> members, Set<Integer> replaced, String during, long deadline,
                            Supplier<String> late, OpContext ctx) {
-        long pause = 100_000L;
+        Backoff pause = Backoff.doubling(Duration.ofNanos(100_000), Duration.ofMillis(1));
         while (!keys.check(done)) {
             TreeSet<Integer> lost = new TreeSet<>();
             collectDead(List.of(next), members, lost);
@@ -58,8 +59,7 @@ final class Recoveries {
             if (System.nanoTime() > deadline) {
                 throw new CommTimeoutException(ctx, late.get());
             }
-            LockSupport.parkNanos(pause);
-            pause = Math.min(pause * 2, 1_000_000L);
+            pause.pauseUntil(deadline);
         }
     }
 
