@@ -4,7 +4,6 @@ import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
 import io.jcomm.api.DType;
 import io.jcomm.api.OpContext;
-import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
@@ -26,7 +25,7 @@ import org.slf4j.LoggerFactory;
  *   <li>Ranks are PP group ranks; the rank Ray passes to {@link #initialize(int)} is ignored (the
  *       group already knows this process's rank).</li>
  *   <li>Actors map to ranks through an {@link ActorRankMap} gathered over the group
- *       ({@link ActorRankMapper}); an unknown actor is a {@link ProtocolException} naming it.</li>
+ *       ({@link ActorRankMapper}); an unknown actor is an {@link IllegalArgumentException} naming it.</li>
  *   <li>{@link #send} and {@link #recv} go to a peer rank through the group's device communicator
  *       (host tensors through its host path); after a receive the stream is synchronised and the
  *       closed flag checked.</li>
@@ -138,7 +137,7 @@ public final class PipelineCommunicator implements Communicator {
         Objects.requireNonNull(allocator, "allocator");
         Tensor t = allocator.allocate(shape, dtype);
         if (t == null || t.dtype() != dtype || !Arrays.equals(t.shape(), shape)) {
-            throw new ProtocolException(ctx("recv"), "the allocator returned " + t + " for " + dtype
+            throw ctx("recv").invalidArgument("the allocator returned " + t + " for " + dtype
                     + Arrays.toString(shape));
         }
         try {

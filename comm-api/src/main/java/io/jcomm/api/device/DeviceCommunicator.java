@@ -21,8 +21,10 @@ import java.util.List;
  *       create hidden streams, so calls can be graph-captured) and may return before the data has
  *       moved; {@link #synchronize(StreamHandle)} waits for the stream. Host communicators complete
  *       before returning and ignore the stream.</li>
- *   <li>Tensors must live on {@link #device()}'s type; wrong device, dtype or size fails with
- *       {@link io.jcomm.api.ProtocolException} before anything is enqueued.</li>
+ *   <li>Tensors must live on {@link #device()}'s type; wrong device, dtype, shape or size, a null
+ *       argument or an out-of-range rank fails with {@link IllegalArgumentException} (naming the
+ *       group, rank and operation) before anything is enqueued, and leaves the communicator usable:
+ *       a programming error, never a {@link io.jcomm.api.CommException}.</li>
  *   <li>Backend errors raise {@link io.jcomm.api.BackendException} with the library's own error
  *       string; after an asynchronous error or a deadline the communicator is aborted and every
  *       later call fails fast. {@link #close()} never blocks beyond a bounded wait.</li>
@@ -107,7 +109,7 @@ public interface DeviceCommunicator extends AutoCloseable {
      * {@code i} into {@code output} in rank order. Each array has one non-negative count per rank
      * ({@code worldSize()} entries); {@code input.numel()} and {@code output.numel()} equal their
      * sums; counts may be zero; same dtype and device, distinct tensors. Bad arguments fail with
-     * {@link io.jcomm.api.ProtocolException} before anything is enqueued.
+     * {@link IllegalArgumentException} before anything is enqueued.
      *
      * <p>Rank {@code i}'s {@code inputCounts[j]} must equal rank {@code j}'s {@code outputCounts[i]}.
      * Unlike the CPU group, a device backend generally cannot detect a disagreement: the result is
@@ -170,7 +172,7 @@ public interface DeviceCommunicator extends AutoCloseable {
      * @param survivors     the CPU group of the remaining ranks ({@code survivors.size()} is
      *                      {@code worldSize()} less the excluded ranks, and its rank is this rank's
      *                      new rank)
-     * @throws io.jcomm.api.ProtocolException if the ranks or {@code survivors} do not fit (before anything is done)
+     * @throws IllegalArgumentException      if the ranks or {@code survivors} do not fit (before anything is done)
      * @throws UnsupportedByBackendException  if the provider cannot shrink (the default)
      * @throws io.jcomm.api.CommTimeoutException when the survivors do not all take part in time
      */

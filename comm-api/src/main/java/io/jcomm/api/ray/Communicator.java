@@ -13,7 +13,7 @@ import java.util.UUID;
  * {@link ActorId}, ranks are positions in {@link #actorHandles()}.
  *
  * <p>Contract: {@link #initialize(int)} is called once before anything else; {@link #rankOf} of an
- * actor that is not a member fails with {@link io.jcomm.api.ProtocolException} naming the id; after
+ * actor that is not a member fails with {@link IllegalArgumentException} naming the id; after
  * {@link #destroy()} every call, including a {@link #recv} already waiting, fails with
  * {@link io.jcomm.api.CommClosedException}.
  */
