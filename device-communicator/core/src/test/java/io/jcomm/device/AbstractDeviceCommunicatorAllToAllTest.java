@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import io.jcomm.api.DType;
 import io.jcomm.api.Device;
-import io.jcomm.api.ProtocolException;
 import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
 import io.jcomm.api.UnsupportedByBackendException;
@@ -81,7 +80,7 @@ class AbstractDeviceCommunicatorAllToAllTest {
     @Test
     void badArgumentsFailBeforeTheBatchAndWithoutBatchP2PItIsRefusedByItsOwnName() {
         Recording c = new Recording(0, 2, false);
-        assertThrows(ProtocolException.class,
+        assertThrows(IllegalArgumentException.class,
                 () -> c.allToAll(Tensor.allocate(DType.F32, 3), Tensor.allocate(DType.F32, 3), StreamHandle.HOST));
         assertEquals(0, c.batches.size());
         Recording none = new Recording(0, 2, true);

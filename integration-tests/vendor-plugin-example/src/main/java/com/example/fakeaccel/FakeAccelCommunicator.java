@@ -216,7 +216,7 @@ final class FakeAccelCommunicator extends AbstractDeviceCommunicator {
         DeviceArgs.requireRank(c, "peer", peer, worldSize());
         DeviceArgs.requireStream(c, stream, device());
         if (peer == rank()) {
-            throw new ProtocolException(c, "peer is this rank; use batchP2P for a send to self");
+            throw c.invalidArgument("peer is this rank; use batchP2P for a send to self");
         }
     }
 

@@ -5,7 +5,6 @@ import io.jcomm.api.CommException;
 import io.jcomm.api.Device;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.ProcessGroup;
-import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
@@ -26,7 +25,8 @@ import java.util.Objects;
  * batch). Every call completes before returning; streams are ignored.
  *
  * <p>It does not own the process group: {@link #close()} and {@link #abort()} only make this
- * communicator unusable. A failure of the CPU group other than a local argument error poisons it.
+ * communicator unusable. A failure of the CPU group (a {@link CommException}) poisons it; a local
+ * argument error ({@link IllegalArgumentException}, thrown before anything is sent) does not.
  */
 public final class CpuDeviceCommunicator extends AbstractDeviceCommunicator {
 
@@ -161,7 +161,7 @@ public final class CpuDeviceCommunicator extends AbstractDeviceCommunicator {
     private void checkPeer(OpContext c, String role, int peer) {
         DeviceArgs.requireRank(c, role, peer, worldSize());
         if (peer == rank()) {
-            throw new ProtocolException(c, role + " is this rank; a send to self needs a matching receive in one batchP2P call");
+            throw c.invalidArgument(role + " is this rank; a send to self needs a matching receive in one batchP2P call");
         }
     }
 
@@ -227,11 +227,6 @@ public final class CpuDeviceCommunicator extends AbstractDeviceCommunicator {
             return true;
         } catch (UnsupportedByBackendException e) {
             return false;
-        } catch (ProtocolException e) {
-            if (group.isPoisoned()) {
-                poison(e);
-            }
-            throw e;
         } catch (CommException e) {
             poison(e);
             throw e;
@@ -263,11 +258,6 @@ public final class CpuDeviceCommunicator extends AbstractDeviceCommunicator {
     private void run(Runnable call) {
         try {
             call.run();
-        } catch (ProtocolException e) {
-            if (group.isPoisoned()) {
-                poison(e);
-            }
-            throw e;
         } catch (CommException e) {
             poison(e);
             throw e;

@@ -3,7 +3,6 @@ package io.jcomm.device.testkit;
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.DType;
 import io.jcomm.api.Device;
-import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
@@ -427,48 +426,48 @@ public final class ConformanceCases {
         cases.add(new Case("allToAllV uneven with zeros f32", r -> allToAllV(r, DType.F32, (i, j) -> (i + 2 * j) % 3)));
         cases.add(new Case("allToAllV everything to rank 0", r -> allToAllV(r, DType.I32, (i, j) -> j == 0 ? i + 2 : 0)));
         cases.add(new Case("allToAllV all zero", r -> allToAllV(r, DType.F16, (i, j) -> 0)));
-        cases.add(new Case("allToAll bad arguments fail with ProtocolException and leave it usable", r -> {
+        cases.add(new Case("allToAll bad arguments fail with IllegalArgumentException and leave it usable", r -> {
             long n = 2L * r.world;
             Tensor in = r.device(DType.F32, new long[] {n}, A2A);
             Tensor out = r.mem.allocate(DType.F32, n);
             long[] twos = new long[r.world];
             Arrays.fill(twos, 2);
             if (r.world > 1) {
-                expectThrows(ProtocolException.class, "indivisible",
+                expectThrows(IllegalArgumentException.class, "indivisible",
                         () -> r.comm.allToAll(r.mem.allocate(DType.F32, n + 1), r.mem.allocate(DType.F32, n + 1), r.stream));
             }
-            expectThrows(ProtocolException.class, "output size",
+            expectThrows(IllegalArgumentException.class, "output size",
                     () -> r.comm.allToAll(in, r.mem.allocate(DType.F32, 2 * n), r.stream));
-            expectThrows(ProtocolException.class, "dtype mismatch",
+            expectThrows(IllegalArgumentException.class, "dtype mismatch",
                     () -> r.comm.allToAll(in, r.mem.allocate(DType.I32, n), r.stream));
-            expectThrows(ProtocolException.class, "in place", () -> r.comm.allToAll(in, in, r.stream));
-            expectThrows(ProtocolException.class, "null output", () -> r.comm.allToAll(in, null, r.stream));
-            expectThrows(ProtocolException.class, "V in place", () -> r.comm.allToAllV(in, in, twos, twos, r.stream));
-            expectThrows(ProtocolException.class, "V counts too long",
+            expectThrows(IllegalArgumentException.class, "in place", () -> r.comm.allToAll(in, in, r.stream));
+            expectThrows(IllegalArgumentException.class, "null output", () -> r.comm.allToAll(in, null, r.stream));
+            expectThrows(IllegalArgumentException.class, "V in place", () -> r.comm.allToAllV(in, in, twos, twos, r.stream));
+            expectThrows(IllegalArgumentException.class, "V counts too long",
                     () -> r.comm.allToAllV(in, out, Arrays.copyOf(twos, r.world + 1), twos, r.stream));
-            expectThrows(ProtocolException.class, "V counts too short",
+            expectThrows(IllegalArgumentException.class, "V counts too short",
                     () -> r.comm.allToAllV(in, out, twos, Arrays.copyOf(twos, r.world - 1), r.stream));
-            expectThrows(ProtocolException.class, "V null counts", () -> r.comm.allToAllV(in, out, null, twos, r.stream));
+            expectThrows(IllegalArgumentException.class, "V null counts", () -> r.comm.allToAllV(in, out, null, twos, r.stream));
             long[] negative = twos.clone();
             negative[r.world - 1] = -1;
             if (r.world > 1) {
                 negative[0] += 3;
             }
-            expectThrows(ProtocolException.class, "V negative count",
+            expectThrows(IllegalArgumentException.class, "V negative count",
                     () -> r.comm.allToAllV(in, out, negative, twos, r.stream));
             long[] more = twos.clone();
             more[0]++;
-            expectThrows(ProtocolException.class, "V input counts sum",
+            expectThrows(IllegalArgumentException.class, "V input counts sum",
                     () -> r.comm.allToAllV(in, out, more, twos, r.stream));
-            expectThrows(ProtocolException.class, "V output counts sum",
+            expectThrows(IllegalArgumentException.class, "V output counts sum",
                     () -> r.comm.allToAllV(in, out, twos, more, r.stream));
             long[] selfOut = twos.clone();
             selfOut[r.rank] = 1;
-            expectThrows(ProtocolException.class, "V self counts differ",
+            expectThrows(IllegalArgumentException.class, "V self counts differ",
                     () -> r.comm.allToAllV(in, r.mem.allocate(DType.F32, n - 1), twos, selfOut, r.stream));
             if (!r.mem.device().isCpu()) {
-                expectThrows(ProtocolException.class, "null stream", () -> r.comm.allToAll(in, out, null));
-                expectThrows(ProtocolException.class, "V null stream", () -> r.comm.allToAllV(in, out, twos, twos, null));
+                expectThrows(IllegalArgumentException.class, "null stream", () -> r.comm.allToAll(in, out, null));
+                expectThrows(IllegalArgumentException.class, "V null stream", () -> r.comm.allToAllV(in, out, twos, twos, null));
             }
             if (r.comm.isClosed()) {
                 throw new AssertionError("argument errors must not close the communicator");
@@ -485,33 +484,33 @@ public final class ConformanceCases {
             r.comm.broadcast(e, 0, r.stream);
             r.comm.synchronize(r.stream);
         }));
-        cases.add(new Case("bad arguments fail with ProtocolException and leave it usable", r -> {
+        cases.add(new Case("bad arguments fail with IllegalArgumentException and leave it usable", r -> {
             Tensor f = r.device(DType.F32, new long[] {4}, SMALL);
             Tensor i32 = r.mem.allocate(DType.I32, 4);
             Tensor f5 = r.mem.allocate(DType.F32, 5);
             Device other = r.mem.device().isCpu() ? new Device("elsewhere", 0) : Device.CPU;
             Tensor foreign = other.isCpu() ? Tensor.allocate(DType.F32, 4) : Tensor.onDevice(other, 4096, DType.F32, new long[] {4}, null);
-            expectThrows(ProtocolException.class, "dtype mismatch", () -> r.comm.allReduce(f, i32, ReduceOp.SUM, r.stream));
-            expectThrows(ProtocolException.class, "size mismatch", () -> r.comm.allReduce(f, f5, ReduceOp.SUM, r.stream));
-            expectThrows(ProtocolException.class, "tensor on another device", () -> r.comm.allReduce(foreign, foreign, ReduceOp.SUM, r.stream));
-            expectThrows(ProtocolException.class, "null tensor", () -> r.comm.broadcast(null, 0, r.stream));
-            expectThrows(ProtocolException.class, "null op", () -> r.comm.allReduce(f, f, null, r.stream));
-            expectThrows(ProtocolException.class, "allGather output shape",
+            expectThrows(IllegalArgumentException.class, "dtype mismatch", () -> r.comm.allReduce(f, i32, ReduceOp.SUM, r.stream));
+            expectThrows(IllegalArgumentException.class, "size mismatch", () -> r.comm.allReduce(f, f5, ReduceOp.SUM, r.stream));
+            expectThrows(IllegalArgumentException.class, "tensor on another device", () -> r.comm.allReduce(foreign, foreign, ReduceOp.SUM, r.stream));
+            expectThrows(IllegalArgumentException.class, "null tensor", () -> r.comm.broadcast(null, 0, r.stream));
+            expectThrows(IllegalArgumentException.class, "null op", () -> r.comm.allReduce(f, f, null, r.stream));
+            expectThrows(IllegalArgumentException.class, "allGather output shape",
                     () -> r.comm.allGather(f, r.mem.allocate(DType.F32, 4L * r.world + 1), 0, r.stream));
-            expectThrows(ProtocolException.class, "allGather dim out of range",
+            expectThrows(IllegalArgumentException.class, "allGather dim out of range",
                     () -> r.comm.allGather(f, r.mem.allocate(DType.F32, 4L * r.world), 1, r.stream));
-            expectThrows(ProtocolException.class, "reduceScatter indivisible",
+            expectThrows(IllegalArgumentException.class, "reduceScatter indivisible",
                     () -> r.comm.reduceScatter(f5, r.mem.allocate(DType.F32, 5L * r.world + 1), ReduceOp.SUM, 0, r.stream));
-            expectThrows(ProtocolException.class, "broadcast src out of range", () -> r.comm.broadcast(f, r.world, r.stream));
-            expectThrows(ProtocolException.class, "gather dst negative", () -> r.comm.gather(f, null, -1, 0, r.stream));
-            expectThrows(ProtocolException.class, "send to self", () -> r.comm.send(f, r.rank, r.stream));
-            expectThrows(ProtocolException.class, "recv from out of range", () -> r.comm.recv(f, r.world, r.stream));
-            expectThrows(ProtocolException.class, "unmatched self send",
+            expectThrows(IllegalArgumentException.class, "broadcast src out of range", () -> r.comm.broadcast(f, r.world, r.stream));
+            expectThrows(IllegalArgumentException.class, "gather dst negative", () -> r.comm.gather(f, null, -1, 0, r.stream));
+            expectThrows(IllegalArgumentException.class, "send to self", () -> r.comm.send(f, r.rank, r.stream));
+            expectThrows(IllegalArgumentException.class, "recv from out of range", () -> r.comm.recv(f, r.world, r.stream));
+            expectThrows(IllegalArgumentException.class, "unmatched self send",
                     () -> r.comm.batchP2P(List.of(P2POp.send(f, r.rank)), r.stream));
-            expectThrows(ProtocolException.class, "self pair of different sizes",
+            expectThrows(IllegalArgumentException.class, "self pair of different sizes",
                     () -> r.comm.batchP2P(List.of(P2POp.send(f, r.rank), P2POp.recv(f5, r.rank)), r.stream));
             if (!r.mem.device().isCpu()) {
-                expectThrows(ProtocolException.class, "null stream", () -> r.comm.allReduce(f, f, ReduceOp.SUM, null));
+                expectThrows(IllegalArgumentException.class, "null stream", () -> r.comm.allReduce(f, f, ReduceOp.SUM, null));
             }
             if (r.comm.isClosed()) {
                 throw new AssertionError("argument errors must not close the communicator");
@@ -547,7 +546,7 @@ public final class ConformanceCases {
 
     /**
      * The last rank is excluded and does not call (it could be dead). The others first get
-     * {@link ProtocolException} for bad arguments (this rank excluded, a survivors' group that does not
+     * {@link IllegalArgumentException} for bad arguments (this rank excluded, a survivors' group that does not
      * fit) with the communicator still usable; then they shrink the CPU group and the communicator
      * within 20 s: the old communicator is closed and refuses operations with
      * {@link CommClosedException}; the new one has the same rank and device, one rank less, the
@@ -568,9 +567,9 @@ public final class ConformanceCases {
         if (r.world > 1 && r.rank == r.world - 1) {
             return; // excluded: it does not call shrink
         }
-        expectThrows(ProtocolException.class, "shrink without this rank", () -> r.comm.shrink(List.of(r.rank), r.cpuGroup, t));
+        expectThrows(IllegalArgumentException.class, "shrink without this rank", () -> r.comm.shrink(List.of(r.rank), r.cpuGroup, t));
         if (r.world > 1) {
-            expectThrows(ProtocolException.class, "survivors' group that does not fit",
+            expectThrows(IllegalArgumentException.class, "survivors' group that does not fit",
                     () -> r.comm.shrink(excluded, r.cpuGroup, t));
         }
         check(!r.comm.isClosed(), "bad shrink arguments left the communicator usable");

@@ -9,7 +9,6 @@ import io.jcomm.api.Deadline;
 import io.jcomm.api.Device;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.ProcessGroup;
-import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
@@ -515,7 +514,7 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
         DeviceArgs.requireRank(c, role, peer, worldSize());
         DeviceArgs.requireStream(c, stream, device());
         if (peer == rank()) {
-            throw new ProtocolException(c, role + " is this rank; a send to self needs a matching receive in one batchP2P call");
+            throw c.invalidArgument(role + " is this rank; a send to self needs a matching receive in one batchP2P call");
         }
     }
 
