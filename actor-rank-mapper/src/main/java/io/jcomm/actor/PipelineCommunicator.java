@@ -174,21 +174,21 @@ public final class PipelineCommunicator implements Communicator {
     @Override
     public void allReduce(Tensor send, Tensor recv, ReduceOp op) {
         checkOpen("allReduce");
-        group.allReduce(send, recv, op);
+        group.allReduce(recv, send, op);
     }
 
     /** Gathers every rank's {@code send} into {@code recv} along dimension 0, in rank order. */
     @Override
     public void allGather(Tensor send, Tensor recv) {
         checkOpen("allGather");
-        group.allGather(send, recv, 0);
+        group.allGather(recv, send, 0);
     }
 
     /** Reduces {@code send} and gives rank r part r of the result (dimension 0) in {@code recv}. */
     @Override
     public void reduceScatter(Tensor send, Tensor recv, ReduceOp op) {
         checkOpen("reduceScatter");
-        group.reduceScatter(send, recv, op, 0);
+        group.reduceScatter(recv, send, op, 0);
     }
 
     @Override

@@ -14,6 +14,14 @@ import java.util.List;
  * <ul>
  *   <li>{@code src}, {@code dst} and peer arguments are <em>group-local</em> ranks in
  *       {@code [0, size())}; {@link #globalRanks()} maps them to global ranks.</li>
+ *   <li>Every operation with a destination and a source tensor takes the <b>output first</b>:
+ *       {@code (output, input[, outputCounts, inputCounts])}, as torch.distributed does
+ *       ({@code all_gather_into_tensor(output, input)}, {@code reduce_scatter_tensor(output, input)},
+ *       {@code all_to_all_single(output, input, output_split_sizes, input_split_sizes)}) and vLLM's
+ *       {@code PyNcclCommunicator} ({@code all_gather(output_tensor, input_tensor)}).
+ *       {@link io.jcomm.api.device.DeviceCommunicator} and {@code GroupCoordinator} take the same
+ *       order: both arguments are {@link Tensor}s, so a swapped pair would compile, and one order
+ *       across jcomm keeps code moved from one layer to another right.</li>
  *   <li>Every member must call the same collectives in the same order with consistent arguments.
  *       Invalid arguments of a call (null tensors or timeouts, out-of-range ranks, buffers of the
  *       wrong size or dtype, the same tensor as input and output where they must differ, a value

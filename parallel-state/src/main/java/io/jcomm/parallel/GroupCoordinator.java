@@ -46,6 +46,18 @@ import org.agrona.CloseHelper;
  * {@link #firstRank()}, {@link #lastRank()}, {@link #nextRank()} and {@link #prevRank()} return
  * <em>global</em> ranks, as vLLM's do; next and previous wrap around.
  *
+ * <h2>Argument order</h2>
+ * A method that fills a given tensor takes the <b>output first</b>:
+ * {@link #allReduce(Tensor, Tensor, ReduceOp) allReduce(output, input, op)},
+ * {@link #allGather(Tensor, Tensor, int) allGather(output, input, dim)},
+ * {@link #reduceScatter(Tensor, Tensor, ReduceOp, int) reduceScatter(output, input, op, dim)}: the
+ * order of {@link ProcessGroup}, {@link DeviceCommunicator}, torch.distributed
+ * ({@code all_gather_into_tensor(output, input)}) and vLLM's {@code PyNcclCommunicator}
+ * ({@code all_gather(output_tensor, input_tensor)}). Both arguments are tensors, so a swapped pair
+ * would compile; one order across jcomm keeps a call moved between layers right. The forms that
+ * return a new tensor take only the input ({@link #allGather(Tensor, int)},
+ * {@link #reduceScatter(Tensor, int)}, {@link #gather}, {@link #recv(long[], DType)}).
+ *
  * <h2>Routing</h2>
  * <ul>
  *   <li>Tensor collectives and point-to-point go by the tensor's device: host tensors through a
@@ -430,8 +442,8 @@ public final class GroupCoordinator implements AutoCloseable {
         return tensor;
     }
 
-    /** {@code output = reduce(input)}; {@code output} must match {@code input}. */
-    public void allReduce(Tensor input, Tensor output, ReduceOp op) {
+    /** {@code output = reduce(input)}; {@code output} must match {@code input} (output first, as everywhere). */
+    public void allReduce(Tensor output, Tensor input, ReduceOp op) {
         checkOpen("allReduce");
         if (ranks.size() == 1) {
             if (input != output) {
@@ -445,7 +457,7 @@ public final class GroupCoordinator implements AutoCloseable {
             return;
         }
         checked(input, "allReduce", CollectiveFingerprint.Op.ALL_REDUCE, op, -1, -1)
-                .allReduce(input, output, op, streamFor(input));
+                .allReduce(output, input, op, streamFor(input));
     }
 
     /**
@@ -461,12 +473,12 @@ public final class GroupCoordinator implements AutoCloseable {
         long[] shape = input.shape();
         shape[d] = Math.multiplyExact(shape[d], ranks.size());
         Tensor out = allocateLike("allGather", input, shape);
-        allGather(input, out, d);
+        allGather(out, input, d);
         return out;
     }
 
-    /** Gathers into {@code output} ({@code output.size(dim) == worldSize() * input.size(dim)}). */
-    public void allGather(Tensor input, Tensor output, int dim) {
+    /** Gathers {@code input} into {@code output} ({@code output.size(dim) == worldSize() * input.size(dim)}). */
+    public void allGather(Tensor output, Tensor input, int dim) {
         checkOpen("allGather");
         if (ranks.size() == 1) {
             if (input != output && input.isHost()) {
@@ -475,7 +487,7 @@ public final class GroupCoordinator implements AutoCloseable {
             return;
         }
         checked(input, "allGather", CollectiveFingerprint.Op.ALL_GATHER, null, dim < 0 ? dim + input.dim() : dim, -1)
-                .allGather(input, output, dim, streamFor(input));
+                .allGather(output, input, dim, streamFor(input));
     }
 
     /**
@@ -499,11 +511,15 @@ public final class GroupCoordinator implements AutoCloseable {
         }
         shape[d] /= ranks.size();
         Tensor out = allocateLike("reduceScatter", input, shape);
-        reduceScatter(input, out, op, d);
+        reduceScatter(out, input, op, d);
         return out;
     }
 
-    public void reduceScatter(Tensor input, Tensor output, ReduceOp op, int dim) {
+    /**
+     * Reduces {@code input} across members and puts this rank's part of the result, split along
+     * {@code dim}, into {@code output} ({@code input.size(dim) == worldSize() * output.size(dim)}).
+     */
+    public void reduceScatter(Tensor output, Tensor input, ReduceOp op, int dim) {
         checkOpen("reduceScatter");
         if (ranks.size() == 1) {
             if (input != output && input.isHost()) {
@@ -513,7 +529,7 @@ public final class GroupCoordinator implements AutoCloseable {
         }
         checked(input, "reduceScatter", CollectiveFingerprint.Op.REDUCE_SCATTER, op,
                         dim < 0 ? dim + input.dim() : dim, -1)
-                .reduceScatter(input, output, op, dim, streamFor(input));
+                .reduceScatter(output, input, op, dim, streamFor(input));
     }
 
     // ------------------------------------------------------------------ mixture of experts
@@ -565,7 +581,7 @@ public final class GroupCoordinator implements AutoCloseable {
             out = allocateLike("gather", input, shape);
         }
         checked(input, "gather", CollectiveFingerprint.Op.GATHER, null, d, dst)
-                .gather(input, out, dst, d, streamFor(input));
+                .gather(out, input, dst, d, streamFor(input));
         return out;
     }
 
@@ -1124,7 +1140,7 @@ public final class GroupCoordinator implements AutoCloseable {
                 device = true;
             }
             if (gathered) {
-                Runnable gather = () -> allGatherGroup.allGather(target, full.reshape(agSize, part), 0);
+                Runnable gather = () -> allGatherGroup.allGather(full.reshape(agSize, part), target, 0);
                 if (async) {
                     gathers.add(gather);
                 } else {

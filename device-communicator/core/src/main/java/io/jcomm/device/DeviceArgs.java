@@ -19,7 +19,8 @@ import java.util.List;
  * ({@link OpContext#invalidArgument}), before anything is enqueued. A bad argument is a programming
  * error, never a {@link io.jcomm.api.CommException} (which would start a job's recovery). Vendors
  * implementing the SPI are encouraged to use them so that every provider rejects the same inputs
- * with the same messages (the conformance kit checks the exception type).
+ * with the same messages (the conformance kit checks the exception type). Like the communicators,
+ * every check of a pair of tensors takes the output first: {@code (ctx, output, input, ...)}.
  */
 public final class DeviceArgs {
 
@@ -102,8 +103,8 @@ public final class DeviceArgs {
         return ex;
     }
 
-    /** Input and output of an all-reduce: same device, dtype and element count. */
-    public static void allReduce(OpContext ctx, Tensor input, Tensor output, ReduceOp op, Device device) {
+    /** Output and input of an all-reduce: same device, dtype and element count. */
+    public static void allReduce(OpContext ctx, Tensor output, Tensor input, ReduceOp op, Device device) {
         requireOn(ctx, "input", input, device);
         requireOn(ctx, "output", output, device);
         requireOp(ctx, op);
@@ -117,12 +118,12 @@ public final class DeviceArgs {
     }
 
     /**
-     * Input and output of an all-gather (or of a gather on its destination) along {@code dim}:
+     * Output and input of an all-gather (or of a gather on its destination) along {@code dim}:
      * {@code output.size(dim) == worldSize * input.size(dim)}, every other size equal.
      *
      * @return the layout, with {@code dim} normalised
      */
-    public static DimLayout concat(OpContext ctx, Tensor input, Tensor output, int dim, int worldSize, Device device) {
+    public static DimLayout concat(OpContext ctx, Tensor output, Tensor input, int dim, int worldSize, Device device) {
         requireOn(ctx, "input", input, device);
         requireOn(ctx, "output", output, device);
         sameDtype(ctx, input, output);
@@ -132,12 +133,12 @@ public final class DeviceArgs {
     }
 
     /**
-     * Input and output of a reduce-scatter along {@code dim}:
+     * Output and input of a reduce-scatter along {@code dim}:
      * {@code input.size(dim) == worldSize * output.size(dim)}, every other size equal.
      *
      * @return the layout of the output pieces, with {@code dim} normalised
      */
-    public static DimLayout split(OpContext ctx, Tensor input, Tensor output, ReduceOp op, int dim, int worldSize,
+    public static DimLayout split(OpContext ctx, Tensor output, Tensor input, ReduceOp op, int dim, int worldSize,
                                   Device device) {
         requireOn(ctx, "input", input, device);
         requireOn(ctx, "output", output, device);
@@ -152,12 +153,12 @@ public final class DeviceArgs {
     }
 
     /**
-     * Input and output of an equal-split all-to-all: same device and dtype, distinct tensors, equal
+     * Output and input of an equal-split all-to-all: same device and dtype, distinct tensors, equal
      * element counts divisible by {@code worldSize}.
      *
      * @return the counts, {@code worldSize} chunks of {@code input.numel() / worldSize} elements
      */
-    public static long[] allToAll(OpContext ctx, Tensor input, Tensor output, int worldSize, Device device) {
+    public static long[] allToAll(OpContext ctx, Tensor output, Tensor input, int worldSize, Device device) {
         requireOn(ctx, "input", input, device);
         requireOn(ctx, "output", output, device);
         sameDtype(ctx, input, output);
@@ -175,15 +176,16 @@ public final class DeviceArgs {
     }
 
     /**
-     * Input and output of an all-to-all with per-rank counts: same device and dtype, distinct
+     * Output and input of an all-to-all with per-rank counts (output first, as in the
+     * {@link io.jcomm.api.device.DeviceCommunicator} it checks): same device and dtype, distinct
      * tensors, one non-negative count per rank in each array, the sums equal to the element counts,
      * and what this rank sends to itself ({@code inputCounts[rank]}) equal to what it expects from
      * itself ({@code outputCounts[rank]}), the one pair of counts a rank can check alone.
      *
-     * @return copies of the counts, {@code {inputCounts, outputCounts}}
+     * @return copies of the counts, {@code {outputCounts, inputCounts}}
      */
-    public static long[][] allToAllV(OpContext ctx, Tensor input, Tensor output, long[] inputCounts,
-                                     long[] outputCounts, int rank, int worldSize, Device device) {
+    public static long[][] allToAllV(OpContext ctx, Tensor output, Tensor input, long[] outputCounts,
+                                      long[] inputCounts, int rank, int worldSize, Device device) {
         requireOn(ctx, "input", input, device);
         requireOn(ctx, "output", output, device);
         sameDtype(ctx, input, output);
@@ -194,7 +196,7 @@ public final class DeviceArgs {
             throw ctx.invalidArgument("inputCounts[" + rank + "] = " + in[rank] + " elements sent to self but outputCounts["
                     + rank + "] = " + out[rank] + " expected from self");
         }
-        return new long[][] {in, out};
+        return new long[][] {out, in};
     }
 
     private static void distinct(OpContext ctx, Tensor input, Tensor output) {

@@ -89,10 +89,10 @@ final class FakeAccelCommunicator extends AbstractDeviceCommunicator {
     }
 
     @Override
-    public void allReduce(Tensor input, Tensor output, ReduceOp op, StreamHandle stream) {
+    public void allReduce(Tensor output, Tensor input, ReduceOp op, StreamHandle stream) {
         OpContext c = ctx(Op.ALL_REDUCE);
         ensureOpen(c);
-        DeviceArgs.allReduce(c, input, output, op, device());
+        DeviceArgs.allReduce(c, output, input, op, device());
         DeviceArgs.requireStream(c, stream, device());
         if (input.numel() == 0) {
             return;
@@ -105,10 +105,10 @@ final class FakeAccelCommunicator extends AbstractDeviceCommunicator {
     }
 
     @Override
-    public void allGather(Tensor input, Tensor output, int dim, StreamHandle stream) {
+    public void allGather(Tensor output, Tensor input, int dim, StreamHandle stream) {
         OpContext c = ctx(Op.ALL_GATHER);
         ensureOpen(c);
-        DimLayout layout = DeviceArgs.concat(c, input, output, dim, worldSize(), device());
+        DimLayout layout = DeviceArgs.concat(c, output, input, dim, worldSize(), device());
         DeviceArgs.requireStream(c, stream, device());
         if (output.numel() == 0) {
             return;
@@ -130,10 +130,10 @@ final class FakeAccelCommunicator extends AbstractDeviceCommunicator {
     }
 
     @Override
-    public void reduceScatter(Tensor input, Tensor output, ReduceOp op, int dim, StreamHandle stream) {
+    public void reduceScatter(Tensor output, Tensor input, ReduceOp op, int dim, StreamHandle stream) {
         OpContext c = ctx(Op.REDUCE_SCATTER);
         ensureOpen(c);
-        DimLayout layout = DeviceArgs.split(c, input, output, op, dim, worldSize(), device());
+        DimLayout layout = DeviceArgs.split(c, output, input, op, dim, worldSize(), device());
         DeviceArgs.requireStream(c, stream, device());
         if (output.numel() == 0) {
             return;
@@ -151,7 +151,7 @@ final class FakeAccelCommunicator extends AbstractDeviceCommunicator {
     }
 
     @Override
-    public void gather(Tensor input, Tensor output, int dst, int dim, StreamHandle stream) {
+    public void gather(Tensor output, Tensor input, int dst, int dim, StreamHandle stream) {
         OpContext c = ctx(Op.GATHER);
         ensureOpen(c);
         DeviceArgs.requireRank(c, "dst", dst, worldSize());
@@ -165,7 +165,7 @@ final class FakeAccelCommunicator extends AbstractDeviceCommunicator {
             }
             return;
         }
-        DimLayout layout = DeviceArgs.concat(c, input, output, dim, worldSize(), device());
+        DimLayout layout = DeviceArgs.concat(c, output, input, dim, worldSize(), device());
         if (output.numel() == 0) {
             return;
         }

@@ -217,7 +217,7 @@ public final class ConformanceCases {
         }
         Tensor in = r.mem.upload(host);
         Tensor out = r.mem.allocate(dt, outTotal);
-        r.comm.allToAllV(in, out, inCounts, outCounts, r.stream);
+        r.comm.allToAllV(out, in, outCounts, inCounts, r.stream);
         double[] want = new double[(int) outTotal];
         k = 0;
         for (int i = 0; i < r.world; i++) {
@@ -237,7 +237,7 @@ public final class ConformanceCases {
             long[] shape = {3, 250};
             Tensor in = r.device(DType.F32, shape, WIDE);
             Tensor out = r.mem.allocate(DType.F32, shape);
-            r.comm.allReduce(in, out, ReduceOp.SUM, r.stream);
+            r.comm.allReduce(out, in, ReduceOp.SUM, r.stream);
             check("output", r.read(out), i -> reduceAt(i, r.world, WIDE, ReduceOp.SUM, DType.F32));
             check("input unchanged", r.read(in), i -> WIDE.at(r.rank, i));
         }));
@@ -251,7 +251,7 @@ public final class ConformanceCases {
                 cases.add(new Case("allReduce " + op.name().toLowerCase(Locale.ROOT) + " " + dt.shortName(), r -> {
                     Tensor in = r.device(dt, new long[] {17}, SMALL);
                     Tensor out = r.mem.allocate(dt, 17);
-                    r.comm.allReduce(in, out, op, r.stream);
+                    r.comm.allReduce(out, in, op, r.stream);
                     check(op + " " + dt, r.read(out), i -> reduceAt(i, r.world, SMALL, op, dt));
                 }));
             }
@@ -275,7 +275,7 @@ public final class ConformanceCases {
                 outShape[d] *= r.world;
                 Tensor in = r.device(DType.F32, cube, WIDE);
                 Tensor out = r.mem.allocate(DType.F32, outShape);
-                r.comm.allGather(in, out, dim, r.stream);
+                r.comm.allGather(out, in, dim, r.stream);
                 check("gathered", r.read(out), i -> concatValue(i, cube, d, r.world, WIDE));
             }));
         }
@@ -283,19 +283,19 @@ public final class ConformanceCases {
             long[] s = {5};
             Tensor in = r.device(DType.I64, s, WIDE);
             Tensor out = r.mem.allocate(DType.I64, 5L * r.world);
-            r.comm.allGather(in, out, 0, r.stream);
+            r.comm.allGather(out, in, 0, r.stream);
             check("i64", r.read(out), i -> concatValue(i, s, 0, r.world, WIDE));
             Value bit = (rk, i) -> (rk + i) % 2;
             Tensor bin = r.device(DType.BOOL, new long[] {2, 3}, bit);
             Tensor bout = r.mem.allocate(DType.BOOL, 2, 3L * r.world);
-            r.comm.allGather(bin, bout, 1, r.stream);
+            r.comm.allGather(bout, bin, 1, r.stream);
             check("bool", r.read(bout), i -> concatValue(i, new long[] {2, 3}, 1, r.world, bit));
         }));
         cases.add(new Case("allGather bf16 dim 1", r -> {
             long[] s = {3, 2, 2};
             Tensor in = r.device(DType.BF16, s, SMALL);
             Tensor out = r.mem.allocate(DType.BF16, 3, 2L * r.world, 2);
-            r.comm.allGather(in, out, 1, r.stream);
+            r.comm.allGather(out, in, 1, r.stream);
             check("bf16", r.read(out), i -> concatValue(i, s, 1, r.world, SMALL));
         }));
         for (int dim : new int[] {0, 1, -1}) {
@@ -307,7 +307,7 @@ public final class ConformanceCases {
                     inShape[d] *= r.world;
                     Tensor in = r.device(DType.F32, inShape, WIDE);
                     Tensor out = r.mem.allocate(DType.F32, outShape);
-                    r.comm.reduceScatter(in, out, op, dim, r.stream);
+                    r.comm.reduceScatter(out, in, op, dim, r.stream);
                     check("scattered", r.read(out), i -> splitValue(i, outShape, d, r.rank, r.world, WIDE, op, DType.F32));
                 }));
             }
@@ -316,7 +316,7 @@ public final class ConformanceCases {
             long[] outShape = {4};
             Tensor in = r.device(DType.I64, new long[] {4L * r.world}, SMALL);
             Tensor out = r.mem.allocate(DType.I64, outShape);
-            r.comm.reduceScatter(in, out, ReduceOp.AVG, 0, r.stream);
+            r.comm.reduceScatter(out, in, ReduceOp.AVG, 0, r.stream);
             check("avg", r.read(out), i -> splitValue(i, outShape, 0, r.rank, r.world, SMALL, ReduceOp.AVG, DType.I64));
         }));
         for (int dim : new int[] {0, 1}) {
@@ -327,7 +327,7 @@ public final class ConformanceCases {
                 outShape[dim] *= r.world;
                 Tensor in = r.device(DType.F32, s, WIDE);
                 Tensor out = r.rank == dst ? r.mem.allocate(DType.F32, outShape) : null;
-                r.comm.gather(in, out, dst, dim, r.stream);
+                r.comm.gather(out, in, dst, dim, r.stream);
                 r.comm.synchronize(r.stream);
                 if (r.rank == dst) {
                     check("gathered", r.read(out), i -> concatValue(i, s, dim, r.world, WIDE));
@@ -338,7 +338,7 @@ public final class ConformanceCases {
             long[] s = {4};
             Tensor in = r.device(DType.I32, s, WIDE);
             Tensor out = r.mem.allocate(DType.I32, 4L * r.world);
-            r.comm.gather(in, out, 0, 0, r.stream);
+            r.comm.gather(out, in, 0, 0, r.stream);
             Tensor got = r.read(out);
             if (r.rank == 0) {
                 check("gathered", got, i -> concatValue(i, s, 0, r.world, WIDE));
@@ -412,14 +412,14 @@ public final class ConformanceCases {
                 Value v = dt == DType.BOOL ? (rk, i) -> (rk + i) % 2 : A2A;
                 Tensor in = r.device(dt, shape, v);
                 Tensor out = r.mem.allocate(dt, shape);
-                r.comm.allToAll(in, out, r.stream);
+                r.comm.allToAll(out, in, r.stream);
                 check("exchanged", r.read(out), i -> v.at((int) (i / chunk), r.rank * chunk + i % chunk));
                 check("input unchanged", r.read(in), i -> v.at(r.rank, i));
             }));
         }
         cases.add(new Case("allToAll zero elements", r -> {
             r.comm.allToAll(r.mem.allocate(DType.F32, 0), r.mem.allocate(DType.F32, 0), r.stream);
-            r.comm.allToAll(r.mem.allocate(DType.I32, 0, 4), r.mem.allocate(DType.I32, 4, 0), r.stream);
+            r.comm.allToAll(r.mem.allocate(DType.I32, 4, 0), r.mem.allocate(DType.I32, 0, 4), r.stream);
             r.comm.synchronize(r.stream);
         }));
         cases.add(new Case("allToAllV uneven with zeros i64", r -> allToAllV(r, DType.I64, (i, j) -> (2 * i + j + 1) % 4)));
@@ -437,42 +437,42 @@ public final class ConformanceCases {
                         () -> r.comm.allToAll(r.mem.allocate(DType.F32, n + 1), r.mem.allocate(DType.F32, n + 1), r.stream));
             }
             expectThrows(IllegalArgumentException.class, "output size",
-                    () -> r.comm.allToAll(in, r.mem.allocate(DType.F32, 2 * n), r.stream));
+                    () -> r.comm.allToAll(r.mem.allocate(DType.F32, 2 * n), in, r.stream));
             expectThrows(IllegalArgumentException.class, "dtype mismatch",
-                    () -> r.comm.allToAll(in, r.mem.allocate(DType.I32, n), r.stream));
+                    () -> r.comm.allToAll(r.mem.allocate(DType.I32, n), in, r.stream));
             expectThrows(IllegalArgumentException.class, "in place", () -> r.comm.allToAll(in, in, r.stream));
-            expectThrows(IllegalArgumentException.class, "null output", () -> r.comm.allToAll(in, null, r.stream));
+            expectThrows(IllegalArgumentException.class, "null output", () -> r.comm.allToAll(null, in, r.stream));
             expectThrows(IllegalArgumentException.class, "V in place", () -> r.comm.allToAllV(in, in, twos, twos, r.stream));
             expectThrows(IllegalArgumentException.class, "V counts too long",
-                    () -> r.comm.allToAllV(in, out, Arrays.copyOf(twos, r.world + 1), twos, r.stream));
+                    () -> r.comm.allToAllV(out, in, twos, Arrays.copyOf(twos, r.world + 1), r.stream));
             expectThrows(IllegalArgumentException.class, "V counts too short",
-                    () -> r.comm.allToAllV(in, out, twos, Arrays.copyOf(twos, r.world - 1), r.stream));
-            expectThrows(IllegalArgumentException.class, "V null counts", () -> r.comm.allToAllV(in, out, null, twos, r.stream));
+                    () -> r.comm.allToAllV(out, in, Arrays.copyOf(twos, r.world - 1), twos, r.stream));
+            expectThrows(IllegalArgumentException.class, "V null counts", () -> r.comm.allToAllV(out, in, twos, null, r.stream));
             long[] negative = twos.clone();
             negative[r.world - 1] = -1;
             if (r.world > 1) {
                 negative[0] += 3;
             }
             expectThrows(IllegalArgumentException.class, "V negative count",
-                    () -> r.comm.allToAllV(in, out, negative, twos, r.stream));
+                    () -> r.comm.allToAllV(out, in, twos, negative, r.stream));
             long[] more = twos.clone();
             more[0]++;
             expectThrows(IllegalArgumentException.class, "V input counts sum",
-                    () -> r.comm.allToAllV(in, out, more, twos, r.stream));
+                    () -> r.comm.allToAllV(out, in, twos, more, r.stream));
             expectThrows(IllegalArgumentException.class, "V output counts sum",
-                    () -> r.comm.allToAllV(in, out, twos, more, r.stream));
+                    () -> r.comm.allToAllV(out, in, more, twos, r.stream));
             long[] selfOut = twos.clone();
             selfOut[r.rank] = 1;
             expectThrows(IllegalArgumentException.class, "V self counts differ",
-                    () -> r.comm.allToAllV(in, r.mem.allocate(DType.F32, n - 1), twos, selfOut, r.stream));
+                    () -> r.comm.allToAllV(r.mem.allocate(DType.F32, n - 1), in, selfOut, twos, r.stream));
             if (!r.mem.device().isCpu()) {
-                expectThrows(IllegalArgumentException.class, "null stream", () -> r.comm.allToAll(in, out, null));
-                expectThrows(IllegalArgumentException.class, "V null stream", () -> r.comm.allToAllV(in, out, twos, twos, null));
+                expectThrows(IllegalArgumentException.class, "null stream", () -> r.comm.allToAll(out, in, null));
+                expectThrows(IllegalArgumentException.class, "V null stream", () -> r.comm.allToAllV(out, in, twos, twos, null));
             }
             if (r.comm.isClosed()) {
                 throw new AssertionError("argument errors must not close the communicator");
             }
-            r.comm.allToAll(in, out, r.stream);
+            r.comm.allToAll(out, in, r.stream);
             check("still works", r.read(out), i -> A2A.at((int) (i / 2), r.rank * 2L + i % 2));
         }));
         cases.add(new Case("empty tensors", r -> {
@@ -480,7 +480,7 @@ public final class ConformanceCases {
             r.comm.allReduce(e, e, ReduceOp.SUM, r.stream);
             Tensor e2 = r.mem.allocate(DType.F32, 0, 3);
             Tensor g = r.mem.allocate(DType.F32, 0, 3L * r.world);
-            r.comm.allGather(e2, g, 1, r.stream);
+            r.comm.allGather(g, e2, 1, r.stream);
             r.comm.broadcast(e, 0, r.stream);
             r.comm.synchronize(r.stream);
         }));
@@ -490,19 +490,19 @@ public final class ConformanceCases {
             Tensor f5 = r.mem.allocate(DType.F32, 5);
             Device other = r.mem.device().isCpu() ? new Device("elsewhere", 0) : Device.CPU;
             Tensor foreign = other.isCpu() ? Tensor.allocate(DType.F32, 4) : Tensor.onDevice(other, 4096, DType.F32, new long[] {4}, null);
-            expectThrows(IllegalArgumentException.class, "dtype mismatch", () -> r.comm.allReduce(f, i32, ReduceOp.SUM, r.stream));
-            expectThrows(IllegalArgumentException.class, "size mismatch", () -> r.comm.allReduce(f, f5, ReduceOp.SUM, r.stream));
+            expectThrows(IllegalArgumentException.class, "dtype mismatch", () -> r.comm.allReduce(i32, f, ReduceOp.SUM, r.stream));
+            expectThrows(IllegalArgumentException.class, "size mismatch", () -> r.comm.allReduce(f5, f, ReduceOp.SUM, r.stream));
             expectThrows(IllegalArgumentException.class, "tensor on another device", () -> r.comm.allReduce(foreign, foreign, ReduceOp.SUM, r.stream));
             expectThrows(IllegalArgumentException.class, "null tensor", () -> r.comm.broadcast(null, 0, r.stream));
             expectThrows(IllegalArgumentException.class, "null op", () -> r.comm.allReduce(f, f, null, r.stream));
             expectThrows(IllegalArgumentException.class, "allGather output shape",
-                    () -> r.comm.allGather(f, r.mem.allocate(DType.F32, 4L * r.world + 1), 0, r.stream));
+                    () -> r.comm.allGather(r.mem.allocate(DType.F32, 4L * r.world + 1), f, 0, r.stream));
             expectThrows(IllegalArgumentException.class, "allGather dim out of range",
-                    () -> r.comm.allGather(f, r.mem.allocate(DType.F32, 4L * r.world), 1, r.stream));
+                    () -> r.comm.allGather(r.mem.allocate(DType.F32, 4L * r.world), f, 1, r.stream));
             expectThrows(IllegalArgumentException.class, "reduceScatter indivisible",
-                    () -> r.comm.reduceScatter(f5, r.mem.allocate(DType.F32, 5L * r.world + 1), ReduceOp.SUM, 0, r.stream));
+                    () -> r.comm.reduceScatter(r.mem.allocate(DType.F32, 5L * r.world + 1), f5, ReduceOp.SUM, 0, r.stream));
             expectThrows(IllegalArgumentException.class, "broadcast src out of range", () -> r.comm.broadcast(f, r.world, r.stream));
-            expectThrows(IllegalArgumentException.class, "gather dst negative", () -> r.comm.gather(f, null, -1, 0, r.stream));
+            expectThrows(IllegalArgumentException.class, "gather dst negative", () -> r.comm.gather(null, f, -1, 0, r.stream));
             expectThrows(IllegalArgumentException.class, "send to self", () -> r.comm.send(f, r.rank, r.stream));
             expectThrows(IllegalArgumentException.class, "recv from out of range", () -> r.comm.recv(f, r.world, r.stream));
             expectThrows(IllegalArgumentException.class, "unmatched self send",
@@ -603,7 +603,7 @@ public final class ConformanceCases {
                 }
                 Tensor in = n.device(DType.I32, new long[] {2, 3}, f);
                 Tensor out = n.mem.allocate(DType.I32, new long[] {2L * w, 3});
-                shrunk.allGather(in, out, 0, n.stream);
+                shrunk.allGather(out, in, 0, n.stream);
                 Tensor all = n.read(out);
                 for (long i = 0; i < all.numel(); i++) {
                     double e = concatValue(i, new long[] {2, 3}, 0, w, f);
