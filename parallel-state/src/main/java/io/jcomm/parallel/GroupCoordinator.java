@@ -698,6 +698,9 @@ public final class GroupCoordinator implements AutoCloseable {
     public <T> T broadcastObject(T value, int src, Class<T> type) {
         checkOpen("broadcastObject");
         requireRank("broadcastObject", "src", src);
+        if (rankInGroup == src) {
+            checkType(value, type); // on every route, before anything is sent
+        }
         if (ranks.size() == 1) {
             return value;
         }
@@ -705,7 +708,6 @@ public final class GroupCoordinator implements AutoCloseable {
         switch (route(q, src)) {
             case QUEUE:
                 if (rankInGroup == src) {
-                    checkType(value, type);
                     return traced(MESSAGE_QUEUE, "broadcastObject", () -> {
                         q.enqueueObject(value, timeout);
                         return value;
@@ -714,9 +716,6 @@ public final class GroupCoordinator implements AutoCloseable {
                 return traced(MESSAGE_QUEUE, "broadcastObject", () -> q.dequeueObject(type, timeout));
             case SWITCHING: {
                 // the broadcaster is still being made: over the CPU side, with the writer's word on switching
-                if (rankInGroup == src) {
-                    checkType(value, type);
-                }
                 byte[] got = beforeSwitch(rankInGroup == src ? encode(value, "broadcastObject") : null, "broadcastObject");
                 return rankInGroup == src ? value : codec.decode(got, 1, got.length - 1, type);
             }

@@ -6,7 +6,6 @@ import io.jcomm.api.CommException;
 import io.jcomm.api.DType;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.ProcessGroup;
-import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
@@ -272,11 +271,13 @@ final class FakeAccelCommunicator extends AbstractDeviceCommunicator {
         poison(new CommClosedException(ctx(Op.CLOSE), "closed"));
     }
 
+    /**
+     * Runs a staged call over the CPU group: a failure of the group (a {@link CommException}) poisons
+     * this communicator; an argument error ({@link IllegalArgumentException}) passes through.
+     */
     private void run(Runnable r) {
         try {
             r.run();
-        } catch (ProtocolException e) {
-            throw e;
         } catch (CommException e) {
             poison(e);
             throw e;

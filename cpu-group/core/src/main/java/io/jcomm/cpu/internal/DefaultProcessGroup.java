@@ -278,7 +278,9 @@ public final class DefaultProcessGroup implements ProcessGroup {
     }
 
     private static void checkReducible(DType t, ReduceOp op, OpContext ctx) {
-        Objects.requireNonNull(op, "op");
+        if (op == null) {
+            throw ctx.invalidArgument("reduce op is null");
+        }
         if (!Reductions.supports(t, op)) {
             throw ctx.invalidArgument(op + " is not defined for " + t);
         }
