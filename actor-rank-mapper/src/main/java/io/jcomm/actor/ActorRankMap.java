@@ -30,9 +30,17 @@ public final class ActorRankMap {
     /**
      * The map of {@code actorsInRankOrder} (rank r is element r).
      *
-     * @throws ProtocolException if an actor id appears twice (two ranks claim one actor)
+     * @throws IllegalArgumentException if the list is empty or an actor id appears twice
      */
     public static ActorRankMap of(String group, List<ActorId> actorsInRankOrder) {
+        return build(group, actorsInRankOrder, false);
+    }
+
+    /**
+     * The map; a duplicate id is an {@link IllegalArgumentException} in the caller's list, a
+     * {@link ProtocolException} in what the ranks sent ({@code fromPeers}: two ranks claim one actor).
+     */
+    private static ActorRankMap build(String group, List<ActorId> actorsInRankOrder, boolean fromPeers) {
         Objects.requireNonNull(group, "group");
         List<ActorId> actors = List.copyOf(actorsInRankOrder);
         if (actors.isEmpty()) {
@@ -42,8 +50,9 @@ public final class ActorRankMap {
         for (int r = 0; r < actors.size(); r++) {
             Integer prev = ranks.putIfAbsent(actors.get(r), r);
             if (prev != null) {
-                throw new ProtocolException(OpContext.of(group, -1, "mapActors"), "actor " + actors.get(r)
-                        + " is claimed by ranks " + prev + " and " + r);
+                OpContext ctx = OpContext.of(group, -1, "mapActors");
+                String detail = "actor " + actors.get(r) + " is claimed by ranks " + prev + " and " + r;
+                throw fromPeers ? new ProtocolException(ctx, detail) : ctx.invalidArgument(detail);
             }
         }
         return new ActorRankMap(group, actors, Collections.unmodifiableMap(ranks));
@@ -65,12 +74,12 @@ public final class ActorRankMap {
         for (int r = 0; r < worldSize; r++) {
             try {
                 actors.add(ActorId.fromAsciiBytes(gathered, r * ActorId.HEX_LENGTH));
-            } catch (ProtocolException e) {
+            } catch (IllegalArgumentException e) {
                 throw new ProtocolException(OpContext.of(group, -1, "mapActors"), "rank " + r + " sent a malformed actor id: "
-                        + e.detail(), e);
+                        + e.getMessage(), e);
             }
         }
-        return of(group, actors);
+        return build(group, actors, true);
     }
 
     /** The group the map describes. */
@@ -81,12 +90,12 @@ public final class ActorRankMap {
     /**
      * The rank of {@code actor}.
      *
-     * @throws ProtocolException naming the actor when it is not a member
+     * @throws IllegalArgumentException naming the actor when it is not a member
      */
     public int rankOf(ActorId actor) {
         Integer r = ranks.get(Objects.requireNonNull(actor, "actor"));
         if (r == null) {
-            throw new ProtocolException(OpContext.of(group, -1, "rankOf"), "actor " + actor.toHex()
+            throw OpContext.of(group, -1, "rankOf").invalidArgument("actor " + actor.toHex()
                     + " is not a member of " + group + " (members: " + actors + ")");
         }
         return r;
@@ -100,7 +109,7 @@ public final class ActorRankMap {
     /** The actor of {@code rank}. */
     public ActorId actorOf(int rank) {
         if (rank < 0 || rank >= actors.size()) {
-            throw new ProtocolException(OpContext.of(group, -1, "actorOf"), "rank " + rank + " not in [0, " + actors.size() + ")");
+            throw OpContext.of(group, -1, "actorOf").invalidArgument("rank " + rank + " not in [0, " + actors.size() + ")");
         }
         return actors.get(rank);
     }

@@ -40,7 +40,7 @@ public final class ActorRankMapper {
         Tensor mine = Tensor.ofBytes(self.toAsciiBytes());
         Tensor all = Tensor.allocate(mine.dtype(), (long) n * ActorId.HEX_LENGTH);
         if (staging == null) {
-            group.allGather(mine, all, 0);
+            group.allGather(all, mine, 0);
         } else {
             Tensor onDevice = staging.toDevice(mine);
             Tensor gathered = group.allGather(onDevice, 0);

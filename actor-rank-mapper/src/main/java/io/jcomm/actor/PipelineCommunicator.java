@@ -4,7 +4,6 @@ import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
 import io.jcomm.api.DType;
 import io.jcomm.api.OpContext;
-import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
@@ -26,7 +25,7 @@ import org.slf4j.LoggerFactory;
  *   <li>Ranks are PP group ranks; the rank Ray passes to {@link #initialize(int)} is ignored (the
  *       group already knows this process's rank).</li>
  *   <li>Actors map to ranks through an {@link ActorRankMap} gathered over the group
- *       ({@link ActorRankMapper}); an unknown actor is a {@link ProtocolException} naming it.</li>
+ *       ({@link ActorRankMapper}); an unknown actor is an {@link IllegalArgumentException} naming it.</li>
  *   <li>{@link #send} and {@link #recv} go to a peer rank through the group's device communicator
  *       (host tensors through its host path); after a receive the stream is synchronised and the
  *       closed flag checked.</li>
@@ -138,7 +137,7 @@ public final class PipelineCommunicator implements Communicator {
         Objects.requireNonNull(allocator, "allocator");
         Tensor t = allocator.allocate(shape, dtype);
         if (t == null || t.dtype() != dtype || !Arrays.equals(t.shape(), shape)) {
-            throw new ProtocolException(ctx("recv"), "the allocator returned " + t + " for " + dtype
+            throw ctx("recv").invalidArgument("the allocator returned " + t + " for " + dtype
                     + Arrays.toString(shape));
         }
         try {
@@ -175,21 +174,21 @@ public final class PipelineCommunicator implements Communicator {
     @Override
     public void allReduce(Tensor send, Tensor recv, ReduceOp op) {
         checkOpen("allReduce");
-        group.allReduce(send, recv, op);
+        group.allReduce(recv, send, op);
     }
 
     /** Gathers every rank's {@code send} into {@code recv} along dimension 0, in rank order. */
     @Override
     public void allGather(Tensor send, Tensor recv) {
         checkOpen("allGather");
-        group.allGather(send, recv, 0);
+        group.allGather(recv, send, 0);
     }
 
     /** Reduces {@code send} and gives rank r part r of the result (dimension 0) in {@code recv}. */
     @Override
     public void reduceScatter(Tensor send, Tensor recv, ReduceOp op) {
         checkOpen("reduceScatter");
-        group.reduceScatter(send, recv, op, 0);
+        group.reduceScatter(recv, send, op, 0);
     }
 
     @Override

@@ -1,12 +1,23 @@
 package io.jcomm.api;
 
 /**
- * Root of every error this SDK raises. Unchecked. The message starts with
+ * Root of every communication failure this SDK raises: the job's communication failed (a peer died
+ * or timed out, the network or a backend library failed, a peer sent malformed bytes, ranks
+ * disagreed on a collective, the group was closed or aborted). Unchecked. The message starts with
  * {@code [group=G rank=R op=O]} so that it names the group, the caller's rank and the operation.
  *
  * <p>Subclasses say what kind of failure it was: {@link CommTimeoutException},
  * {@link PeerFailureException}, {@link StoreException}, {@link BackendException},
  * {@link ProtocolException}, {@link CollectiveMismatchException}, {@link CommClosedException}.
+ *
+ * <p><b>Misuse is never a {@code CommException}.</b> A call whose own arguments are invalid (a null
+ * argument or timeout, a rank out of range, tensors of the wrong size, dtype, shape or device, the
+ * same tensor as input and output where they must differ, an object that cannot be encoded) throws
+ * {@link IllegalArgumentException}; a call that does not fit the state or configuration of the
+ * object it is made on throws {@link IllegalStateException}. Both are thrown on the calling rank
+ * alone, before anything is sent, name the group, rank and operation in their message the same way
+ * ({@link OpContext#invalidArgument}), and leave the group usable. So a handler that catches
+ * {@code CommException} to start a job-wide recovery never does so for a programming error.
  */
 public class CommException extends RuntimeException {
 

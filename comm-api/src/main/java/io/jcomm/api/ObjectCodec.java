@@ -4,8 +4,10 @@ package io.jcomm.api;
  * Turns registered objects into bytes and back, for object collectives and message queues.
  *
  * <p>Contract for implementations: only types registered with the codec are accepted on either
- * side; decoding bytes that name an unregistered type, that are malformed, or that decode to a type
- * other than the expected one throws {@link ProtocolException} and never instantiates anything else.
+ * side. Encoding a value of a type the codec cannot encode throws {@link IllegalArgumentException}
+ * (the caller's value, not a communication failure). Decoding bytes that name an unregistered type,
+ * that are malformed, or that decode to a type other than the expected one throws
+ * {@link ProtocolException} (the bytes came from a peer) and never instantiates anything else.
  * Java serialization ({@code ObjectInputStream}) is never used. Implementations are thread safe.
  */
 public interface ObjectCodec {
@@ -13,7 +15,7 @@ public interface ObjectCodec {
     /**
      * Encodes {@code value}.
      *
-     * @throws ProtocolException if the value's type is not registered
+     * @throws IllegalArgumentException if the value's type is not registered (or cannot be encoded)
      */
     byte[] encode(Object value);
 
@@ -22,6 +24,7 @@ public interface ObjectCodec {
      * {@code expected} (or {@code null}).
      *
      * @throws ProtocolException on malformed input, an unregistered type, or a type mismatch
+     * @throws IllegalArgumentException if {@code offset} and {@code length} do not lie within {@code bytes}
      */
     <T> T decode(byte[] bytes, int offset, int length, Class<T> expected);
 

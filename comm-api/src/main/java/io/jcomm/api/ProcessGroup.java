@@ -14,10 +14,22 @@ import java.util.List;
  * <ul>
  *   <li>{@code src}, {@code dst} and peer arguments are <em>group-local</em> ranks in
  *       {@code [0, size())}; {@link #globalRanks()} maps them to global ranks.</li>
+ *   <li>Every operation with a destination and a source tensor takes the <b>output first</b>:
+ *       {@code (output, input[, outputCounts, inputCounts])}, as torch.distributed does
+ *       ({@code all_gather_into_tensor(output, input)}, {@code reduce_scatter_tensor(output, input)},
+ *       {@code all_to_all_single(output, input, output_split_sizes, input_split_sizes)}) and vLLM's
+ *       {@code PyNcclCommunicator} ({@code all_gather(output_tensor, input_tensor)}).
+ *       {@link io.jcomm.api.device.DeviceCommunicator} and {@code GroupCoordinator} take the same
+ *       order: both arguments are {@link Tensor}s, so a swapped pair would compile, and one order
+ *       across jcomm keeps code moved from one layer to another right.</li>
  *   <li>Every member must call the same collectives in the same order with consistent arguments.
- *       Out-of-range ranks and buffers of the wrong size or dtype fail locally with
- *       {@link ProtocolException} before anything is sent; inconsistencies across ranks that a
- *       backend detects fail with {@link CollectiveMismatchException}.</li>
+ *       Invalid arguments of a call (null tensors or timeouts, out-of-range ranks, buffers of the
+ *       wrong size or dtype, the same tensor as input and output where they must differ, a value
+ *       the codec cannot encode) fail locally with {@link IllegalArgumentException}, naming the
+ *       group, rank and operation, before anything is sent; the group stays usable. They are
+ *       programming errors, never a {@link CommException}. Inconsistencies across ranks that a
+ *       backend detects fail with {@link CollectiveMismatchException}, and bytes from a peer that
+ *       do not decode with {@link ProtocolException}: those are communication failures.</li>
  *   <li>Every blocking call is bounded: the overloads without a timeout use
  *       {@link #defaultTimeout()}. A peer that dies yields {@link PeerFailureException} (or
  *       {@link CommTimeoutException}) on every survivor within the timeout; after such a failure
@@ -315,8 +327,8 @@ public interface ProcessGroup extends AutoCloseable {
      *
      * @param excludedRanks ranks of this group to leave out, in any order, without duplicates; not
      *                      this rank; may be empty (a new generation of the same members)
-     * @throws ProtocolException if an excluded rank is out of range, repeated or this rank (thrown
-     *                           before anything else: the group is left as it was)
+     * @throws IllegalArgumentException if an excluded rank is out of range, repeated or this rank
+     *                                  (thrown before anything else: the group is left as it was)
      * @throws UnsupportedByBackendException if the group cannot shrink (the default)
      */
     default ProcessGroup shrink(List<Integer> excludedRanks, Duration timeout) {

@@ -1,9 +1,14 @@
 package io.jcomm.api;
 
 /**
- * Bytes that crossed a process boundary were malformed, oversized, of an unexpected type, or the
- * arguments of a call were invalid (out-of-range rank, buffer too small). Raised before any memory
- * is allocated for the bad input.
+ * Bytes that came from a peer, the network or a shared store were malformed, oversized or of an
+ * unexpected type: a frame or message that does not decode, a length beyond its limit, a peer's
+ * descriptor or record that does not fit, a handshake that fails. Raised before any memory is
+ * allocated for the bad input. It is a communication failure like every {@link CommException}.
+ *
+ * <p>It never means that the caller's own arguments were invalid: those are
+ * {@link IllegalArgumentException}s (and calls that do not fit an object's state
+ * {@link IllegalStateException}s), thrown before anything is sent; see {@link CommException}.
  */
 public class ProtocolException extends CommException {
 

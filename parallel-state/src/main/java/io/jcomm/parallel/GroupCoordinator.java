@@ -46,6 +46,18 @@ import org.agrona.CloseHelper;
  * {@link #firstRank()}, {@link #lastRank()}, {@link #nextRank()} and {@link #prevRank()} return
  * <em>global</em> ranks, as vLLM's do; next and previous wrap around.
  *
+ * <h2>Argument order</h2>
+ * A method that fills a given tensor takes the <b>output first</b>:
+ * {@link #allReduce(Tensor, Tensor, ReduceOp) allReduce(output, input, op)},
+ * {@link #allGather(Tensor, Tensor, int) allGather(output, input, dim)},
+ * {@link #reduceScatter(Tensor, Tensor, ReduceOp, int) reduceScatter(output, input, op, dim)}: the
+ * order of {@link ProcessGroup}, {@link DeviceCommunicator}, torch.distributed
+ * ({@code all_gather_into_tensor(output, input)}) and vLLM's {@code PyNcclCommunicator}
+ * ({@code all_gather(output_tensor, input_tensor)}). Both arguments are tensors, so a swapped pair
+ * would compile; one order across jcomm keeps a call moved between layers right. The forms that
+ * return a new tensor take only the input ({@link #allGather(Tensor, int)},
+ * {@link #reduceScatter(Tensor, int)}, {@link #gather}, {@link #recv(long[], DType)}).
+ *
  * <h2>Routing</h2>
  * <ul>
  *   <li>Tensor collectives and point-to-point go by the tensor's device: host tensors through a
@@ -88,12 +100,18 @@ import org.agrona.CloseHelper;
  *
  * <h2>World size 1</h2>
  * Collectives return their input at once (no copy), barrier and object broadcast return at once;
- * point-to-point calls fail with {@link ProtocolException} (there is no peer).
+ * point-to-point calls fail with {@link IllegalArgumentException} (there is no peer).
  *
  * <h2>Threads and failures</h2>
  * A coordinator is driven by one application thread at a time, like a torch group. Every blocking
  * call is bounded by the job's timeout; failures are {@link CommException}s naming the group, this
- * rank and the operation. {@link #destroy()} may be called from any thread and is idempotent.
+ * rank and the operation. A call with invalid arguments (a rank out of range, a tensor on a device
+ * the group does not serve, shapes, dtypes or sizes that do not fit, a value the codec cannot encode)
+ * throws {@link IllegalArgumentException} on the calling rank before anything is sent, and leaves the
+ * group usable; a device tensor to allocate without a configured device allocator is an
+ * {@link IllegalStateException}. Both name the group, rank and operation too, and neither is a
+ * {@code CommException}: a recovery that catches those does not start for a programming error.
+ * {@link #destroy()} may be called from any thread and is idempotent.
  */
 public final class GroupCoordinator implements AutoCloseable {
 
@@ -335,7 +353,7 @@ public final class GroupCoordinator implements AutoCloseable {
         if (deviceComm != null && t.device().type().equals(deviceComm.device().type())) {
             return deviceComm;
         }
-        throw new ProtocolException(ctx(op), "tensor on " + t.device() + ", but group " + name
+        throw ctx(op).invalidArgument("tensor on " + t.device() + ", but group " + name
                 + " moves cpu and " + device + " tensors");
     }
 
@@ -363,17 +381,17 @@ public final class GroupCoordinator implements AutoCloseable {
 
     private void requireRank(String op, String role, int r) {
         if (r < 0 || r >= ranks.size()) {
-            throw new ProtocolException(ctx(op), role + " " + r + " not in [0, " + ranks.size() + ")");
+            throw ctx(op).invalidArgument(role + " " + r + " not in [0, " + ranks.size() + ")");
         }
     }
 
     private void requirePeer(String op, String role, int r) {
         if (ranks.size() == 1) {
-            throw new ProtocolException(ctx(op), "group " + name + " has one member: there is no peer to " + op + " with");
+            throw ctx(op).invalidArgument("group " + name + " has one member: there is no peer to " + op + " with");
         }
         requireRank(op, role, r);
         if (r == rankInGroup) {
-            throw new ProtocolException(ctx(op), role + " is this rank");
+            throw ctx(op).invalidArgument(role + " is this rank");
         }
     }
 
@@ -388,15 +406,16 @@ public final class GroupCoordinator implements AutoCloseable {
             return ReceivePool.shared().allocate(dtype, shape);
         }
         if (!deviceType.equals(device.type())) {
+            // only a peer's tensor-dict metadata names another device type (a receive names this rank's)
             throw new ProtocolException(ctx(op), "cannot place a " + deviceType + " tensor: this rank's device is " + device);
         }
         if (deviceAllocator == null) {
-            throw new ProtocolException(ctx(op), "no device allocator configured for " + device
+            throw ctx(op).invalidState("no device allocator configured for " + device
                     + " tensors (ParallelStateOptions.deviceAllocator)");
         }
         Tensor t = deviceAllocator.allocate(shape, dtype);
         if (!Arrays.equals(t.shape(), shape) || t.dtype() != dtype || !t.device().type().equals(deviceType)) {
-            throw new ProtocolException(ctx(op), "the device allocator returned " + t + " for " + dtype + Arrays.toString(shape));
+            throw ctx(op).invalidState("the device allocator returned " + t + " for " + dtype + Arrays.toString(shape));
         }
         return t;
     }
@@ -423,8 +442,8 @@ public final class GroupCoordinator implements AutoCloseable {
         return tensor;
     }
 
-    /** {@code output = reduce(input)}; {@code output} must match {@code input}. */
-    public void allReduce(Tensor input, Tensor output, ReduceOp op) {
+    /** {@code output = reduce(input)}; {@code output} must match {@code input} (output first, as everywhere). */
+    public void allReduce(Tensor output, Tensor input, ReduceOp op) {
         checkOpen("allReduce");
         if (ranks.size() == 1) {
             if (input != output) {
@@ -433,12 +452,12 @@ public final class GroupCoordinator implements AutoCloseable {
                     output.copyFrom(input);
                     return;
                 }
-                throw new ProtocolException(ctx("allReduce"), "out-of-place device copy in a group of one; use the in-place form");
+                throw ctx("allReduce").invalidArgument("out-of-place device copy in a group of one; use the in-place form");
             }
             return;
         }
         checked(input, "allReduce", CollectiveFingerprint.Op.ALL_REDUCE, op, -1, -1)
-                .allReduce(input, output, op, streamFor(input));
+                .allReduce(output, input, op, streamFor(input));
     }
 
     /**
@@ -454,12 +473,12 @@ public final class GroupCoordinator implements AutoCloseable {
         long[] shape = input.shape();
         shape[d] = Math.multiplyExact(shape[d], ranks.size());
         Tensor out = allocateLike("allGather", input, shape);
-        allGather(input, out, d);
+        allGather(out, input, d);
         return out;
     }
 
-    /** Gathers into {@code output} ({@code output.size(dim) == worldSize() * input.size(dim)}). */
-    public void allGather(Tensor input, Tensor output, int dim) {
+    /** Gathers {@code input} into {@code output} ({@code output.size(dim) == worldSize() * input.size(dim)}). */
+    public void allGather(Tensor output, Tensor input, int dim) {
         checkOpen("allGather");
         if (ranks.size() == 1) {
             if (input != output && input.isHost()) {
@@ -468,7 +487,7 @@ public final class GroupCoordinator implements AutoCloseable {
             return;
         }
         checked(input, "allGather", CollectiveFingerprint.Op.ALL_GATHER, null, dim < 0 ? dim + input.dim() : dim, -1)
-                .allGather(input, output, dim, streamFor(input));
+                .allGather(output, input, dim, streamFor(input));
     }
 
     /**
@@ -487,16 +506,20 @@ public final class GroupCoordinator implements AutoCloseable {
         int d = normalizeDim("reduceScatter", input, dim);
         long[] shape = input.shape();
         if (shape[d] % ranks.size() != 0) {
-            throw new ProtocolException(ctx("reduceScatter"), "dimension " + d + " of " + Arrays.toString(shape)
+            throw ctx("reduceScatter").invalidArgument("dimension " + d + " of " + Arrays.toString(shape)
                     + " is not divisible by the group size " + ranks.size());
         }
         shape[d] /= ranks.size();
         Tensor out = allocateLike("reduceScatter", input, shape);
-        reduceScatter(input, out, op, d);
+        reduceScatter(out, input, op, d);
         return out;
     }
 
-    public void reduceScatter(Tensor input, Tensor output, ReduceOp op, int dim) {
+    /**
+     * Reduces {@code input} across members and puts this rank's part of the result, split along
+     * {@code dim}, into {@code output} ({@code input.size(dim) == worldSize() * output.size(dim)}).
+     */
+    public void reduceScatter(Tensor output, Tensor input, ReduceOp op, int dim) {
         checkOpen("reduceScatter");
         if (ranks.size() == 1) {
             if (input != output && input.isHost()) {
@@ -506,7 +529,7 @@ public final class GroupCoordinator implements AutoCloseable {
         }
         checked(input, "reduceScatter", CollectiveFingerprint.Op.REDUCE_SCATTER, op,
                         dim < 0 ? dim + input.dim() : dim, -1)
-                .reduceScatter(input, output, op, dim, streamFor(input));
+                .reduceScatter(output, input, op, dim, streamFor(input));
     }
 
     // ------------------------------------------------------------------ mixture of experts
@@ -558,7 +581,7 @@ public final class GroupCoordinator implements AutoCloseable {
             out = allocateLike("gather", input, shape);
         }
         checked(input, "gather", CollectiveFingerprint.Op.GATHER, null, d, dst)
-                .gather(input, out, dst, d, streamFor(input));
+                .gather(out, input, dst, d, streamFor(input));
         return out;
     }
 
@@ -633,7 +656,7 @@ public final class GroupCoordinator implements AutoCloseable {
         try {
             return t.normalizeDim(dim);
         } catch (IllegalArgumentException e) {
-            throw new ProtocolException(ctx(op), e.getMessage());
+            throw ctx(op).invalidArgument(e.getMessage(), e);
         }
     }
 
@@ -675,6 +698,9 @@ public final class GroupCoordinator implements AutoCloseable {
     public <T> T broadcastObject(T value, int src, Class<T> type) {
         checkOpen("broadcastObject");
         requireRank("broadcastObject", "src", src);
+        if (rankInGroup == src) {
+            checkType(value, type); // on every route, before anything is sent
+        }
         if (ranks.size() == 1) {
             return value;
         }
@@ -682,7 +708,6 @@ public final class GroupCoordinator implements AutoCloseable {
         switch (route(q, src)) {
             case QUEUE:
                 if (rankInGroup == src) {
-                    checkType(value, type);
                     return traced(MESSAGE_QUEUE, "broadcastObject", () -> {
                         q.enqueueObject(value, timeout);
                         return value;
@@ -691,17 +716,14 @@ public final class GroupCoordinator implements AutoCloseable {
                 return traced(MESSAGE_QUEUE, "broadcastObject", () -> q.dequeueObject(type, timeout));
             case SWITCHING: {
                 // the broadcaster is still being made: over the CPU side, with the writer's word on switching
-                if (rankInGroup == src) {
-                    checkType(value, type);
-                }
-                byte[] got = beforeSwitch(rankInGroup == src ? codec.encode(value) : null, "broadcastObject");
+                byte[] got = beforeSwitch(rankInGroup == src ? encode(value, "broadcastObject") : null, "broadcastObject");
                 return rankInGroup == src ? value : codec.decode(got, 1, got.length - 1, type);
             }
             default: {
                 // CPU side: the node-local channel when the encoded value fits, else the CPU group (which
                 // encodes it itself: no bytes-in-bytes)
                 if (local != null) {
-                    byte[] bytes = rankInGroup == src ? codec.encode(value) : null;
+                    byte[] bytes = rankInGroup == src ? encode(value, "broadcastObject") : null;
                     byte[] got = traced(NODE_LOCAL, "broadcastObject", () -> local.broadcast(bytes, src,
                             Deadline.after(timeout)));
                     if (got != null) {
@@ -780,8 +802,26 @@ public final class GroupCoordinator implements AutoCloseable {
 
     private void checkType(Object value, Class<?> type) {
         if (value != null && !type.isInstance(value)) {
-            throw new ProtocolException(ctx("broadcastObject"), "value is a " + value.getClass().getName()
+            throw ctx("broadcastObject").invalidArgument("value is a " + value.getClass().getName()
                     + ", not a " + type.getName());
+        }
+    }
+
+    /** {@code value} encoded with the job's codec; a value it cannot encode is the caller's argument error. */
+    private byte[] encode(Object value, String op) {
+        try {
+            return codec.encode(value);
+        } catch (IllegalArgumentException e) {
+            throw ctx(op).invalidArgument(e.getMessage(), e);
+        }
+    }
+
+    /** The metadata of {@code dict}; a dict that cannot be described is the caller's argument error. */
+    private byte[] encodeDict(Map<String, ?> dict, String op) {
+        try {
+            return TensorDictCodec.encode(dict, codec);
+        } catch (IllegalArgumentException e) {
+            throw ctx(op).invalidArgument(e.getMessage(), e);
         }
     }
 
@@ -888,7 +928,7 @@ public final class GroupCoordinator implements AutoCloseable {
         }
         if (rankInGroup == src) {
             Objects.requireNonNull(dict, "dict");
-            byte[] meta = TensorDictCodec.encode(dict, codec);
+            byte[] meta = encodeDict(dict, "broadcastTensorDict");
             broadcastBytes(meta, src);
             if (fingerprint != null) {
                 fingerprint.checkTensorDictMetadata(src, meta, dict.size(),
@@ -979,7 +1019,7 @@ public final class GroupCoordinator implements AutoCloseable {
         Objects.requireNonNull(dict, "dict");
         int agSize = allGatherGroup == null ? 1 : allGatherGroup.worldSize();
         int agRank = allGatherGroup == null ? 0 : allGatherGroup.rankInGroup();
-        cpu.sendObject(TensorDictCodec.encode(dict, codec), dst, timeout);
+        cpu.sendObject(encodeDict(dict, op), dst, timeout);
         List<Work<?>> parts = new ArrayList<>();
         List<Tensor> sent = new ArrayList<>();
         for (Object v : dict.values()) {
@@ -1099,7 +1139,7 @@ public final class GroupCoordinator implements AutoCloseable {
                 device = true;
             }
             if (gathered) {
-                Runnable gather = () -> allGatherGroup.allGather(target, full.reshape(agSize, part), 0);
+                Runnable gather = () -> allGatherGroup.allGather(full.reshape(agSize, part), target, 0);
                 if (async) {
                     gathers.add(gather);
                 } else {

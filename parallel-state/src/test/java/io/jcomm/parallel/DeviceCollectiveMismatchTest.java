@@ -72,27 +72,27 @@ class DeviceCollectiveMismatchTest {
         @Override public Device device() { return device; }
 
         @Override
-        public void allReduce(Tensor input, Tensor output, ReduceOp op, StreamHandle stream) {
+        public void allReduce(Tensor output, Tensor input, ReduceOp op, StreamHandle stream) {
             calls.incrementAndGet();
-            cpu.allReduce(host(input), host(output), op, StreamHandle.HOST);
+            cpu.allReduce(host(output), host(input), op, StreamHandle.HOST);
         }
 
         @Override
-        public void allGather(Tensor input, Tensor output, int dim, StreamHandle stream) {
+        public void allGather(Tensor output, Tensor input, int dim, StreamHandle stream) {
             calls.incrementAndGet();
-            cpu.allGather(host(input), host(output), dim, StreamHandle.HOST);
+            cpu.allGather(host(output), host(input), dim, StreamHandle.HOST);
         }
 
         @Override
-        public void reduceScatter(Tensor input, Tensor output, ReduceOp op, int dim, StreamHandle stream) {
+        public void reduceScatter(Tensor output, Tensor input, ReduceOp op, int dim, StreamHandle stream) {
             calls.incrementAndGet();
-            cpu.reduceScatter(host(input), host(output), op, dim, StreamHandle.HOST);
+            cpu.reduceScatter(host(output), host(input), op, dim, StreamHandle.HOST);
         }
 
         @Override
-        public void gather(Tensor input, Tensor output, int dst, int dim, StreamHandle stream) {
+        public void gather(Tensor output, Tensor input, int dst, int dim, StreamHandle stream) {
             calls.incrementAndGet();
-            cpu.gather(host(input), output == null ? null : host(output), dst, dim, StreamHandle.HOST);
+            cpu.gather(output == null ? null : host(output), host(input), dst, dim, StreamHandle.HOST);
         }
 
         @Override

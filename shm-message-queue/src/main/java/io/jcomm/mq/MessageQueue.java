@@ -111,7 +111,7 @@ public final class MessageQueue implements AutoCloseable {
         String groupName = exchange.groupName();
         OpContext ctx = OpContext.of(groupName, rank, "createMessageQueue");
         if (writerRank < 0 || writerRank >= size) {
-            throw new io.jcomm.api.ProtocolException(ctx, "writer rank " + writerRank + " not in [0, " + size + ")");
+            throw ctx.invalidArgument("writer rank " + writerRank + " not in [0, " + size + ")");
         }
         Duration timeout = options.timeout();
         MessageQueueOptions opts = options;

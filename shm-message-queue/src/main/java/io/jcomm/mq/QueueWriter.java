@@ -37,7 +37,6 @@ import io.jcomm.api.Deadline;
 import io.jcomm.api.ObjectCodec;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.PeerFailureException;
-import io.jcomm.api.ProtocolException;
 import io.jcomm.api.internal.Entropy;
 import io.jcomm.api.internal.FailureLatch;
 import io.jcomm.api.internal.shm.ProcessIdentity;
@@ -348,7 +347,7 @@ public final class QueueWriter implements AutoCloseable {
     /**
      * Encodes {@code value} with the queue's codec (its type must be registered) and enqueues it.
      *
-     * @throws ProtocolException if the value cannot be encoded (nothing is sent; the queue stays usable)
+     * @throws IllegalArgumentException if the value cannot be encoded (nothing is sent; the queue stays usable)
      */
     public long enqueueObject(Object value, Deadline deadline) {
         if (codec == null) {
@@ -357,8 +356,10 @@ public final class QueueWriter implements AutoCloseable {
         byte[] bytes;
         try {
             bytes = codec.encode(value);
-        } catch (ProtocolException e) {
-            throw new ProtocolException(ctx("enqueueObject"), e.detail(), e);
+        } catch (IllegalArgumentException e) {
+            throw ctx("enqueueObject").invalidArgument(e.getMessage(), e);
+        } catch (CommException e) { // a codec that reports an unencodable value as a CommException
+            throw ctx("enqueueObject").invalidArgument(e.detail(), e);
         }
         wrapper.wrap(bytes);
         return send(wrapper, 0, bytes.length, deadline.nanoTime(), OBJECT);
@@ -374,11 +375,11 @@ public final class QueueWriter implements AutoCloseable {
             throw new CommClosedException(ctx("enqueue"), "queue is closed");
         }
         if (length < 0 || length > options.maxMessageBytes()) {
-            throw new ProtocolException(ctx("enqueue"), "message of " + length + " bytes exceeds maxMessageBytes "
+            throw ctx("enqueue").invalidArgument("message of " + length + " bytes exceeds maxMessageBytes "
                     + options.maxMessageBytes());
         }
         if (offset < 0 || offset > src.capacity() - length) {
-            throw new ProtocolException(ctx("enqueue"), "range [" + offset + ", +" + length + ") outside a buffer of "
+            throw ctx("enqueue").invalidArgument("range [" + offset + ", +" + length + ") outside a buffer of "
                     + src.capacity() + " bytes");
         }
         long now = System.nanoTime();

@@ -244,7 +244,8 @@ class MessageQueueThreadsTest {
     @Test
     void writerRankOutOfRangeIsRefused() {
         try (ProcessGroup g = group(new InMemoryStore(T), 0, 1)) {
-            CommException e = assertThrows(CommException.class, () -> MessageQueue.create(g, 1, MessageQueueOptions.defaults()));
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                    () -> MessageQueue.create(g, 1, MessageQueueOptions.defaults()));
             assertTrue(e.getMessage().contains("writer rank 1"), e.getMessage());
         }
     }

@@ -159,7 +159,7 @@ public final class MqWorker {
         try {
             w.enqueueObject(new Unregistered(1), T);
             throw new AssertionError("unregistered type was encoded");
-        } catch (ProtocolException e) {
+        } catch (IllegalArgumentException e) {
             log("WRITER REFUSED UNREGISTERED " + e.getMessage());
         }
         w.enqueueObject(new Tick(2, "two"), T);

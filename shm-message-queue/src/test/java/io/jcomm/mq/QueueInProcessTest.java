@@ -61,7 +61,7 @@ class QueueInProcessTest {
             }
             w.enqueueObject(new Tick(7, "seven"), T);
             w.enqueue(new byte[] {1, 2, 3}, T); // garbage for dequeueObject
-            assertThrows(ProtocolException.class, () -> w.enqueueObject(new Unregistered(1), T));
+            assertThrows(IllegalArgumentException.class, () -> w.enqueueObject(new Unregistered(1), T));
             long last = w.enqueueObject(new Tick(8, "eight"), T);
             w.awaitDelivered(last, T);
             w.close();

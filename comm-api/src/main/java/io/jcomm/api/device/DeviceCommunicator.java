@@ -17,12 +17,21 @@ import java.util.List;
  * <h2>Contract</h2>
  * <ul>
  *   <li>Ranks ({@code src}, {@code dst}, peers) are group-local.</li>
+ *   <li>Every operation with a destination and a source tensor takes the <b>output first</b>:
+ *       {@code (output, input[, outputCounts, inputCounts])}, the order of
+ *       {@link ProcessGroup} and of {@code GroupCoordinator}, of torch.distributed
+ *       ({@code all_gather_into_tensor(output, input)}, {@code all_to_all_single(output, input,
+ *       output_split_sizes, input_split_sizes)}) and of vLLM's {@code PyNcclCommunicator}
+ *       ({@code all_gather(output_tensor, input_tensor)}). Both arguments are {@link Tensor}s, so a
+ *       swapped pair would compile: one order across jcomm is what keeps it from happening.</li>
  *   <li>Every operation is enqueued on the caller's {@code stream} (device communicators never
  *       create hidden streams, so calls can be graph-captured) and may return before the data has
  *       moved; {@link #synchronize(StreamHandle)} waits for the stream. Host communicators complete
  *       before returning and ignore the stream.</li>
- *   <li>Tensors must live on {@link #device()}'s type; wrong device, dtype or size fails with
- *       {@link io.jcomm.api.ProtocolException} before anything is enqueued.</li>
+ *   <li>Tensors must live on {@link #device()}'s type; wrong device, dtype, shape or size, a null
+ *       argument or an out-of-range rank fails with {@link IllegalArgumentException} (naming the
+ *       group, rank and operation) before anything is enqueued, and leaves the communicator usable:
+ *       a programming error, never a {@link io.jcomm.api.CommException}.</li>
  *   <li>Backend errors raise {@link io.jcomm.api.BackendException} with the library's own error
  *       string; after an asynchronous error or a deadline the communicator is aborted and every
  *       later call fails fast. {@link #close()} never blocks beyond a bounded wait.</li>
@@ -53,8 +62,8 @@ public interface DeviceCommunicator extends AutoCloseable {
         return new UnsupportedByBackendException(OpContext.of(groupName(), rank(), operation), name(), operation);
     }
 
-    /** {@code output = reduce(input)} across ranks; {@code input == output} is in place. */
-    default void allReduce(Tensor input, Tensor output, ReduceOp op, StreamHandle stream) {
+    /** {@code output = reduce(input)} across ranks; {@code output == input} is in place. */
+    default void allReduce(Tensor output, Tensor input, ReduceOp op, StreamHandle stream) {
         throw unsupported("allReduce");
     }
 
@@ -62,7 +71,7 @@ public interface DeviceCommunicator extends AutoCloseable {
      * Gathers {@code input} from every rank and concatenates along {@code dim} (negative counts from
      * the end): {@code output.size(dim) == worldSize() * input.size(dim)}, other dims equal.
      */
-    default void allGather(Tensor input, Tensor output, int dim, StreamHandle stream) {
+    default void allGather(Tensor output, Tensor input, int dim, StreamHandle stream) {
         throw unsupported("allGather");
     }
 
@@ -70,7 +79,7 @@ public interface DeviceCommunicator extends AutoCloseable {
      * Reduces {@code input} across ranks and splits the result along {@code dim} into
      * {@code worldSize()} equal parts; rank r receives part r in {@code output}.
      */
-    default void reduceScatter(Tensor input, Tensor output, ReduceOp op, int dim, StreamHandle stream) {
+    default void reduceScatter(Tensor output, Tensor input, ReduceOp op, int dim, StreamHandle stream) {
         throw unsupported("reduceScatter");
     }
 
@@ -78,7 +87,7 @@ public interface DeviceCommunicator extends AutoCloseable {
      * Like {@link #allGather} but only {@code dst} receives the result ({@code output} may be
      * {@code null} elsewhere).
      */
-    default void gather(Tensor input, Tensor output, int dst, int dim, StreamHandle stream) {
+    default void gather(Tensor output, Tensor input, int dst, int dim, StreamHandle stream) {
         throw unsupported("gather");
     }
 
@@ -96,7 +105,7 @@ public interface DeviceCommunicator extends AutoCloseable {
      * <p>jcomm's {@code AbstractDeviceCommunicator} implements it (and {@link #allToAllV}) as one
      * {@link #batchP2P} call, so a provider with batched point-to-point gets it without overriding.
      */
-    default void allToAll(Tensor input, Tensor output, StreamHandle stream) {
+    default void allToAll(Tensor output, Tensor input, StreamHandle stream) {
         throw unsupported("allToAll");
     }
 
@@ -107,14 +116,14 @@ public interface DeviceCommunicator extends AutoCloseable {
      * {@code i} into {@code output} in rank order. Each array has one non-negative count per rank
      * ({@code worldSize()} entries); {@code input.numel()} and {@code output.numel()} equal their
      * sums; counts may be zero; same dtype and device, distinct tensors. Bad arguments fail with
-     * {@link io.jcomm.api.ProtocolException} before anything is enqueued.
+     * {@link IllegalArgumentException} before anything is enqueued.
      *
      * <p>Rank {@code i}'s {@code inputCounts[j]} must equal rank {@code j}'s {@code outputCounts[i]}.
      * Unlike the CPU group, a device backend generally cannot detect a disagreement: the result is
      * backend-defined, as in NCCL (wrong or partial data, a backend error, or the operation never
      * completes and the communicator's timeout aborts it).
      */
-    default void allToAllV(Tensor input, Tensor output, long[] inputCounts, long[] outputCounts, StreamHandle stream) {
+    default void allToAllV(Tensor output, Tensor input, long[] outputCounts, long[] inputCounts, StreamHandle stream) {
         throw unsupported("allToAllV");
     }
 
@@ -170,7 +179,7 @@ public interface DeviceCommunicator extends AutoCloseable {
      * @param survivors     the CPU group of the remaining ranks ({@code survivors.size()} is
      *                      {@code worldSize()} less the excluded ranks, and its rank is this rank's
      *                      new rank)
-     * @throws io.jcomm.api.ProtocolException if the ranks or {@code survivors} do not fit (before anything is done)
+     * @throws IllegalArgumentException      if the ranks or {@code survivors} do not fit (before anything is done)
      * @throws UnsupportedByBackendException  if the provider cannot shrink (the default)
      * @throws io.jcomm.api.CommTimeoutException when the survivors do not all take part in time
      */

@@ -1,6 +1,5 @@
 package io.jcomm.api.ray;
 
-import io.jcomm.api.ProtocolException;
 import java.nio.charset.StandardCharsets;
 
 /**
@@ -19,11 +18,12 @@ public record ActorId(long high, long low) {
     /**
      * Parses 32 hex characters (either case).
      *
-     * @throws ProtocolException for anything else
+     * @throws IllegalArgumentException for anything else (a reader of a peer's bytes reports them as
+     *                                  its own {@link io.jcomm.api.ProtocolException})
      */
     public static ActorId parse(String hex) {
         if (hex == null || hex.length() != HEX_LENGTH) {
-            throw new ProtocolException("actor id must be " + HEX_LENGTH + " hex characters, got "
+            throw new IllegalArgumentException("actor id must be " + HEX_LENGTH + " hex characters, got "
                     + (hex == null ? "null" : "'" + hex + "'"));
         }
         return new ActorId(parseHalf(hex, 0), parseHalf(hex, 16));
@@ -34,17 +34,21 @@ public record ActorId(long high, long low) {
         for (int i = from; i < from + 16; i++) {
             int d = Character.digit(hex.charAt(i), 16);
             if (d < 0) {
-                throw new ProtocolException("actor id has a non-hex character: '" + hex + "'");
+                throw new IllegalArgumentException("actor id has a non-hex character: '" + hex + "'");
             }
             v = (v << 4) | d;
         }
         return v;
     }
 
-    /** Decodes the 32 ASCII bytes at {@code offset}. */
+    /**
+     * Decodes the 32 ASCII bytes at {@code offset}.
+     *
+     * @throws IllegalArgumentException if there are not 32 bytes at {@code offset} or they are not hex
+     */
     public static ActorId fromAsciiBytes(byte[] bytes, int offset) {
         if (offset < 0 || bytes.length - offset < HEX_LENGTH) {
-            throw new ProtocolException("actor id needs " + HEX_LENGTH + " bytes at offset " + offset);
+            throw new IllegalArgumentException("actor id needs " + HEX_LENGTH + " bytes at offset " + offset);
         }
         return parse(new String(bytes, offset, HEX_LENGTH, StandardCharsets.US_ASCII));
     }

@@ -13,7 +13,7 @@ import java.util.UUID;
  * {@link ActorId}, ranks are positions in {@link #actorHandles()}.
  *
  * <p>Contract: {@link #initialize(int)} is called once before anything else; {@link #rankOf} of an
- * actor that is not a member fails with {@link io.jcomm.api.ProtocolException} naming the id; after
+ * actor that is not a member fails with {@link IllegalArgumentException} naming the id; after
  * {@link #destroy()} every call, including a {@link #recv} already waiting, fails with
  * {@link io.jcomm.api.CommClosedException}.
  */
@@ -45,10 +45,20 @@ public interface Communicator extends AutoCloseable {
     /** The stream sends run on. */
     StreamHandle sendStream();
 
+    /*
+     * The collectives below keep Ray's own order, (send, recv) = (input, output), because this
+     * interface mirrors Ray's Communicator call for call (an adapter passes Ray's arguments through).
+     * Every other jcomm API takes the output first (ProcessGroup, DeviceCommunicator,
+     * GroupCoordinator): an implementation that forwards to those swaps the pair.
+     */
+
+    /** Ray's {@code allreduce(send_buf, recv_buf, op)}: {@code recv = reduce(send)}, input first as in Ray. */
     void allReduce(Tensor send, Tensor recv, ReduceOp op);
 
+    /** Ray's {@code allgather(send_buf, recv_buf)}, input first as in Ray. */
     void allGather(Tensor send, Tensor recv);
 
+    /** Ray's {@code reducescatter(send_buf, recv_buf, op)}, input first as in Ray. */
     void reduceScatter(Tensor send, Tensor recv, ReduceOp op);
 
     /** Marks the communicator closed; pending and later calls fail. Idempotent. */

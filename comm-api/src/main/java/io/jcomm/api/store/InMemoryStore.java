@@ -50,7 +50,7 @@ public final class InMemoryStore implements Store {
 
     private static void checkKey(String key) {
         if (key == null || key.isEmpty()) {
-            throw new ProtocolException("store keys must be non-empty");
+            throw OpContext.NONE.invalidArgument("store keys must be non-empty");
         }
     }
 
@@ -251,7 +251,7 @@ public final class InMemoryStore implements Store {
     @Override
     public void multiSet(List<String> keys, List<byte[]> values) {
         if (keys.size() != values.size()) {
-            throw new ProtocolException("multiSet: " + keys.size() + " keys but " + values.size() + " values");
+            throw OpContext.of("store", -1, "multiSet").invalidArgument(keys.size() + " keys but " + values.size() + " values");
         }
         keys.forEach(InMemoryStore::checkKey);
         lock.lock();

@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
-import io.jcomm.api.ProtocolException;
 import java.nio.charset.StandardCharsets;
 import org.junit.jupiter.api.Test;
 
@@ -27,9 +26,9 @@ class ActorIdTest {
 
     @Test
     void rejectsMalformedIds() {
-        assertThrows(ProtocolException.class, () -> ActorId.parse("abc"));
-        assertThrows(ProtocolException.class, () -> ActorId.parse("g123456789abcdef0011223344556677"));
-        assertThrows(ProtocolException.class, () -> ActorId.fromAsciiBytes(new byte[40], 10));
+        assertThrows(IllegalArgumentException.class, () -> ActorId.parse("abc"));
+        assertThrows(IllegalArgumentException.class, () -> ActorId.parse("g123456789abcdef0011223344556677"));
+        assertThrows(IllegalArgumentException.class, () -> ActorId.fromAsciiBytes(new byte[40], 10));
     }
 
     @Test

@@ -137,14 +137,14 @@ public abstract class AbstractDeviceCommunicator implements DeviceCommunicator {
      * the batch runs; a failure of the batch itself names {@code batchP2P}.
      */
     @Override
-    public void allToAll(Tensor input, Tensor output, StreamHandle stream) {
+    public void allToAll(Tensor output, Tensor input, StreamHandle stream) {
         OpContext c = ctx(Op.ALL_TO_ALL);
         ensureOpen(c);
-        long[] counts = DeviceArgs.allToAll(c, input, output, worldSize, device);
+        long[] counts = DeviceArgs.allToAll(c, output, input, worldSize, device);
         if (!device.isCpu()) {
             DeviceArgs.requireStream(c, stream, device);
         }
-        batchAllToAll(c, allToAllOps(input, output, counts, counts), stream);
+        batchAllToAll(c, allToAllOps(output, input, counts, counts), stream);
     }
 
     /**
@@ -152,14 +152,14 @@ public abstract class AbstractDeviceCommunicator implements DeviceCommunicator {
      * {@link DeviceArgs#allToAllV}; see {@link #allToAll}.
      */
     @Override
-    public void allToAllV(Tensor input, Tensor output, long[] inputCounts, long[] outputCounts, StreamHandle stream) {
+    public void allToAllV(Tensor output, Tensor input, long[] outputCounts, long[] inputCounts, StreamHandle stream) {
         OpContext c = ctx(Op.ALL_TO_ALL_V);
         ensureOpen(c);
-        long[][] counts = DeviceArgs.allToAllV(c, input, output, inputCounts, outputCounts, rank, worldSize, device);
+        long[][] counts = DeviceArgs.allToAllV(c, output, input, outputCounts, inputCounts, rank, worldSize, device);
         if (!device.isCpu()) {
             DeviceArgs.requireStream(c, stream, device);
         }
-        batchAllToAll(c, allToAllOps(input, output, counts[0], counts[1]), stream);
+        batchAllToAll(c, allToAllOps(output, input, counts[0], counts[1]), stream);
     }
 
     /** Runs the batch; a provider without {@code batchP2P} refuses the all-to-all by its own name. */
@@ -180,7 +180,7 @@ public abstract class AbstractDeviceCommunicator implements DeviceCommunicator {
      * slice for {@code p} and a send of {@code input}'s slice for {@code p} ({@code inputCounts[p]}
      * elements), leaving out zero counts. The pair with this rank itself is a matched self pair.
      */
-    protected static List<P2POp> allToAllOps(Tensor input, Tensor output, long[] inputCounts, long[] outputCounts) {
+    protected static List<P2POp> allToAllOps(Tensor output, Tensor input, long[] outputCounts, long[] inputCounts) {
         List<P2POp> ops = new ArrayList<>(2 * inputCounts.length);
         long in = 0;
         long out = 0;

@@ -45,8 +45,8 @@ class UnsupportedDeviceOperationTest {
                 () -> c.broadcast(t, 0, StreamHandle.HOST)).unsupportedOperation());
         Tensor o = Tensor.ofFloats(0, 0);
         assertEquals("allToAll", assertThrows(UnsupportedByBackendException.class,
-                () -> c.allToAll(t, o, StreamHandle.HOST)).unsupportedOperation());
+                () -> c.allToAll(o, t, StreamHandle.HOST)).unsupportedOperation());
         assertEquals("allToAllV", assertThrows(UnsupportedByBackendException.class,
-                () -> c.allToAllV(t, o, new long[] {1, 1}, new long[] {1, 1}, StreamHandle.HOST)).unsupportedOperation());
+                () -> c.allToAllV(o, t, new long[] {1, 1}, new long[] {1, 1}, StreamHandle.HOST)).unsupportedOperation());
     }
 }

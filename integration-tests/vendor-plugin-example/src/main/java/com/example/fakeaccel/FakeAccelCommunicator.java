@@ -6,7 +6,6 @@ import io.jcomm.api.CommException;
 import io.jcomm.api.DType;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.ProcessGroup;
-import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
@@ -89,10 +88,10 @@ final class FakeAccelCommunicator extends AbstractDeviceCommunicator {
     }
 
     @Override
-    public void allReduce(Tensor input, Tensor output, ReduceOp op, StreamHandle stream) {
+    public void allReduce(Tensor output, Tensor input, ReduceOp op, StreamHandle stream) {
         OpContext c = ctx(Op.ALL_REDUCE);
         ensureOpen(c);
-        DeviceArgs.allReduce(c, input, output, op, device());
+        DeviceArgs.allReduce(c, output, input, op, device());
         DeviceArgs.requireStream(c, stream, device());
         if (input.numel() == 0) {
             return;
@@ -105,10 +104,10 @@ final class FakeAccelCommunicator extends AbstractDeviceCommunicator {
     }
 
     @Override
-    public void allGather(Tensor input, Tensor output, int dim, StreamHandle stream) {
+    public void allGather(Tensor output, Tensor input, int dim, StreamHandle stream) {
         OpContext c = ctx(Op.ALL_GATHER);
         ensureOpen(c);
-        DimLayout layout = DeviceArgs.concat(c, input, output, dim, worldSize(), device());
+        DimLayout layout = DeviceArgs.concat(c, output, input, dim, worldSize(), device());
         DeviceArgs.requireStream(c, stream, device());
         if (output.numel() == 0) {
             return;
@@ -130,10 +129,10 @@ final class FakeAccelCommunicator extends AbstractDeviceCommunicator {
     }
 
     @Override
-    public void reduceScatter(Tensor input, Tensor output, ReduceOp op, int dim, StreamHandle stream) {
+    public void reduceScatter(Tensor output, Tensor input, ReduceOp op, int dim, StreamHandle stream) {
         OpContext c = ctx(Op.REDUCE_SCATTER);
         ensureOpen(c);
-        DimLayout layout = DeviceArgs.split(c, input, output, op, dim, worldSize(), device());
+        DimLayout layout = DeviceArgs.split(c, output, input, op, dim, worldSize(), device());
         DeviceArgs.requireStream(c, stream, device());
         if (output.numel() == 0) {
             return;
@@ -151,7 +150,7 @@ final class FakeAccelCommunicator extends AbstractDeviceCommunicator {
     }
 
     @Override
-    public void gather(Tensor input, Tensor output, int dst, int dim, StreamHandle stream) {
+    public void gather(Tensor output, Tensor input, int dst, int dim, StreamHandle stream) {
         OpContext c = ctx(Op.GATHER);
         ensureOpen(c);
         DeviceArgs.requireRank(c, "dst", dst, worldSize());
@@ -165,7 +164,7 @@ final class FakeAccelCommunicator extends AbstractDeviceCommunicator {
             }
             return;
         }
-        DimLayout layout = DeviceArgs.concat(c, input, output, dim, worldSize(), device());
+        DimLayout layout = DeviceArgs.concat(c, output, input, dim, worldSize(), device());
         if (output.numel() == 0) {
             return;
         }
@@ -216,7 +215,7 @@ final class FakeAccelCommunicator extends AbstractDeviceCommunicator {
         DeviceArgs.requireRank(c, "peer", peer, worldSize());
         DeviceArgs.requireStream(c, stream, device());
         if (peer == rank()) {
-            throw new ProtocolException(c, "peer is this rank; use batchP2P for a send to self");
+            throw c.invalidArgument("peer is this rank; use batchP2P for a send to self");
         }
     }
 
@@ -272,11 +271,13 @@ final class FakeAccelCommunicator extends AbstractDeviceCommunicator {
         poison(new CommClosedException(ctx(Op.CLOSE), "closed"));
     }
 
+    /**
+     * Runs a staged call over the CPU group: a failure of the group (a {@link CommException}) poisons
+     * this communicator; an argument error ({@link IllegalArgumentException}) passes through.
+     */
     private void run(Runnable r) {
         try {
             r.run();
-        } catch (ProtocolException e) {
-            throw e;
         } catch (CommException e) {
             poison(e);
             throw e;

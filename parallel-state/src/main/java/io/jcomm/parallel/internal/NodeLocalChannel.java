@@ -238,7 +238,7 @@ public final class NodeLocalChannel implements AutoCloseable {
         OpContext c = ctx("broadcastObject");
         check(c);
         if (src < 0 || src >= size) {
-            throw new ProtocolException(c, "src " + src + " not in [0, " + size + ")");
+            throw c.invalidArgument("src " + src + " not in [0, " + size + ")");
         }
         long k = ++seq;
         long kind = KIND_BROADCAST | ((long) src << 8);

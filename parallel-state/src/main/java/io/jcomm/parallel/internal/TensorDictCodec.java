@@ -35,7 +35,9 @@ import java.util.regex.Pattern;
  *     value:  int length + that many codec bytes
  * </pre>
  * Decoding never trusts the bytes: every length is checked against what is left before anything
- * is allocated, and any violation is a {@link ProtocolException}.
+ * is allocated, and any violation is a {@link ProtocolException}. Encoding a dict that does not fit
+ * these limits (or holds a value the codec cannot encode) is an {@link IllegalArgumentException}: the
+ * caller's dict, nothing was sent.
  */
 public final class TensorDictCodec {
 
@@ -114,11 +116,15 @@ public final class TensorDictCodec {
         }
     }
 
-    /** The metadata of {@code dict}, in its iteration order; tensors are described, values encoded. */
+    /**
+     * The metadata of {@code dict}, in its iteration order; tensors are described, values encoded.
+     *
+     * @throws IllegalArgumentException if the dict exceeds a limit or holds a value the codec cannot encode
+     */
     public static byte[] encode(Map<String, ?> dict, ObjectCodec codec) {
         Objects.requireNonNull(dict, "dict");
         if (dict.size() > MAX_ENTRIES) {
-            throw new ProtocolException("tensor dict has " + dict.size() + " entries; at most " + MAX_ENTRIES);
+            throw new IllegalArgumentException("tensor dict has " + dict.size() + " entries; at most " + MAX_ENTRIES);
         }
         List<byte[]> parts = new ArrayList<>(dict.size() * 2);
         long total = 8;
@@ -126,7 +132,7 @@ public final class TensorDictCodec {
             String key = Objects.requireNonNull(e.getKey(), "null key in tensor dict");
             byte[] k = key.getBytes(StandardCharsets.UTF_8);
             if (k.length == 0 || k.length > MAX_KEY_BYTES) {
-                throw new ProtocolException("tensor dict key of " + k.length + " bytes; must be 1.." + MAX_KEY_BYTES);
+                throw new IllegalArgumentException("tensor dict key of " + k.length + " bytes; must be 1.." + MAX_KEY_BYTES);
             }
             Object v = e.getValue();
             ByteBuffer head;
@@ -136,7 +142,7 @@ public final class TensorDictCodec {
                 byte[] dev = t.device().type().getBytes(StandardCharsets.US_ASCII);
                 long[] shape = t.shape();
                 if (shape.length > MAX_DIMS) {
-                    throw new ProtocolException("tensor '" + key + "' has " + shape.length + " dimensions; at most " + MAX_DIMS);
+                    throw new IllegalArgumentException("tensor '" + key + "' has " + shape.length + " dimensions; at most " + MAX_DIMS);
                 }
                 head = buffer(2 + k.length + 1 + 1 + dev.length + 1 + 1 + 8 * shape.length);
                 head.putShort((short) k.length).put(k).put(KIND_TENSOR).put((byte) dev.length).put(dev)
@@ -160,7 +166,7 @@ public final class TensorDictCodec {
             }
         }
         if (total > Integer.MAX_VALUE - 64) {
-            throw new ProtocolException("tensor dict metadata of " + total + " bytes is too large");
+            throw new IllegalArgumentException("tensor dict metadata of " + total + " bytes is too large");
         }
         ByteBuffer out = buffer((int) total);
         out.putInt(MAGIC).putInt(dict.size());

@@ -34,7 +34,7 @@ import org.agrona.concurrent.IdleStrategy;
  * <p>The file is created {@code 0600}. Chronicle Map has no change notifications, so waits poll
  * with a spin-yield-park idle strategy (default: park 50 µs doubling up to 5 ms) and are bounded by
  * their timeout. The map is sized when the file is created ({@link Options}); a value larger than
- * {@link Options#maxValueBytes()} is refused with {@link ProtocolException} before it is written.
+ * {@link Options#maxValueBytes()} is refused with {@link IllegalArgumentException} before it is written.
  *
  * <p>Cost: the first map a JVM opens costs about 3 s (Chronicle generates and compiles code at
  * run time); later opens are fast. The message queue does not use this store on its creation path;
@@ -112,23 +112,34 @@ public final class ChronicleMapStore implements Store {
 
     private static void checkKey(String key) {
         if (key == null || key.isEmpty()) {
-            throw new ProtocolException("store keys must be non-empty");
+            throw OpContext.NONE.invalidArgument("store keys must be non-empty");
         }
     }
 
     private void checkValue(String op, byte[] value) {
         Objects.requireNonNull(value, "value");
         if (value.length > options.maxValueBytes) {
-            throw new ProtocolException(ctx(op), "value of " + value.length + " bytes exceeds the store's maxValueBytes "
+            throw ctx(op).invalidArgument("value of " + value.length + " bytes exceeds the store's maxValueBytes "
                     + options.maxValueBytes);
         }
     }
 
     /** Runs a map operation, turning Chronicle's failures (map full, entry too large) into StoreException. */
+    /** A bad argument found inside a map operation: {@link #guarded} passes it on as it is. */
+    private static final class ArgumentRefused extends IllegalArgumentException {
+        private static final long serialVersionUID = 1L;
+
+        ArgumentRefused(OpContext ctx, String detail) {
+            super(ctx.invalidArgument(detail).getMessage());
+        }
+    }
+
     private <T> T guarded(String op, java.util.function.Supplier<T> action) {
         checkOpen(op);
         try {
             return action.get();
+        } catch (ArgumentRefused e) {
+            throw e;
         } catch (IllegalArgumentException | IllegalStateException e) {
             throw new StoreException(ctx(op), "Chronicle Map store " + file + " refused the operation: " + e.getMessage(), e);
         }
@@ -274,7 +285,7 @@ public final class ChronicleMapStore implements Store {
     @Override
     public void multiSet(List<String> keys, List<byte[]> values) {
         if (keys.size() != values.size()) {
-            throw new ProtocolException(ctx("multiSet"), keys.size() + " keys but " + values.size() + " values");
+            throw ctx("multiSet").invalidArgument(keys.size() + " keys but " + values.size() + " values");
         }
         for (int i = 0; i < keys.size(); i++) {
             set(keys.get(i), values.get(i));
@@ -288,7 +299,7 @@ public final class ChronicleMapStore implements Store {
         guarded("append", () -> map.compute(key, (k, cur) -> {
             int curLen = cur == null ? 0 : cur.length;
             if ((long) curLen + value.length > options.maxValueBytes) {
-                throw new ProtocolException(ctx("append"), "appending " + value.length + " bytes to '" + key
+                throw new ArgumentRefused(ctx("append"), "appending " + value.length + " bytes to '" + key
                         + "' would exceed maxValueBytes " + options.maxValueBytes);
             }
             byte[] n = new byte[curLen + value.length];

@@ -84,9 +84,9 @@ class ChronicleMapStoreTest {
                 CommTimeoutException te = assertThrows(CommTimeoutException.class,
                         () -> a.wait(List.of("k2", "never"), Duration.ofMillis(100)));
                 assertTrue(te.getMessage().contains("[never]"), te.getMessage());
-                assertThrows(ProtocolException.class, () -> a.set("big", new byte[o.maxValueBytes() + 1]));
+                assertThrows(IllegalArgumentException.class, () -> a.set("big", new byte[o.maxValueBytes() + 1]));
                 assertThrows(ProtocolException.class, () -> a.add("log", 1));
-                assertThrows(ProtocolException.class, () -> a.set("", b("x")));
+                assertThrows(IllegalArgumentException.class, () -> a.set("", b("x")));
                 a.set("bigOk", new byte[o.maxValueBytes()]);
                 assertEquals(o.maxValueBytes(), other.get("bigOk").length);
             }

@@ -100,13 +100,13 @@ final class CoordinatorTarget implements BenchWorker.Target {
                 long count = BenchWorker.count(size, t, n, true);
                 Tensor out = Tensor.allocate(t, count);
                 Tensor in = Tensor.allocate(t, count / n);
-                return count == 0 ? null : () -> c.allGather(in, out, 0);
+                return count == 0 ? null : () -> c.allGather(out, in, 0);
             }
             case REDUCESCATTER: {
                 long count = BenchWorker.count(size, t, n, true);
                 Tensor in = Tensor.allocate(t, count);
                 Tensor out = Tensor.allocate(t, count / n);
-                return count == 0 ? null : () -> c.reduceScatter(in, out, ReduceOp.SUM, 0);
+                return count == 0 ? null : () -> c.reduceScatter(out, in, ReduceOp.SUM, 0);
             }
             case GATHER: {
                 // the coordinator's gather allocates the result on the destination, as vLLM's does

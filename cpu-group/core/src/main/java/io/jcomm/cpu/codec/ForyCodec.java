@@ -25,7 +25,8 @@ import org.apache.fory.memory.MemoryBuffer;
  *
  * <p>Decoding is hardened: unknown classes are rejected rather than materialised, nesting depth and
  * graph memory are bounded, and the decoded value must be an instance of the expected type; every
- * failure is a {@link ProtocolException}. Thread safe.
+ * failure is a {@link ProtocolException}. A value that cannot be encoded (a type not registered) is
+ * an {@link IllegalArgumentException}: the caller's value, not bytes from a peer. Thread safe.
  *
  * <p>Fory itself is made at the first {@link #encode} or {@link #decode} that needs it, not by
  * {@link Builder#build()}: making it loads about a thousand classes (0.6 s of a cold JVM's CPU, compilers
@@ -155,15 +156,16 @@ public final class ForyCodec implements ObjectCodec {
             f.serialize(out, value);
             return out.getBytes(0, out.writerIndex());
         } catch (RuntimeException e) {
-            throw new ProtocolException("cannot encode " + (value == null ? "null" : value.getClass().getName())
-                    + " (is the type registered with the codec?): " + e.getMessage());
+            throw new IllegalArgumentException("cannot encode " + (value == null ? "null" : value.getClass().getName())
+                    + " (is the type registered with the codec?): " + e.getMessage(), e);
         }
     }
 
     @Override
     public <T> T decode(byte[] bytes, int offset, int length, Class<T> expected) {
         if (offset < 0 || length < 0 || offset > bytes.length - length) {
-            throw new ProtocolException("decode range [" + offset + ", +" + length + ") outside " + bytes.length + " bytes");
+            throw new IllegalArgumentException("decode range [" + offset + ", +" + length + ") outside " + bytes.length
+                    + " bytes");
         }
         if (length == 0) {
             throw new ProtocolException("cannot decode an empty payload");

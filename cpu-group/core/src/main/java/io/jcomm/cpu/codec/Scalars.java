@@ -190,7 +190,7 @@ final class Scalars {
 
     private static ByteBuffer buffer(byte form, long payload) {
         if (payload > Integer.MAX_VALUE - 1) {
-            throw new ProtocolException("value of " + payload + " bytes is too large to encode");
+            throw new IllegalArgumentException("value of " + payload + " bytes is too large to encode");
         }
         return ByteBuffer.allocate(1 + (int) payload).order(ByteOrder.LITTLE_ENDIAN).put(form);
     }

@@ -2,7 +2,6 @@ package io.jcomm.cpu.internal;
 
 import io.jcomm.api.config.Settings;
 import io.jcomm.api.BackendException;
-import io.jcomm.api.CollectiveMismatchException;
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
 import io.jcomm.api.CommTimeoutException;
@@ -47,8 +46,9 @@ import java.util.function.ToLongFunction;
  * It does what is the same for every backend:
  *
  * <ul>
- *   <li>argument validation: host tensors, dtypes, sizes and ranks are checked before anything is
- *       sent, and fail with {@link ProtocolException} without affecting the group;</li>
+ *   <li>argument validation: host tensors, dtypes, sizes, ranks and timeouts are checked before
+ *       anything is sent, and fail with {@link IllegalArgumentException} (naming the group, rank and
+ *       operation) without affecting the group; so does a value the codec cannot encode;</li>
  *   <li>world size 1: every collective completes locally, no backend exists;</li>
  *   <li>object collectives: encode with the codec, exchange byte payloads through the backend
  *       (bounded by {@code object.maxBytes}), decode and type-check;</li>
@@ -233,55 +233,57 @@ public final class DefaultProcessGroup implements ProcessGroup {
 
     private Deadline deadline(Duration t, OpContext ctx) {
         if (t == null || t.isNegative()) {
-            throw new ProtocolException(ctx, "timeout must be non-null and non-negative, got " + t);
+            throw ctx.invalidArgument("timeout must be non-null and non-negative, got " + t);
         }
         return Deadline.after(t);
     }
 
     private void checkHost(Tensor t, String what, OpContext ctx) {
         if (t == null) {
-            throw new ProtocolException(ctx, what + " must not be null");
+            throw ctx.invalidArgument(what + " must not be null");
         }
         if (!t.isHost()) {
-            throw new ProtocolException(ctx, what + " must be a host (cpu) tensor, got " + t);
+            throw ctx.invalidArgument(what + " must be a host (cpu) tensor, got " + t);
         }
     }
 
     private void checkRank(int r, String what, OpContext ctx) {
         if (r < 0 || r >= size) {
-            throw new ProtocolException(ctx, what + " " + r + " out of range [0, " + size + ")");
+            throw ctx.invalidArgument(what + " " + r + " out of range [0, " + size + ")");
         }
     }
 
     private void checkPeer(int r, String what, OpContext ctx) {
         checkRank(r, what, ctx);
         if (r == rank) {
-            throw new ProtocolException(ctx, what + " " + r + " is this rank; point-to-point needs another rank");
+            throw ctx.invalidArgument(what + " " + r + " is this rank; point-to-point needs another rank");
         }
     }
 
     private static void checkTag(int tag, OpContext ctx) {
         if (tag < 0) {
-            throw new ProtocolException(ctx, "tag must be >= 0 (negative tags are reserved), got " + tag);
+            throw ctx.invalidArgument("tag must be >= 0 (negative tags are reserved), got " + tag);
         }
     }
 
     private static void checkSameType(Tensor a, Tensor b, OpContext ctx) {
         if (a.dtype() != b.dtype()) {
-            throw new ProtocolException(ctx, "dtype mismatch: output is " + a.dtype() + ", input is " + b.dtype());
+            throw ctx.invalidArgument("dtype mismatch: output is " + a.dtype() + ", input is " + b.dtype());
         }
     }
 
     private static void checkNumel(Tensor t, long expected, String what, OpContext ctx) {
         if (t.numel() != expected) {
-            throw new ProtocolException(ctx, what + " has " + t.numel() + " elements, expected " + expected);
+            throw ctx.invalidArgument(what + " has " + t.numel() + " elements, expected " + expected);
         }
     }
 
     private static void checkReducible(DType t, ReduceOp op, OpContext ctx) {
-        Objects.requireNonNull(op, "op");
+        if (op == null) {
+            throw ctx.invalidArgument("reduce op is null");
+        }
         if (!Reductions.supports(t, op)) {
-            throw new ProtocolException(ctx, op + " is not defined for " + t);
+            throw ctx.invalidArgument(op + " is not defined for " + t);
         }
     }
 
@@ -289,7 +291,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
         try {
             return Math.multiplyExact(n, (long) size);
         } catch (ArithmeticException e) {
-            throw new ProtocolException(ctx, "element count overflows: " + n + " x " + size);
+            throw ctx.invalidArgument("element count overflows: " + n + " x " + size);
         }
     }
 
@@ -659,7 +661,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
         checkSameType(output, input, ctx);
         checkDistinct(output, input, ctx);
         if (input.numel() % size != 0) {
-            throw new ProtocolException(ctx, "input has " + input.numel() + " elements, not a multiple of the group size "
+            throw ctx.invalidArgument("input has " + input.numel() + " elements, not a multiple of the group size "
                     + size);
         }
         checkNumel(output, input.numel(), "output", ctx);
@@ -667,7 +669,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
 
     private void checkDistinct(Tensor output, Tensor input, OpContext ctx) {
         if (output == input) {
-            throw new ProtocolException(ctx, "output and input must be different tensors");
+            throw ctx.invalidArgument("output and input must be different tensors");
         }
     }
 
@@ -702,18 +704,18 @@ public final class DefaultProcessGroup implements ProcessGroup {
      */
     private long[] checkCounts(long[] counts, String what, Tensor t, OpContext ctx) {
         if (counts == null || counts.length != size) {
-            throw new ProtocolException(ctx, what + " must have one entry per rank (" + size + "), got "
+            throw ctx.invalidArgument(what + " must have one entry per rank (" + size + "), got "
                     + (counts == null ? "null" : counts.length));
         }
         long[] c = counts.clone();
         long total = 0;
         for (int r = 0; r < size; r++) {
             if (c[r] < 0) {
-                throw new ProtocolException(ctx, what + "[" + r + "] is negative: " + c[r]);
+                throw ctx.invalidArgument(what + "[" + r + "] is negative: " + c[r]);
             }
             total += c[r];
             if (total < 0) {
-                throw new ProtocolException(ctx, what + " overflow");
+                throw ctx.invalidArgument(what + " overflow");
             }
         }
         checkNumel(t, total, what.startsWith("input") ? "input" : "output", ctx);
@@ -758,10 +760,13 @@ public final class DefaultProcessGroup implements ProcessGroup {
             checkCounts(inputCounts, "inputCounts", input, ctx)};
     }
 
-    /** A group of one sends to itself: what it sends must be what it expects. */
+    /**
+     * A group of one sends to itself: what it sends must be what it expects (the caller's own counts
+     * disagree, there is no other rank: an argument error).
+     */
     private static void checkSelfCounts(long[][] c, OpContext ctx) {
         if (c[0][0] != c[1][0]) {
-            throw new CollectiveMismatchException(ctx, "rank 0 sends " + c[1][0] + " elements to itself but expects "
+            throw ctx.invalidArgument("rank 0 sends " + c[1][0] + " elements to itself but expects "
                     + c[0][0]);
         }
     }
@@ -859,7 +864,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
     public Work<Void> batchIsendIrecv(List<P2POp> ops, int tag, Duration timeout) {
         OpContext ctx = ctx("batchIsendIrecv");
         if (ops == null) {
-            throw new ProtocolException(ctx, "ops is null");
+            throw ctx.invalidArgument("ops is null");
         }
         List<P2POp> batch = List.copyOf(ops);
         for (P2POp op : batch) {
@@ -895,10 +900,12 @@ public final class DefaultProcessGroup implements ProcessGroup {
     private byte[] encode(Object value, OpContext ctx) {
         try {
             return codec.encode(value);
-        } catch (CommException e) {
-            throw Errors.sameType(e, ctx, e.detail(), e);
+        } catch (IllegalArgumentException e) {
+            throw ctx.invalidArgument(e.getMessage(), e);
+        } catch (CommException e) { // a codec that reports an unencodable value as a CommException
+            throw ctx.invalidArgument(e.detail(), e);
         } catch (RuntimeException e) {
-            throw new ProtocolException(ctx, "cannot encode " + value.getClass().getName() + ": " + e, e);
+            throw ctx.invalidArgument("cannot encode " + value.getClass().getName() + ": " + e, e);
         }
     }
 
@@ -915,7 +922,7 @@ public final class DefaultProcessGroup implements ProcessGroup {
     private static <T> void checkType(Object value, Class<T> type, OpContext ctx) {
         Objects.requireNonNull(type, "type");
         if (value != null && !type.isInstance(value)) {
-            throw new ProtocolException(ctx, "value of type " + value.getClass().getName() + " is not a " + type.getName());
+            throw ctx.invalidArgument("value of type " + value.getClass().getName() + " is not a " + type.getName());
         }
     }
 

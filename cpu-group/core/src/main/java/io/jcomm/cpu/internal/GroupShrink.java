@@ -53,27 +53,27 @@ public final class GroupShrink {
      * The excluded ranks of a call, checked against a group of {@code size} in which this process is
      * {@code rank}: sorted, distinct, in range, not this rank.
      *
-     * @throws ProtocolException otherwise
+     * @throws IllegalArgumentException otherwise (naming the group, rank and operation)
      */
     public static int[] checkExcluded(List<Integer> excludedRanks, int rank, int size, OpContext ctx) {
         if (excludedRanks == null) {
-            throw new ProtocolException(ctx, "excludedRanks must not be null");
+            throw ctx.invalidArgument("excludedRanks must not be null");
         }
         int[] out = new int[excludedRanks.size()];
         for (int i = 0; i < out.length; i++) {
             Integer r = excludedRanks.get(i);
             if (r == null || r < 0 || r >= size) {
-                throw new ProtocolException(ctx, "excluded rank " + r + " out of range [0, " + size + ")");
+                throw ctx.invalidArgument("excluded rank " + r + " out of range [0, " + size + ")");
             }
             if (r == rank) {
-                throw new ProtocolException(ctx, "excluded rank " + r + " is this rank: a rank that leaves does not call shrink");
+                throw ctx.invalidArgument("excluded rank " + r + " is this rank: a rank that leaves does not call shrink");
             }
             out[i] = r;
         }
         Arrays.sort(out);
         for (int i = 1; i < out.length; i++) {
             if (out[i] == out[i - 1]) {
-                throw new ProtocolException(ctx, "excluded rank " + out[i] + " given twice");
+                throw ctx.invalidArgument("excluded rank " + out[i] + " given twice");
             }
         }
         return out;

@@ -20,6 +20,9 @@ import io.jcomm.api.UnsupportedByBackendException;
  *   <li>ranks in range, {@code size() > 1},</li>
  *   <li>calls from one thread at a time, in the same order on every rank.</li>
  * </ul>
+ * A backend that checks its arguments anyway (when driven directly) rejects bad ones with
+ * {@link IllegalArgumentException} before anything is sent, never with a {@code CommException}: a
+ * bad argument is a programming error, not a communication failure.
  *
  * <p>A backend must honour the deadline of every call, and turn every failure into a typed
  * {@link io.jcomm.api.CommException} naming the group, rank and operation:

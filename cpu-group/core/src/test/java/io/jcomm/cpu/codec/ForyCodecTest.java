@@ -87,7 +87,7 @@ class ForyCodecTest {
         } finally {
             pool.shutdownNow();
         }
-        assertThrows(ProtocolException.class, () -> c.encode(new NotRegistered()), "registration is still required");
+        assertThrows(IllegalArgumentException.class, () -> c.encode(new NotRegistered()), "registration is still required");
     }
 
     @Test
@@ -102,7 +102,7 @@ class ForyCodecTest {
     @Test
     void unregisteredTypesAreRejectedBothWays() {
         ForyCodec c = ForyCodec.builder().register(Meta.class).build();
-        assertThrows(ProtocolException.class, () -> c.encode(new NotRegistered()));
+        assertThrows(IllegalArgumentException.class, () -> c.encode(new NotRegistered()));
         ForyCodec sender = ForyCodec.builder().register(Meta.class, NotRegistered.class).build();
         byte[] bytes = sender.encode(new NotRegistered());
         ProtocolException e = assertThrows(ProtocolException.class, () -> c.decode(bytes, Object.class));
@@ -130,7 +130,7 @@ class ForyCodecTest {
             }
         }
         assertThrows(ProtocolException.class, () -> c.decode(new byte[0], Object.class));
-        assertThrows(ProtocolException.class, () -> c.decode(new byte[4], 2, 5, Object.class));
+        assertThrows(IllegalArgumentException.class, () -> c.decode(new byte[4], 2, 5, Object.class));
         assertThrows(ProtocolException.class, () -> c.decode(new byte[] {Scalars.FORY}, Object.class));
     }
 

@@ -173,6 +173,7 @@ public final class GlooBackend implements CpuBackend {
      * same store prefix). Bounded by {@code context.timeout()}.
      *
      * @throws BackendException          if gloo is unavailable or an option is malformed
+     * @throws IllegalArgumentException  if the group has fewer than 2 ranks
      * @throws CommTimeoutException      if the peers did not all show up in time
      * @throws PeerFailureException      if a connection failed
      */
@@ -183,7 +184,7 @@ public final class GlooBackend implements CpuBackend {
             throw new BackendException(op, "gloo backend unavailable: " + a.reason());
         }
         if (context.size() < 2) {
-            throw new ProtocolException(op, "the gloo backend needs at least 2 ranks, got " + context.size());
+            throw op.invalidArgument("the gloo backend needs at least 2 ranks, got " + context.size());
         }
         GlooOptions options;
         try {
@@ -333,7 +334,7 @@ public final class GlooBackend implements CpuBackend {
         host(input, op);
         sameDType(output, input, op);
         if (output.numel() != input.numel() * size) {
-            throw new ProtocolException(ctx(op), "output has " + output.numel() + " elements, expected size "
+            throw ctx(op).invalidArgument("output has " + output.numel() + " elements, expected size "
                     + size + " x input " + input.numel());
         }
         int tag = takeTag();
@@ -353,7 +354,7 @@ public final class GlooBackend implements CpuBackend {
         sameDType(output, input, op);
         long[] bytes = byteCounts(counts, output, "output", op);
         if (input.numel() != counts[rank]) {
-            throw new ProtocolException(ctx(op), "input has " + input.numel() + " elements, counts[" + rank + "] = "
+            throw ctx(op).invalidArgument("input has " + input.numel() + " elements, counts[" + rank + "] = "
                     + counts[rank]);
         }
         int tag = takeTag();
@@ -372,7 +373,7 @@ public final class GlooBackend implements CpuBackend {
         host(input, op);
         sameDType(output, input, op);
         if (input.numel() % size != 0 || output.numel() != input.numel()) {
-            throw new ProtocolException(ctx(op), "input has " + input.numel() + " elements and output "
+            throw ctx(op).invalidArgument("input has " + input.numel() + " elements and output "
                     + output.numel() + ": need equal sizes, a multiple of " + size);
         }
         int tag = takeTag();
@@ -404,7 +405,7 @@ public final class GlooBackend implements CpuBackend {
     /** One non-negative count per rank summing to {@code t}'s elements, as bytes. */
     private long[] byteCounts(long[] counts, Tensor t, String what, String op) {
         if (counts == null || counts.length != size) {
-            throw new ProtocolException(ctx(op), "need " + size + " " + what + " counts, got "
+            throw ctx(op).invalidArgument("need " + size + " " + what + " counts, got "
                     + (counts == null ? "none" : Integer.toString(counts.length)));
         }
         long[] bytes = new long[size];
@@ -412,17 +413,17 @@ public final class GlooBackend implements CpuBackend {
         int es = t.dtype().byteSize();
         for (int r = 0; r < size; r++) {
             if (counts[r] < 0) {
-                throw new ProtocolException(ctx(op), "negative " + what + " count " + counts[r] + " for rank " + r);
+                throw ctx(op).invalidArgument("negative " + what + " count " + counts[r] + " for rank " + r);
             }
             try {
                 total = Math.addExact(total, counts[r]);
                 bytes[r] = Math.multiplyExact(counts[r], (long) es);
             } catch (ArithmeticException e) {
-                throw new ProtocolException(ctx(op), what + " counts overflow");
+                throw ctx(op).invalidArgument(what + " counts overflow");
             }
         }
         if (t.numel() != total) {
-            throw new ProtocolException(ctx(op), what + " has " + t.numel() + " elements, its counts sum to " + total);
+            throw ctx(op).invalidArgument(what + " has " + t.numel() + " elements, its counts sum to " + total);
         }
         return bytes;
     }
@@ -434,12 +435,12 @@ public final class GlooBackend implements CpuBackend {
         rankArg(dst, "dst", op);
         if (rank == dst) {
             if (output == null) {
-                throw new ProtocolException(ctx(op), "the destination rank needs an output tensor");
+                throw ctx(op).invalidArgument("the destination rank needs an output tensor");
             }
             host(output, op);
             sameDType(output, input, op);
             if (output.numel() != input.numel() * size) {
-                throw new ProtocolException(ctx(op), "output has " + output.numel() + " elements, expected size "
+                throw ctx(op).invalidArgument("output has " + output.numel() + " elements, expected size "
                         + size + " x input " + input.numel());
             }
         }
@@ -459,12 +460,12 @@ public final class GlooBackend implements CpuBackend {
         rankArg(src, "src", op);
         if (rank == src) {
             if (input == null) {
-                throw new ProtocolException(ctx(op), "the source rank needs an input tensor");
+                throw ctx(op).invalidArgument("the source rank needs an input tensor");
             }
             host(input, op);
             sameDType(output, input, op);
             if (input.numel() != output.numel() * size) {
-                throw new ProtocolException(ctx(op), "input has " + input.numel() + " elements, expected size "
+                throw ctx(op).invalidArgument("input has " + input.numel() + " elements, expected size "
                         + size + " x output " + output.numel());
             }
         }
@@ -485,7 +486,7 @@ public final class GlooBackend implements CpuBackend {
         sameDType(output, input, op);
         reduction(input.dtype(), reduceOp, op);
         if (input.numel() != output.numel() * size) {
-            throw new ProtocolException(ctx(op), "input has " + input.numel() + " elements, expected size "
+            throw ctx(op).invalidArgument("input has " + input.numel() + " elements, expected size "
                     + size + " x output " + output.numel());
         }
         int tag = takeTag();
@@ -645,7 +646,7 @@ public final class GlooBackend implements CpuBackend {
             case GlooNativeException.KIND_MISMATCH:
                 return new CollectiveMismatchException(c, m, e);
             case GlooNativeException.KIND_ARGUMENT:
-                return new ProtocolException(c, "gloo rejected an argument: " + m, e);
+                return new BackendException(c, "gloo rejected an argument: " + m, e);
             case GlooNativeException.KIND_ENFORCE:
                 return new BackendException(c, "gloo enforce failed: " + m, e);
             default:
@@ -655,39 +656,39 @@ public final class GlooBackend implements CpuBackend {
 
     private void host(Tensor t, String op) {
         if (t == null) {
-            throw new ProtocolException(ctx(op), "tensor is null");
+            throw ctx(op).invalidArgument("tensor is null");
         }
         if (!t.isHost()) {
-            throw new ProtocolException(ctx(op), "the gloo backend needs host tensors, got " + t);
+            throw ctx(op).invalidArgument("the gloo backend needs host tensors, got " + t);
         }
     }
 
     private void sameDType(Tensor a, Tensor b, String op) {
         if (a.dtype() != b.dtype()) {
-            throw new ProtocolException(ctx(op), "dtype mismatch: " + a.dtype().shortName() + " vs "
+            throw ctx(op).invalidArgument("dtype mismatch: " + a.dtype().shortName() + " vs "
                     + b.dtype().shortName());
         }
     }
 
     private void reduction(DType dtype, ReduceOp reduceOp, String op) {
         if (reduceOp == null) {
-            throw new ProtocolException(ctx(op), "reduce op is null");
+            throw ctx(op).invalidArgument("reduce op is null");
         }
         if (dtype == DType.BOOL && reduceOp == ReduceOp.AVG) {
-            throw new ProtocolException(ctx(op), "AVG is not defined for bool tensors");
+            throw ctx(op).invalidArgument("AVG is not defined for bool tensors");
         }
     }
 
     private void rankArg(int r, String what, String op) {
         if (r < 0 || r >= size) {
-            throw new ProtocolException(ctx(op), what + " rank " + r + " is not in [0, " + size + ")");
+            throw ctx(op).invalidArgument(what + " rank " + r + " is not in [0, " + size + ")");
         }
     }
 
     private void peerArg(int r, String what, String op) {
         rankArg(r, what, op);
         if (r == rank) {
-            throw new ProtocolException(ctx(op), what + " rank " + r + " is this rank");
+            throw ctx(op).invalidArgument(what + " rank " + r + " is this rank");
         }
     }
 }

@@ -83,8 +83,9 @@ public final class TorchGlooGroup implements AutoCloseable {
      * @param options backend options ({@value GlooBackend#IFNAME_OPTION},
      *                {@value GlooBackend#HOSTNAME_OPTION}, {@value GlooBackend#DEVICES_OPTION});
      *                the options that keep the group torch-compatible cannot be overridden
-     * @throws CommTimeoutException if the other ranks do not all join in time
-     * @throws CommException        for any other failure
+     * @throws IllegalArgumentException if {@code rank} is not in {@code [0, size)} or {@code size < 2}
+     * @throws CommTimeoutException     if the other ranks do not all join in time
+     * @throws CommException            for any other failure
      */
     public static TorchGlooGroup joinDefaultGroup(Store store, int rank, int size, Duration timeout,
                                                   Map<String, String> options) {
@@ -92,7 +93,7 @@ public final class TorchGlooGroup implements AutoCloseable {
         Objects.requireNonNull(timeout, "timeout");
         OpContext op = OpContext.of(DEFAULT_GROUP_NAME, rank, "joinDefaultGroup");
         if (size < 2 || rank < 0 || rank >= size) {
-            throw new ProtocolException(op, "rank " + rank + " of " + size + ": a gloo group needs 2 or more ranks");
+            throw op.invalidArgument("rank " + rank + " of " + size + ": a gloo group needs 2 or more ranks");
         }
         Deadline deadline = Deadline.after(timeout);
         String host = options.containsKey(GlooBackend.HOSTNAME_OPTION) || options.containsKey(GlooBackend.IFNAME_OPTION)

@@ -474,7 +474,7 @@ public final class TcpStore implements Store {
     @Override
     public void multiSet(List<String> keys, List<byte[]> values) {
         if (keys.size() != values.size()) {
-            throw new ProtocolException(ctx("multiSet"), keys.size() + " keys but " + values.size() + " values");
+            throw ctx("multiSet").invalidArgument(keys.size() + " keys but " + values.size() + " values");
         }
         if (keys.isEmpty()) {
             return;
@@ -625,18 +625,18 @@ public final class TcpStore implements Store {
     private void checkValue(byte[] value, String op) {
         Objects.requireNonNull(value, "value");
         if (value.length > config.maxValueBytes()) {
-            throw new ProtocolException(ctx(op), "value of " + value.length + " bytes exceeds maxValueBytes "
+            throw ctx(op).invalidArgument("value of " + value.length + " bytes exceeds maxValueBytes "
                     + config.maxValueBytes());
         }
     }
 
     private void putKey(ClientChannel c, String key, String op) {
         if (key == null || key.isEmpty()) {
-            throw new ProtocolException(ctx(op), "store keys must be non-empty");
+            throw ctx(op).invalidArgument("store keys must be non-empty");
         }
         int n = c.key('/', key);
         if (n > config.maxKeyBytes()) {
-            throw new ProtocolException(ctx(op), "key of " + n + " bytes exceeds maxKeyBytes " + config.maxKeyBytes());
+            throw ctx(op).invalidArgument("key of " + n + " bytes exceeds maxKeyBytes " + config.maxKeyBytes());
         }
     }
 

@@ -5,7 +5,6 @@ import io.jcomm.api.CommException;
 import io.jcomm.api.Device;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.ProcessGroup;
-import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
@@ -26,7 +25,8 @@ import java.util.Objects;
  * batch). Every call completes before returning; streams are ignored.
  *
  * <p>It does not own the process group: {@link #close()} and {@link #abort()} only make this
- * communicator unusable. A failure of the CPU group other than a local argument error poisons it.
+ * communicator unusable. A failure of the CPU group (a {@link CommException}) poisons it; a local
+ * argument error ({@link IllegalArgumentException}, thrown before anything is sent) does not.
  */
 public final class CpuDeviceCommunicator extends AbstractDeviceCommunicator {
 
@@ -43,10 +43,10 @@ public final class CpuDeviceCommunicator extends AbstractDeviceCommunicator {
     }
 
     @Override
-    public void allReduce(Tensor input, Tensor output, ReduceOp op, StreamHandle stream) {
+    public void allReduce(Tensor output, Tensor input, ReduceOp op, StreamHandle stream) {
         OpContext c = ctx(Op.ALL_REDUCE);
         ensureOpen(c);
-        DeviceArgs.allReduce(c, input, output, op, Device.CPU);
+        DeviceArgs.allReduce(c, output, input, op, Device.CPU);
         if (input != output) {
             output.copyFrom(input);
         }
@@ -57,10 +57,10 @@ public final class CpuDeviceCommunicator extends AbstractDeviceCommunicator {
     }
 
     @Override
-    public void allGather(Tensor input, Tensor output, int dim, StreamHandle stream) {
+    public void allGather(Tensor output, Tensor input, int dim, StreamHandle stream) {
         OpContext c = ctx(Op.ALL_GATHER);
         ensureOpen(c);
-        DimLayout layout = DeviceArgs.concat(c, input, output, dim, worldSize(), Device.CPU);
+        DimLayout layout = DeviceArgs.concat(c, output, input, dim, worldSize(), Device.CPU);
         if (worldSize() == 1) {
             output.copyFrom(input);
             return;
@@ -78,10 +78,10 @@ public final class CpuDeviceCommunicator extends AbstractDeviceCommunicator {
     }
 
     @Override
-    public void reduceScatter(Tensor input, Tensor output, ReduceOp op, int dim, StreamHandle stream) {
+    public void reduceScatter(Tensor output, Tensor input, ReduceOp op, int dim, StreamHandle stream) {
         OpContext c = ctx(Op.REDUCE_SCATTER);
         ensureOpen(c);
-        DimLayout layout = DeviceArgs.split(c, input, output, op, dim, worldSize(), Device.CPU);
+        DimLayout layout = DeviceArgs.split(c, output, input, op, dim, worldSize(), Device.CPU);
         if (worldSize() == 1) {
             output.copyFrom(input);
             return;
@@ -99,7 +99,7 @@ public final class CpuDeviceCommunicator extends AbstractDeviceCommunicator {
     }
 
     @Override
-    public void gather(Tensor input, Tensor output, int dst, int dim, StreamHandle stream) {
+    public void gather(Tensor output, Tensor input, int dst, int dim, StreamHandle stream) {
         OpContext c = ctx(Op.GATHER);
         ensureOpen(c);
         DeviceArgs.requireRank(c, "dst", dst, worldSize());
@@ -111,7 +111,7 @@ public final class CpuDeviceCommunicator extends AbstractDeviceCommunicator {
             }
             return;
         }
-        DimLayout layout = DeviceArgs.concat(c, input, output, dim, worldSize(), Device.CPU);
+        DimLayout layout = DeviceArgs.concat(c, output, input, dim, worldSize(), Device.CPU);
         if (worldSize() == 1) {
             output.copyFrom(input);
             return;
@@ -161,7 +161,7 @@ public final class CpuDeviceCommunicator extends AbstractDeviceCommunicator {
     private void checkPeer(OpContext c, String role, int peer) {
         DeviceArgs.requireRank(c, role, peer, worldSize());
         if (peer == rank()) {
-            throw new ProtocolException(c, role + " is this rank; a send to self needs a matching receive in one batchP2P call");
+            throw c.invalidArgument(role + " is this rank; a send to self needs a matching receive in one batchP2P call");
         }
     }
 
@@ -189,10 +189,10 @@ public final class CpuDeviceCommunicator extends AbstractDeviceCommunicator {
      * anything was sent) gets the {@code batchP2P} form instead.
      */
     @Override
-    public void allToAll(Tensor input, Tensor output, StreamHandle stream) {
+    public void allToAll(Tensor output, Tensor input, StreamHandle stream) {
         OpContext c = ctx(Op.ALL_TO_ALL);
         ensureOpen(c);
-        DeviceArgs.allToAll(c, input, output, worldSize(), Device.CPU);
+        DeviceArgs.allToAll(c, output, input, worldSize(), Device.CPU);
         if (worldSize() == 1) {
             output.copyFrom(input);
             return;
@@ -201,22 +201,22 @@ public final class CpuDeviceCommunicator extends AbstractDeviceCommunicator {
             return;
         }
         if (!delegate(() -> group.allToAll(output, input, timeout))) {
-            super.allToAll(input, output, stream);
+            super.allToAll(output, input, stream);
         }
     }
 
-    /** The CPU group's {@link ProcessGroup#allToAllV} (note its order: output first); see {@link #allToAll}. */
+    /** The CPU group's {@link ProcessGroup#allToAllV} (the same order: output first); see {@link #allToAll}. */
     @Override
-    public void allToAllV(Tensor input, Tensor output, long[] inputCounts, long[] outputCounts, StreamHandle stream) {
+    public void allToAllV(Tensor output, Tensor input, long[] outputCounts, long[] inputCounts, StreamHandle stream) {
         OpContext c = ctx(Op.ALL_TO_ALL_V);
         ensureOpen(c);
-        long[][] counts = DeviceArgs.allToAllV(c, input, output, inputCounts, outputCounts, rank(), worldSize(), Device.CPU);
+        long[][] counts = DeviceArgs.allToAllV(c, output, input, outputCounts, inputCounts, rank(), worldSize(), Device.CPU);
         if (worldSize() == 1) {
             output.copyFrom(input);
             return;
         }
-        if (!delegate(() -> group.allToAllV(output, input, counts[1], counts[0], timeout))) {
-            super.allToAllV(input, output, counts[0], counts[1], stream);
+        if (!delegate(() -> group.allToAllV(output, input, counts[0], counts[1], timeout))) {
+            super.allToAllV(output, input, counts[0], counts[1], stream);
         }
     }
 
@@ -227,11 +227,6 @@ public final class CpuDeviceCommunicator extends AbstractDeviceCommunicator {
             return true;
         } catch (UnsupportedByBackendException e) {
             return false;
-        } catch (ProtocolException e) {
-            if (group.isPoisoned()) {
-                poison(e);
-            }
-            throw e;
         } catch (CommException e) {
             poison(e);
             throw e;
@@ -263,11 +258,6 @@ public final class CpuDeviceCommunicator extends AbstractDeviceCommunicator {
     private void run(Runnable call) {
         try {
             call.run();
-        } catch (ProtocolException e) {
-            if (group.isPoisoned()) {
-                poison(e);
-            }
-            throw e;
         } catch (CommException e) {
             poison(e);
             throw e;

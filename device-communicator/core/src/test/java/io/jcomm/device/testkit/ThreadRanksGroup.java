@@ -167,13 +167,13 @@ public final class ThreadRanksGroup implements ProcessGroup {
 
     private static void checkHost(OpContext c, Tensor t) {
         if (t == null || !t.isHost()) {
-            throw new ProtocolException(c, "needs a host tensor, got " + t);
+            throw c.invalidArgument("needs a host tensor, got " + t);
         }
     }
 
     private void checkRank(String op, int r) {
         if (r < 0 || r >= fabric.size) {
-            throw new ProtocolException(ctx(op), "rank " + r + " out of range");
+            throw ctx(op).invalidArgument("rank " + r + " out of range");
         }
     }
 
@@ -208,7 +208,7 @@ public final class ThreadRanksGroup implements ProcessGroup {
         java.util.TreeSet<Integer> ex = new java.util.TreeSet<>();
         for (Integer r : excludedRanks) {
             if (r == null || r < 0 || r >= fabric.size || r == rank || !ex.add(r)) {
-                throw new ProtocolException(c, "bad excluded rank " + r + " in " + excludedRanks);
+                throw c.invalidArgument("bad excluded rank " + r + " in " + excludedRanks);
             }
         }
         List<Integer> global = globalRanks();
@@ -251,7 +251,7 @@ public final class ThreadRanksGroup implements ProcessGroup {
         return new ObjectCodec() {
             @Override
             public byte[] encode(Object value) {
-                throw new ProtocolException("the threads-as-ranks stand-in passes objects by reference");
+                throw new IllegalArgumentException("the threads-as-ranks stand-in passes objects by reference");
             }
 
             @Override
@@ -296,7 +296,7 @@ public final class ThreadRanksGroup implements ProcessGroup {
         checkHost(ctx("allGather"), output);
         checkHost(ctx("allGather"), input);
         if (output.byteSize() != input.byteSize() * fabric.size) {
-            throw new ProtocolException(ctx("allGather"), "output size " + output.byteSize());
+            throw ctx("allGather").invalidArgument("output size " + output.byteSize());
         }
         concat(output, exchange("allGather", input.toByteArray(), timeout));
     }
@@ -337,7 +337,7 @@ public final class ThreadRanksGroup implements ProcessGroup {
         checkHost(ctx(op), output);
         checkHost(ctx(op), input);
         if (outputCounts.length != fabric.size || inputCounts.length != fabric.size) {
-            throw new ProtocolException(ctx(op), "counts must have one entry per rank");
+            throw ctx(op).invalidArgument("counts must have one entry per rank");
         }
         List<Object> all = exchange(op, new Object[] {input.toByteArray(), inputCounts.clone()}, timeout);
         int es = output.dtype().byteSize();
@@ -365,7 +365,7 @@ public final class ThreadRanksGroup implements ProcessGroup {
         if (rank == dst) {
             checkHost(ctx("gather"), output);
             if (output.byteSize() != input.byteSize() * fabric.size) {
-                throw new ProtocolException(ctx("gather"), "output size " + output.byteSize());
+                throw ctx("gather").invalidArgument("output size " + output.byteSize());
             }
         }
         List<Object> all = exchange("gather", input.toByteArray(), timeout);
@@ -389,7 +389,7 @@ public final class ThreadRanksGroup implements ProcessGroup {
         checkHost(ctx("reduceScatter"), output);
         checkHost(ctx("reduceScatter"), input);
         if (input.numel() != output.numel() * fabric.size) {
-            throw new ProtocolException(ctx("reduceScatter"), "input has " + input.numel() + " elements");
+            throw ctx("reduceScatter").invalidArgument("input has " + input.numel() + " elements");
         }
         List<Object> all = exchange("reduceScatter", input.toByteArray(), timeout);
         List<byte[]> in = new ArrayList<>();

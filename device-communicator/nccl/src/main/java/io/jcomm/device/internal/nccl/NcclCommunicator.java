@@ -9,7 +9,6 @@ import io.jcomm.api.Deadline;
 import io.jcomm.api.Device;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.ProcessGroup;
-import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
@@ -261,21 +260,21 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
     // ---- operations ----
 
     @Override
-    public void allReduce(Tensor input, Tensor output, ReduceOp op, StreamHandle stream) {
+    public void allReduce(Tensor output, Tensor input, ReduceOp op, StreamHandle stream) {
         opLock.lock();
         int prev = enterDevice();
         try {
-            allReduce0(input, output, op, stream);
+            allReduce0(output, input, op, stream);
         } finally {
             exitDevice(prev);
             opLock.unlock();
         }
     }
 
-    private void allReduce0(Tensor input, Tensor output, ReduceOp op, StreamHandle stream) {
+    private void allReduce0(Tensor output, Tensor input, ReduceOp op, StreamHandle stream) {
         OpContext c = ctx(Op.ALL_REDUCE);
         ensureOpen(c);
-        DeviceArgs.allReduce(c, input, output, op, device());
+        DeviceArgs.allReduce(c, output, input, op, device());
         DeviceArgs.requireStream(c, stream, device());
         long n = input.numel();
         if (n == 0) {
@@ -293,21 +292,21 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
     }
 
     @Override
-    public void allGather(Tensor input, Tensor output, int dim, StreamHandle stream) {
+    public void allGather(Tensor output, Tensor input, int dim, StreamHandle stream) {
         opLock.lock();
         int prev = enterDevice();
         try {
-            allGather0(input, output, dim, stream);
+            allGather0(output, input, dim, stream);
         } finally {
             exitDevice(prev);
             opLock.unlock();
         }
     }
 
-    private void allGather0(Tensor input, Tensor output, int dim, StreamHandle stream) {
+    private void allGather0(Tensor output, Tensor input, int dim, StreamHandle stream) {
         OpContext c = ctx(Op.ALL_GATHER);
         ensureOpen(c);
-        DimLayout layout = DeviceArgs.concat(c, input, output, dim, worldSize(), device());
+        DimLayout layout = DeviceArgs.concat(c, output, input, dim, worldSize(), device());
         DeviceArgs.requireStream(c, stream, device());
         if (output.numel() == 0) {
             return;
@@ -333,21 +332,21 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
     }
 
     @Override
-    public void reduceScatter(Tensor input, Tensor output, ReduceOp op, int dim, StreamHandle stream) {
+    public void reduceScatter(Tensor output, Tensor input, ReduceOp op, int dim, StreamHandle stream) {
         opLock.lock();
         int prev = enterDevice();
         try {
-            reduceScatter0(input, output, op, dim, stream);
+            reduceScatter0(output, input, op, dim, stream);
         } finally {
             exitDevice(prev);
             opLock.unlock();
         }
     }
 
-    private void reduceScatter0(Tensor input, Tensor output, ReduceOp op, int dim, StreamHandle stream) {
+    private void reduceScatter0(Tensor output, Tensor input, ReduceOp op, int dim, StreamHandle stream) {
         OpContext c = ctx(Op.REDUCE_SCATTER);
         ensureOpen(c);
-        DimLayout layout = DeviceArgs.split(c, input, output, op, dim, worldSize(), device());
+        DimLayout layout = DeviceArgs.split(c, output, input, op, dim, worldSize(), device());
         DeviceArgs.requireStream(c, stream, device());
         if (output.numel() == 0) {
             return;
@@ -379,18 +378,18 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
     }
 
     @Override
-    public void gather(Tensor input, Tensor output, int dst, int dim, StreamHandle stream) {
+    public void gather(Tensor output, Tensor input, int dst, int dim, StreamHandle stream) {
         opLock.lock();
         int prev = enterDevice();
         try {
-            gather0(input, output, dst, dim, stream);
+            gather0(output, input, dst, dim, stream);
         } finally {
             exitDevice(prev);
             opLock.unlock();
         }
     }
 
-    private void gather0(Tensor input, Tensor output, int dst, int dim, StreamHandle stream) {
+    private void gather0(Tensor output, Tensor input, int dst, int dim, StreamHandle stream) {
         OpContext c = ctx(Op.GATHER);
         ensureOpen(c);
         DeviceArgs.requireRank(c, "dst", dst, worldSize());
@@ -405,7 +404,7 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
             }
             return;
         }
-        DimLayout layout = DeviceArgs.concat(c, input, output, dim, worldSize(), device());
+        DimLayout layout = DeviceArgs.concat(c, output, input, dim, worldSize(), device());
         if (output.numel() == 0) {
             return;
         }
@@ -515,7 +514,7 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
         DeviceArgs.requireRank(c, role, peer, worldSize());
         DeviceArgs.requireStream(c, stream, device());
         if (peer == rank()) {
-            throw new ProtocolException(c, role + " is this rank; a send to self needs a matching receive in one batchP2P call");
+            throw c.invalidArgument(role + " is this rank; a send to self needs a matching receive in one batchP2P call");
         }
     }
 
@@ -563,15 +562,15 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
 
     /** One group of {@code ncclSend}/{@code ncclRecv}, a pair per peer (self included, as NCCL allows). */
     @Override
-    public void allToAll(Tensor input, Tensor output, StreamHandle stream) {
+    public void allToAll(Tensor output, Tensor input, StreamHandle stream) {
         opLock.lock();
         int prev = enterDevice();
         try {
             OpContext c = ctx(Op.ALL_TO_ALL);
             ensureOpen(c);
-            long[] counts = DeviceArgs.allToAll(c, input, output, worldSize(), device());
+            long[] counts = DeviceArgs.allToAll(c, output, input, worldSize(), device());
             DeviceArgs.requireStream(c, stream, device());
-            allToAll0(c, input, output, counts, counts, stream);
+            allToAll0(c, output, input, counts, counts, stream);
         } finally {
             exitDevice(prev);
             opLock.unlock();
@@ -580,24 +579,24 @@ public final class NcclCommunicator extends AbstractDeviceCommunicator {
 
     /** Like {@link #allToAll} with per-rank counts. */
     @Override
-    public void allToAllV(Tensor input, Tensor output, long[] inputCounts, long[] outputCounts, StreamHandle stream) {
+    public void allToAllV(Tensor output, Tensor input, long[] outputCounts, long[] inputCounts, StreamHandle stream) {
         opLock.lock();
         int prev = enterDevice();
         try {
             OpContext c = ctx(Op.ALL_TO_ALL_V);
             ensureOpen(c);
-            long[][] counts = DeviceArgs.allToAllV(c, input, output, inputCounts, outputCounts, rank(), worldSize(), device());
+            long[][] counts = DeviceArgs.allToAllV(c, output, input, outputCounts, inputCounts, rank(), worldSize(), device());
             DeviceArgs.requireStream(c, stream, device());
-            allToAll0(c, input, output, counts[0], counts[1], stream);
+            allToAll0(c, output, input, counts[0], counts[1], stream);
         } finally {
             exitDevice(prev);
             opLock.unlock();
         }
     }
 
-    private void allToAll0(OpContext c, Tensor input, Tensor output, long[] inputCounts, long[] outputCounts,
+    private void allToAll0(OpContext c, Tensor output, Tensor input, long[] outputCounts, long[] inputCounts,
                            StreamHandle stream) {
-        List<P2POp> ops = allToAllOps(input, output, inputCounts, outputCounts);
+        List<P2POp> ops = allToAllOps(output, input, outputCounts, inputCounts);
         if (ops.isEmpty()) {
             return;
         }

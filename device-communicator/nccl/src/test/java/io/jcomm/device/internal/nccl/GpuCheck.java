@@ -3,7 +3,6 @@ package io.jcomm.device.internal.nccl;
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.DType;
 import io.jcomm.api.Device;
-import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.StreamHandle;
 import io.jcomm.api.Tensor;
@@ -127,8 +126,8 @@ public final class GpuCheck {
             try {
                 comm.send(t, 0, mem.stream());
                 result(false, "send to self outside a batch is refused");
-            } catch (ProtocolException e) {
-                result(true, "send to self outside a batch -> ProtocolException: " + e.detail());
+            } catch (IllegalArgumentException e) {
+                result(true, "send to self outside a batch -> IllegalArgumentException: " + e.getMessage());
             }
             comm.abort();
             try {
