@@ -23,7 +23,6 @@ import io.jcomm.mq.AeronMedia;
 import io.jcomm.mq.MessageQueue;
 import io.jcomm.parallel.internal.AllWork;
 import io.jcomm.parallel.internal.CollectiveFingerprint;
-import io.jcomm.parallel.internal.NodeLocalChannel;
 import io.jcomm.parallel.internal.TensorDictCodec;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -133,7 +132,7 @@ public final class GroupCoordinator implements AutoCloseable {
     private final StreamHandle stream;
     private final MessageQueue mq;
     private final AeronMedia ownedMedia;
-    private final NodeLocalChannel local;
+    private final boolean singleHost;
     private final TensorAllocator deviceAllocator;
     private final Duration timeout;
     private final ObjectCodec codec;
@@ -152,7 +151,7 @@ public final class GroupCoordinator implements AutoCloseable {
 
     GroupCoordinator(String name, List<Integer> ranks, int rank, ProcessGroup cpu, DeviceCommunicator hostComm,
                      DeviceCommunicator deviceComm, Device device, MessageQueue mq, AeronMedia ownedMedia,
-                     NodeLocalChannel local, TensorAllocator deviceAllocator, Duration timeout, String transportName,
+                     boolean singleHost, TensorAllocator deviceAllocator, Duration timeout, String transportName,
                      All2AllManager all2all, boolean debugChecks) {
         this.name = Objects.requireNonNull(name, "name");
         this.ranks = List.copyOf(ranks);
@@ -168,7 +167,7 @@ public final class GroupCoordinator implements AutoCloseable {
         this.stream = StreamHandle.defaultStream(device);
         this.mq = mq;
         this.ownedMedia = ownedMedia;
-        this.local = local;
+        this.singleHost = singleHost;
         this.deviceAllocator = deviceAllocator;
         this.timeout = Objects.requireNonNull(timeout, "timeout");
         this.codec = cpu.codec();
@@ -308,9 +307,12 @@ public final class GroupCoordinator implements AutoCloseable {
         }
     }
 
-    /** True when barrier and small-object broadcast go through shared memory (all members on one host). */
+    /**
+     * True when every member is on this host (their host ids are equal): the CPU group then carries barrier,
+     * small broadcasts and collectives through shared memory where its backend has a same-host path (tcp does).
+     */
     public boolean isNodeLocal() {
-        return local != null;
+        return singleHost;
     }
 
     /** This rank's device. */
@@ -662,20 +664,13 @@ public final class GroupCoordinator implements AutoCloseable {
 
     // ------------------------------------------------------------------ control plane
 
-    /** Waits until every member arrives; on the CPU side (shared memory when node-local). */
+    /** Waits until every member arrives: the CPU group's barrier (through shared memory on one host, over tcp). */
     public void barrier() {
         checkOpen("barrier");
         if (ranks.size() == 1) {
             return;
         }
-        if (local != null) {
-            traced(NODE_LOCAL, "barrier", () -> {
-                local.barrier(Deadline.after(timeout));
-                return null;
-            });
-        } else {
-            cpu.barrier(timeout);
-        }
+        cpu.barrier(timeout);
     }
 
     /**
@@ -719,24 +714,12 @@ public final class GroupCoordinator implements AutoCloseable {
                 byte[] got = beforeSwitch(rankInGroup == src ? encode(value, "broadcastObject") : null, "broadcastObject");
                 return rankInGroup == src ? value : codec.decode(got, 1, got.length - 1, type);
             }
-            default: {
-                // CPU side: the node-local channel when the encoded value fits, else the CPU group (which
-                // encodes it itself: no bytes-in-bytes)
-                if (local != null) {
-                    byte[] bytes = rankInGroup == src ? encode(value, "broadcastObject") : null;
-                    byte[] got = traced(NODE_LOCAL, "broadcastObject", () -> local.broadcast(bytes, src,
-                            Deadline.after(timeout)));
-                    if (got != null) {
-                        return rankInGroup == src ? value : codec.decode(got, type);
-                    }
-                }
+            default:
                 return cpu.broadcastObject(value, src, type, timeout);
-            }
         }
     }
 
     private volatile FlightRecorder.Group routeRecord;
-    private static final String NODE_LOCAL = "node-local";
     private static final String MESSAGE_QUEUE = "message-queue";
 
     /**
@@ -766,7 +749,7 @@ public final class GroupCoordinator implements AutoCloseable {
 
     /**
      * This group's record of the routes that bypass its CPU group ({@code "<name> (shm)"} in the flight
-     * recorder: the node-local channel and the message queue), made on first use; null when off.
+     * recorder: the message queue), made on first use; null when off.
      */
     private FlightRecorder.Group routeRecord() {
         FlightRecorder.Group r = routeRecord;
@@ -791,7 +774,7 @@ public final class GroupCoordinator implements AutoCloseable {
     /**
      * How a broadcast from {@code src} goes: through its message queue ({@code q}, from {@link #queueFor}),
      * over the CPU side with the writer's word on switching while the late broadcaster is being made,
-     * or over the CPU side (node-local channel when it fits, else the CPU group).
+     * or over the CPU group.
      */
     private Route route(MessageQueue q, int src) {
         if (q != null) {
@@ -877,14 +860,8 @@ public final class GroupCoordinator implements AutoCloseable {
         }
     }
 
-    /** Bytes over the node-local channel when they fit, else the CPU group. */
+    /** Bytes over the CPU group. */
     private byte[] broadcastCpuSide(byte[] bytes, int src) {
-        if (local != null) {
-            byte[] got = traced(NODE_LOCAL, "broadcastBytes", () -> local.broadcast(bytes, src, Deadline.after(timeout)));
-            if (got != null) {
-                return got;
-            }
-        }
         return cpu.broadcastObject(bytes, src, byte[].class, timeout);
     }
 
@@ -1187,8 +1164,7 @@ public final class GroupCoordinator implements AutoCloseable {
     // ------------------------------------------------------------------ lifecycle
 
     /**
-     * Releases everything: first what peers notice at once (the node-local channel's closed flag,
-     * the CPU group's goodbye), so that a peer waiting on this rank fails fast instead of at its
+     * Releases everything: first what peers notice at once (the CPU group's goodbye), so that a peer waiting on this rank fails fast instead of at its
      * deadline; then the communicators, the broadcaster and its media driver (whose close may wait,
      * bounded, for the other clients of the driver to leave). Idempotent; never hangs.
      */
@@ -1210,8 +1186,7 @@ public final class GroupCoordinator implements AutoCloseable {
     }
 
     /**
-     * The fast first half of {@link #destroy()}: marks the group destroyed, closes the node-local
-     * channel, the CPU group and this rank's end of the broadcaster. {@link ParallelState} calls it on every group before the slow half,
+     * The fast first half of {@link #destroy()}: marks the group destroyed, closes the CPU group and this rank's end of the broadcaster. {@link ParallelState} calls it on every group before the slow half,
      * so that a slow broadcaster teardown never delays what the peers are waiting for.
      */
     void closeTransports() {
@@ -1221,7 +1196,6 @@ public final class GroupCoordinator implements AutoCloseable {
             }
             destroyed = true;
         }
-        CloseHelper.quietClose(local);
         quietly(cpu::close);
         // this rank's end of the broadcaster too: a reader waiting for this writer's next message fails at once
         // (the writer's close message) instead of at its deadline; the media driver goes with destroy()
@@ -1248,7 +1222,7 @@ public final class GroupCoordinator implements AutoCloseable {
     public String toString() {
         return "GroupCoordinator{" + name + " " + ranks + ", rank " + rankInGroup + ", cpu=" + cpu.backendName()
                 + (deviceComm != null ? ", device=" + deviceComm.name() : "") + (mq != null ? ", mq" : "")
-                + (local != null ? ", node-local" : "") + (destroyed ? ", destroyed" : "") + "}";
+                + (singleHost ? ", one host" : "") + (destroyed ? ", destroyed" : "") + "}";
     }
 
     /** A work that runs a blocking completion once, on the first await; later awaits return its outcome. */

@@ -21,7 +21,6 @@ import io.jcomm.device.DeviceCommunicators;
 import io.jcomm.mq.AeronMedia;
 import io.jcomm.mq.MessageQueue;
 import io.jcomm.mq.MessageQueueOptions;
-import io.jcomm.parallel.internal.NodeLocalChannel;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -221,58 +220,35 @@ final class GroupFactory {
     }
 
     /**
-     * Creates the group (collective over its members): node-local channel, CPU group, communicators,
-     * broadcaster. {@code store} is the job's store, or another client of it when groups are made
+     * Creates the group (collective over its members): CPU group, communicators, broadcaster. {@code store} is the job's store, or another client of it when groups are made
      * concurrently (a blocking wait on a shared network client would hold it for every thread).
      * {@code media} is this rank's launched driver when it owns the host's driver for the
      * broadcaster (else {@code null}); on failure everything made here is released, including it.
-     *
-     * <p>The node-local file is opened <em>before</em> the CPU group connects: once the CPU group
-     * is up, every member has been inside its creation, hence has opened the file, so the marks can
-     * be checked without a barrier of their own.
      */
     GroupCoordinator create(Spec spec, Store store, HostTopology topology, long jobNonce,
                             CompletableFuture<AeronMedia> media, CompletableFuture<AeronMedia> sharedMedia) {
         int n = spec.ranks().size();
         long t0 = System.nanoTime();
-        NodeLocalChannel local = null;
-        boolean tryLocal = n > 1 && options.nodeLocalFastPath() && topology.allOnOneHost(spec.ranks());
-        if (tryLocal) {
-            int capacity = options.shmDataBytes();
-            local = NodeLocalChannel.open(options.shmDirectory(),
-                    NodeLocalChannel.fileName(jobNonce, spec.namespace(), spec.name(), n, capacity), spec.name(),
-                    spec.ranks().indexOf(config.rank()), n, capacity, jobNonce);
-        }
+        boolean singleHost = n > 1 && topology.allOnOneHost(spec.ranks());
         ProcessGroup cpu;
         try {
             cpu = CpuGroups.create(cpuOptions(spec, store, spec.checkCodec()), cpuProvider);
         } catch (RuntimeException e) {
             closeMedia(media);
-            CloseHelper.quietClose(local);
             throw e;
         }
         long t1 = System.nanoTime();
-        if (local != null && local.attachedByAll()) {
-            local.unlink();
-        } else if (local != null || tryLocal) {
-            if (local != null) {
-                LOG.info("group {} rank {}: members share a host id but not {}; barrier and broadcast use sockets",
-                        spec.name(), cpu.rank(), options.shmDirectory());
-                local.close();
-            }
-            local = null;
-        }
-        GroupCoordinator g = assemble(spec, cpu, local, media, sharedMedia);
+        GroupCoordinator g = assemble(spec, cpu, singleHost, media, sharedMedia);
         if (LOG.isDebugEnabled()) {
             LOG.debug("group {} rank {}: CPU group in {} ms, the rest in {} ms{}", spec.name(), cpu.rank(),
                     String.format("%.2f", (t1 - t0) / 1e6), String.format("%.2f", (System.nanoTime() - t1) / 1e6),
-                    local != null ? " (node-local)" : "");
+                    singleHost ? " (one host)" : "");
         }
         return g;
     }
 
-    /** Builds the rest of a group around its connected CPU group and channel (which it owns from here on). */
-    private GroupCoordinator assemble(Spec spec, ProcessGroup cpu, NodeLocalChannel local,
+    /** Builds the rest of a group around its connected CPU group (which it owns from here on). */
+    private GroupCoordinator assemble(Spec spec, ProcessGroup cpu, boolean singleHost,
                                       CompletableFuture<AeronMedia> media, CompletableFuture<AeronMedia> sharedMedia) {
         int n = spec.ranks().size();
         DeviceCommunicator hostComm = null;
@@ -294,10 +270,10 @@ final class GroupFactory {
                 }
             }
             return new GroupCoordinator(spec.name(), spec.ranks(), config.rank(), cpu, hostComm, deviceComm, device,
-                    mq, ownedMedia, local, options.deviceAllocator(), timeout, deviceProvider.name(), all2all, debugChecks);
+                    mq, ownedMedia, singleHost, options.deviceAllocator(), timeout, deviceProvider.name(), all2all, debugChecks);
         } catch (RuntimeException e) {
             closeMedia(media);
-            CloseHelper.quietCloseAll(mq, ownedMedia, local);
+            CloseHelper.quietCloseAll(mq, ownedMedia);
             if (deviceComm != null && deviceComm != hostComm) {
                 deviceComm.close();
             }

@@ -7,7 +7,6 @@ import io.jcomm.cpu.codec.ForyCodec;
 import io.jcomm.cpu.store.TcpRendezvous;
 import io.jcomm.device.DeviceCommunicators;
 import io.jcomm.mq.MessageQueueOptions;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Collections;
 import java.util.LinkedHashMap;
@@ -48,10 +47,6 @@ import java.util.Objects;
  *       cut off, or stopped) before counting it lost: its replica leaves, or its place is taken</td><td>3 s</td></tr>
  *   <tr><td>{@code messageQueueOptions}</td><td>broadcaster settings (host id, codec, timeout are filled in)</td><td>256 KiB
  *       terms, 32 KiB frames (messages of any size up to 64 MiB are cut into frames)</td></tr>
- *   <tr><td>{@code nodeLocalFastPath}</td><td>barrier and small-object broadcast through shared memory when
- *       every rank of a group is on one host</td><td>true</td></tr>
- *   <tr><td>{@code shmDirectory}</td><td>where the node-local files live (a tmpfs)</td><td>{@code /dev/shm}</td></tr>
- *   <tr><td>{@code shmDataBytes}</td><td>largest object the node-local broadcast carries (bigger ones go over the CPU group)</td><td>64 KiB</td></tr>
  *   <tr><td>{@code concurrentGroupCreation}</td><td>create the TP/PP/DP/EP groups of this rank in parallel</td><td>true</td></tr>
  *   <tr><td>{@code storePrefix}</td><td>namespace of this job's keys in a shared store</td><td>{@code jcomm}</td></tr>
  *   <tr><td>{@code rendezvous}</td><td>how {@link ParallelState#initialize} makes the store</td><td>{@link TcpRendezvous.Options#defaults()}</td></tr>
@@ -67,8 +62,6 @@ import java.util.Objects;
  */
 public final class ParallelStateOptions {
 
-    /** Default of {@code shmDataBytes}. */
-    public static final int SHM_DATA_BYTES_DEFAULT = 64 << 10;
     /** Default term of the TP broadcaster's streams: 256 KiB (768 KiB of /dev/shm per stream, cheap to create). */
     public static final int MQ_TERM_LENGTH_DEFAULT = 256 << 10;
     /** Default IPC frame of the TP broadcaster: 32 KiB (at most term / 8). */
@@ -87,9 +80,6 @@ public final class ParallelStateOptions {
     private final boolean broadcasterInBackground;
     private final Duration rollCallGrace;
     private final MessageQueueOptions messageQueueOptions;
-    private final boolean nodeLocalFastPath;
-    private final Path shmDirectory;
-    private final int shmDataBytes;
     private final boolean concurrentGroupCreation;
     private final String storePrefix;
     private final TcpRendezvous.Options rendezvous;
@@ -114,9 +104,6 @@ public final class ParallelStateOptions {
             throw new IllegalArgumentException("rollCallGrace must be positive, got " + rollCallGrace);
         }
         this.messageQueueOptions = Objects.requireNonNull(b.messageQueueOptions, "messageQueueOptions");
-        this.nodeLocalFastPath = b.nodeLocalFastPath;
-        this.shmDirectory = Objects.requireNonNull(b.shmDirectory, "shmDirectory");
-        this.shmDataBytes = b.shmDataBytes;
         this.concurrentGroupCreation = b.concurrentGroupCreation;
         this.storePrefix = Objects.requireNonNull(b.storePrefix, "storePrefix");
         this.rendezvous = Objects.requireNonNull(b.rendezvous, "rendezvous");
@@ -125,9 +112,6 @@ public final class ParallelStateOptions {
         this.debugChecks = b.debugChecks;
         if (timeout != null && (timeout.isNegative() || timeout.isZero())) {
             throw new IllegalArgumentException("timeout must be positive, got " + timeout);
-        }
-        if (shmDataBytes < 256 || shmDataBytes > (64 << 20)) {
-            throw new IllegalArgumentException("shmDataBytes must be in [256, 64 MiB], got " + shmDataBytes);
         }
         if (storePrefix.isEmpty() || storePrefix.contains("/")) {
             throw new IllegalArgumentException("storePrefix must be non-empty and contain no '/': '" + storePrefix + "'");
@@ -189,9 +173,6 @@ public final class ParallelStateOptions {
     /** How long a recovery's roll call waits for a rank neither answering nor known dead before counting it lost. */
     public Duration rollCallGrace() { return rollCallGrace; }
     public MessageQueueOptions messageQueueOptions() { return messageQueueOptions; }
-    public boolean nodeLocalFastPath() { return nodeLocalFastPath; }
-    public Path shmDirectory() { return shmDirectory; }
-    public int shmDataBytes() { return shmDataBytes; }
     public boolean concurrentGroupCreation() { return concurrentGroupCreation; }
     public String storePrefix() { return storePrefix; }
     public TcpRendezvous.Options rendezvous() { return rendezvous; }
@@ -214,8 +195,7 @@ public final class ParallelStateOptions {
                 .device(device).deviceCommunicators(deviceCommunicators).deviceAllocator(deviceAllocator)
                 .tpMessageQueue(tpMessageQueue).messageQueueAcrossHostsOnly(messageQueueAcrossHostsOnly)
                 .broadcasterInBackground(broadcasterInBackground).rollCallGrace(rollCallGrace)
-                .messageQueueOptions(messageQueueOptions).nodeLocalFastPath(nodeLocalFastPath)
-                .shmDirectory(shmDirectory).shmDataBytes(shmDataBytes).concurrentGroupCreation(concurrentGroupCreation)
+                .messageQueueOptions(messageQueueOptions).concurrentGroupCreation(concurrentGroupCreation)
                 .storePrefix(storePrefix).rendezvous(rendezvous).listener(listener).all2allBackend(all2allBackend)
                 .debugChecks(debugChecks);
         cpuOptions.forEach(b::cpuOption);
@@ -226,8 +206,7 @@ public final class ParallelStateOptions {
     public String toString() {
         return "ParallelStateOptions{timeout=" + timeout + ", cpu=" + cpuBackend + " " + cpuOptions + ", device="
                 + device + " via " + deviceCommunicator + ", tpMessageQueue=" + tpMessageQueue + (messageQueueAcrossHostsOnly ? " (across hosts only)" : "")
-                + (broadcasterInBackground ? " (in the background)" : "") + ", nodeLocal="
-                + nodeLocalFastPath + " in " + shmDirectory + " (" + shmDataBytes + " B), concurrent="
+                + (broadcasterInBackground ? " (in the background)" : "") + ", concurrent="
                 + concurrentGroupCreation + ", prefix=" + storePrefix
                 + (all2allBackend != null ? ", all2all=" + all2allBackend : "")
                 + (debugChecks != null ? ", debugChecks=" + debugChecks : "") + "}";
@@ -249,9 +228,6 @@ public final class ParallelStateOptions {
         private Duration rollCallGrace = Duration.ofSeconds(3);
         private MessageQueueOptions messageQueueOptions = MessageQueueOptions.builder()
                 .ipcTermLength(MQ_TERM_LENGTH_DEFAULT).ipcMtu(MQ_MTU_DEFAULT).udpTermLength(MQ_TERM_LENGTH_DEFAULT).build();
-        private boolean nodeLocalFastPath = true;
-        private Path shmDirectory = Path.of("/dev/shm");
-        private int shmDataBytes = SHM_DATA_BYTES_DEFAULT;
         private boolean concurrentGroupCreation = true;
         private String storePrefix = "jcomm";
         private TcpRendezvous.Options rendezvous = TcpRendezvous.Options.defaults();
@@ -287,9 +263,6 @@ public final class ParallelStateOptions {
         /** See {@link ParallelStateOptions#rollCallGrace()}. */
         public Builder rollCallGrace(Duration v) { this.rollCallGrace = v; return this; }
         public Builder messageQueueOptions(MessageQueueOptions v) { this.messageQueueOptions = v; return this; }
-        public Builder nodeLocalFastPath(boolean v) { this.nodeLocalFastPath = v; return this; }
-        public Builder shmDirectory(Path v) { this.shmDirectory = v; return this; }
-        public Builder shmDataBytes(int v) { this.shmDataBytes = v; return this; }
         public Builder concurrentGroupCreation(boolean v) { this.concurrentGroupCreation = v; return this; }
         public Builder storePrefix(String v) { this.storePrefix = v; return this; }
         public Builder rendezvous(TcpRendezvous.Options v) { this.rendezvous = v; return this; }

@@ -72,10 +72,9 @@ final class CoordinatorTarget implements BenchWorker.Target {
 
     @Override
     public String routes() {
-        String objects = c.broadcastsThroughQueue() ? "the shm message queue"
-                : c.isNodeLocal() ? "the node-local channel (no message queue)" : "the CPU group (no message queue)";
-        return "api=coordinator: group " + c.name() + " (" + c.worldSize() + " ranks); barrier via "
-                + (c.isNodeLocal() ? "the node-local channel (shm)" : "the CPU group") + "; broadcastObject and "
+        String objects = c.broadcastsThroughQueue() ? "the shm message queue" : "the CPU group (no message queue)";
+        return "api=coordinator: group " + c.name() + " (" + c.worldSize() + " ranks"
+                + (c.isNodeLocal() ? ", one host" : "") + "); barrier via the CPU group; broadcastObject and "
                 + "tensor-dict metadata from rank 0 via " + objects + "; tensors, allGatherObject and send/recv via the "
                 + c.cpuGroup().backendName() + " CPU group";
     }

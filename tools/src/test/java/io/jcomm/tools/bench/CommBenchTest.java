@@ -147,7 +147,7 @@ class CommBenchTest {
                 "--progress-interval", "0");
         String out = (String) r[1];
         assertEquals(0, r[0], out);
-        assertTrue(out.contains("api=coordinator") && out.contains("barrier via the node-local channel"), out);
+        assertTrue(out.contains("api=coordinator") && out.contains("barrier via the CPU group"), out);
         assertEquals(1, count(LATENCY_ROW, out), out);
         assertFloorLines(out, 1);
         assertNoFloorFiles();

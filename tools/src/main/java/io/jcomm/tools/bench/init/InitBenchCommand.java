@@ -25,8 +25,8 @@ import picocli.CommandLine.Option;
 /**
  * Benchmark of group initialisation: N ranks (separate JVMs on this host) start at one common
  * instant and the time until the last rank has every group ready is measured — store rendezvous,
- * world group, host-id exchange, then the TP/PP/DP/EP groups with their communicators, node-local
- * channels and the TP broadcaster.
+ * world group, host-id exchange, then the TP/PP/DP/EP groups with their communicators and the TP
+ * broadcaster.
  *
  * <p>JVM start-up is excluded: the workers start, report ready, then for each iteration the
  * coordinator picks a fresh store port and an instant 50 ms ahead on the host's monotonic clock
@@ -60,17 +60,13 @@ public final class InitBenchCommand implements Callable<Integer> {
     boolean mq;
 
     @Option(names = "--mq-across-hosts-only", description = "broadcasters only for TP groups that span hosts "
-            + "(one-host groups broadcast small objects through the node-local channel)")
+            + "(one-host groups broadcast small objects through their CPU group)")
     boolean mqAcrossHostsOnly;
 
     @Option(names = "--mq-background", defaultValue = "true", arity = "1",
             description = "make the TP broadcasters after the groups, in the background (default ${DEFAULT-VALUE}); "
                     + "false: during creation, as vLLM does")
     boolean mqBackground = true;
-
-    @Option(names = "--node-local", defaultValue = "true", arity = "1",
-            description = "shared-memory barrier/broadcast for one-host groups (default ${DEFAULT-VALUE})")
-    boolean nodeLocal;
 
     @Option(names = "--concurrent", defaultValue = "true", arity = "1",
             description = "create a rank's groups in parallel (default ${DEFAULT-VALUE})")
@@ -122,9 +118,9 @@ public final class InitBenchCommand implements Callable<Integer> {
         }
         out.printf(Locale.ROOT, "# jcomm init benchmark: world %d = TP %d x PP %d x DP %d, %d JVMs on this host%n",
                 world, tp, pp, dp, world);
-        out.printf(Locale.ROOT, "# broadcaster %s%s%s, node-local %s, concurrent groups %s, one step %s, %s hosts; cpu options %s; "
+        out.printf(Locale.ROOT, "# broadcaster %s%s%s, concurrent groups %s, one step %s, %s hosts; cpu options %s; "
                         + "%d warm-up + %d measured iterations; host: %d CPUs, load %.1f, java %s%n", mq,
-                mqAcrossHostsOnly ? " (across hosts only)" : "", mq ? (mqBackground ? " (in the background)" : " (during creation)") : "", nodeLocal, concurrent,
+                mqAcrossHostsOnly ? " (across hosts only)" : "", mq ? (mqBackground ? " (in the background)" : " (during creation)") : "", concurrent,
                 oneStep, distinctHosts ? "distinct" : "one", cpuOptions, warmup, iterations, Runtime.getRuntime().availableProcessors(),
                 java.lang.management.ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage(),
                 System.getProperty("java.version"));
@@ -274,7 +270,7 @@ public final class InitBenchCommand implements Callable<Integer> {
         flags.addAll(jvmArgs);
         List<String> cmd = WorkerJvms.javaCommand(flags, InitBenchWorker.class);
         cmd.addAll(List.of(Integer.toString(tp), Integer.toString(pp), Integer.toString(dp), Long.toString(timeoutMs),
-                Boolean.toString(mq), Boolean.toString(nodeLocal), Boolean.toString(concurrent), Boolean.toString(oneStep),
+                Boolean.toString(mq), Boolean.toString(concurrent), Boolean.toString(oneStep),
                 Boolean.toString(mqAcrossHostsOnly), Boolean.toString(mqBackground)));
         cmd.addAll(cpuOptions);
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);

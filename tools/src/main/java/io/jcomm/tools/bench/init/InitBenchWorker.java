@@ -30,7 +30,7 @@ import java.util.concurrent.locks.LockSupport;
  * were ready), then tears
  * everything down and prints {@code @@closed <iteration>}. Ends on {@code quit} or end of input.
  *
- * <p>Arguments: {@code <tp> <pp> <dp> <timeoutMillis> <tpMessageQueue> <nodeLocal> <concurrent> <oneStep>
+ * <p>Arguments: {@code <tp> <pp> <dp> <timeoutMillis> <tpMessageQueue> <concurrent> <oneStep>
  * <mqAcrossHostsOnly> <mqBackground> [cpu option key=value...]}.
  * The rank and world size come from the torchrun-style environment ({@code RANK}, {@code WORLD_SIZE},
  * {@code JCOMM_HOST_ID}).
@@ -47,13 +47,12 @@ public final class InitBenchWorker {
         Duration timeout = Duration.ofMillis(Long.parseLong(args[3]));
         ParallelStateOptions options = ParallelStateOptions.builder().timeout(timeout)
                 .tpMessageQueue(Boolean.parseBoolean(args[4]))
-                .nodeLocalFastPath(Boolean.parseBoolean(args[5]))
-                .concurrentGroupCreation(Boolean.parseBoolean(args[6]))
+                .concurrentGroupCreation(Boolean.parseBoolean(args[5]))
                 .build();
-        boolean oneStep = Boolean.parseBoolean(args[7]);
-        options = options.toBuilder().messageQueueAcrossHostsOnly(Boolean.parseBoolean(args[8]))
-                .broadcasterInBackground(Boolean.parseBoolean(args[9])).build();
-        for (int i = 10; i < args.length; i++) {
+        boolean oneStep = Boolean.parseBoolean(args[6]);
+        options = options.toBuilder().messageQueueAcrossHostsOnly(Boolean.parseBoolean(args[7]))
+                .broadcasterInBackground(Boolean.parseBoolean(args[8])).build();
+        for (int i = 9; i < args.length; i++) {
             int eq = args[i].indexOf('=');
             if (eq > 0) {
                 options = options.toBuilder().cpuOption(args[i].substring(0, eq), args[i].substring(eq + 1)).build();
