@@ -16,6 +16,7 @@ import io.netty.channel.IoHandlerFactory;
 import io.netty.channel.epoll.Epoll;
 import io.netty.channel.epoll.EpollIoHandler;
 import io.netty.channel.nio.NioIoHandler;
+import io.netty.channel.socket.DuplexChannel;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -57,6 +58,10 @@ import org.slf4j.LoggerFactory;
  * at once instead of at their deadline.
  */
 final class Engine {
+
+    /** How long a closing group waits for its last frame (goodbye or abort) to leave before it closes the sockets. */
+    private static final long SAY_GOODBYE_MILLIS = 200;
+
 
     private static final Logger LOG = LoggerFactory.getLogger(Engine.class);
     private static final long MAX_BLOCK_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
@@ -744,6 +749,10 @@ final class Engine {
         }
         List<ChannelFuture> closing = new ArrayList<>();
         try {
+            // the goodbye or abort first, then the end of this side's stream, and only then the close: a close
+            // with the peer's bytes unread resets the connection, and a reset sent while the last frame still
+            // waits in this host's send queue discards it (the peer would see "connection lost", not why)
+            List<ChannelFuture> said = new ArrayList<>();
             for (Link l : allLinks) {
                 if (cut) {
                     if (l.channel != null) {
@@ -760,10 +769,21 @@ final class Engine {
                         } else {
                             l.writeControl(Frame.BYE, 0, 0, null);
                         }
+                        if (l.channel instanceof DuplexChannel d) {
+                            said.add(d.shutdownOutput());
+                        }
                     } catch (RuntimeException ignored) {
                         // the connection may be broken already
                     }
                 }
+            }
+            long saidBy = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(SAY_GOODBYE_MILLIS);
+            while (System.nanoTime() - saidBy < 0 && !said.stream().allMatch(ChannelFuture::isDone)) {
+                if (loop.runNow() == 0) {
+                    loop.runBlocking(TimeUnit.MILLISECONDS.toNanos(2));
+                }
+            }
+            for (Link l : allLinks) {
                 if (l.channel != null) {
                     closing.add(l.channel.close());
                 }
