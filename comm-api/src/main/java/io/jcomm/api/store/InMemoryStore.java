@@ -235,9 +235,14 @@ public final class InMemoryStore implements Store {
 
     @Override
     public List<byte[]> multiGet(List<String> keys, Duration timeout) {
+        return multiGet(keys, timeout, null);
+    }
+
+    /** The values of {@code keys} once all exist; {@code member}'s wait (or null) as {@link #awaitKeys} says. */
+    private List<byte[]> multiGet(List<String> keys, Duration timeout, Member member) {
         lock.lock();
         try {
-            awaitKeys(keys, timeout, "multiGet");
+            awaitKeys(keys, timeout, "multiGet", member);
             List<byte[]> out = new ArrayList<>(keys.size());
             for (String k : keys) {
                 out.add(data.get(k).clone());
@@ -444,17 +449,7 @@ public final class InMemoryStore implements Store {
 
         @Override
         public List<byte[]> multiGet(List<String> keys, Duration t) {
-            lock.lock();
-            try {
-                awaitKeys(keys, t, "multiGet", this);
-                List<byte[]> out = new ArrayList<>(keys.size());
-                for (String k : keys) {
-                    out.add(data.get(k).clone());
-                }
-                return out;
-            } finally {
-                lock.unlock();
-            }
+            return InMemoryStore.this.multiGet(keys, t, this);
         }
 
         @Override
