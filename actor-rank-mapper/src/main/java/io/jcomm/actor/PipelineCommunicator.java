@@ -172,23 +172,23 @@ public final class PipelineCommunicator implements Communicator {
     }
 
     @Override
-    public void allReduce(Tensor send, Tensor recv, ReduceOp op) {
+    public void allReduce(Tensor output, Tensor input, ReduceOp op) {
         checkOpen("allReduce");
-        group.allReduce(recv, send, op);
+        group.allReduce(output, input, op);
     }
 
-    /** Gathers every rank's {@code send} into {@code recv} along dimension 0, in rank order. */
+    /** Gathers every rank's {@code input} into {@code output} along dimension 0, in rank order. */
     @Override
-    public void allGather(Tensor send, Tensor recv) {
+    public void allGather(Tensor output, Tensor input) {
         checkOpen("allGather");
-        group.allGather(recv, send, 0);
+        group.allGather(output, input, 0);
     }
 
-    /** Reduces {@code send} and gives rank r part r of the result (dimension 0) in {@code recv}. */
+    /** Reduces {@code input} and gives rank r part r of the result (dimension 0) in {@code output}. */
     @Override
-    public void reduceScatter(Tensor send, Tensor recv, ReduceOp op) {
+    public void reduceScatter(Tensor output, Tensor input, ReduceOp op) {
         checkOpen("reduceScatter");
-        group.reduceScatter(recv, send, op, 0);
+        group.reduceScatter(output, input, op, 0);
     }
 
     @Override

@@ -73,13 +73,13 @@ class PipelineCommunicatorTest {
 
                 // collectives over the PP group
                 Tensor sum = Tensor.allocate(DType.I64, 2);
-                c.allReduce(Tensor.ofLongs(me, 10L * me), sum, ReduceOp.SUM);
+                c.allReduce(sum, Tensor.ofLongs(me, 10L * me), ReduceOp.SUM);
                 assertArrayEquals(new long[] {6, 60}, sum.toLongArray());
                 Tensor all = Tensor.allocate(DType.I32, 4, 2);
-                c.allGather(Tensor.ofInts(me, -me).reshape(1, 2), all);
+                c.allGather(all, Tensor.ofInts(me, -me).reshape(1, 2));
                 assertArrayEquals(new long[] {0, 0, 1, -1, 2, -2, 3, -3}, all.toLongArray());
                 Tensor part = Tensor.allocate(DType.F64, 1);
-                c.reduceScatter(Tensor.ofDoubles(1, 2, 3, 4), part, ReduceOp.MAX);
+                c.reduceScatter(part, Tensor.ofDoubles(1, 2, 3, 4), ReduceOp.MAX);
                 assertEquals(me + 1, part.getDouble(0));
                 return c.actorRankMap();
             }, T);
@@ -150,7 +150,7 @@ class PipelineCommunicatorTest {
                 assertEquals(0, c.rankOf(actor(5)));
                 assertEquals(List.of(actor(5)), c.actorHandles());
                 Tensor out = Tensor.allocate(DType.F32, 2);
-                c.allReduce(Tensor.ofFloats(1, 2), out, ReduceOp.SUM);
+                c.allReduce(out, Tensor.ofFloats(1, 2), ReduceOp.SUM);
                 assertArrayEquals(new double[] {1, 2}, out.toDoubleArray());
                 assertEquals("cpu", c.transportName());
             }, T);

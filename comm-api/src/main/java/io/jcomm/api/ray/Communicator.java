@@ -46,20 +46,20 @@ public interface Communicator extends AutoCloseable {
     StreamHandle sendStream();
 
     /*
-     * The collectives below keep Ray's own order, (send, recv) = (input, output), because this
-     * interface mirrors Ray's Communicator call for call (an adapter passes Ray's arguments through).
-     * Every other jcomm API takes the output first (ProcessGroup, DeviceCommunicator,
-     * GroupCoordinator): an implementation that forwards to those swaps the pair.
+     * The collectives take the output first, as every jcomm API does (ProcessGroup, DeviceCommunicator,
+     * GroupCoordinator; torch.distributed's all_gather_into_tensor(output, input)), so that a swapped pair of
+     * tensors in a Java caller reads wrong wherever it is written. Ray's Python Communicator takes
+     * (send_buf, recv_buf): an adapter from Ray's calls swaps the pair once, at the boundary.
      */
 
-    /** Ray's {@code allreduce(send_buf, recv_buf, op)}: {@code recv = reduce(send)}, input first as in Ray. */
-    void allReduce(Tensor send, Tensor recv, ReduceOp op);
+    /** Ray's {@code allreduce(send_buf, recv_buf, op)}: {@code output = reduce(input)} over the members. */
+    void allReduce(Tensor output, Tensor input, ReduceOp op);
 
-    /** Ray's {@code allgather(send_buf, recv_buf)}, input first as in Ray. */
-    void allGather(Tensor send, Tensor recv);
+    /** Ray's {@code allgather(send_buf, recv_buf)}: every member's {@code input}, in rank order, into {@code output}. */
+    void allGather(Tensor output, Tensor input);
 
-    /** Ray's {@code reducescatter(send_buf, recv_buf, op)}, input first as in Ray. */
-    void reduceScatter(Tensor send, Tensor recv, ReduceOp op);
+    /** Ray's {@code reducescatter(send_buf, recv_buf, op)}: this member's part of {@code reduce(input)} into {@code output}. */
+    void reduceScatter(Tensor output, Tensor input, ReduceOp op);
 
     /** Marks the communicator closed; pending and later calls fail. Idempotent. */
     void destroy();
