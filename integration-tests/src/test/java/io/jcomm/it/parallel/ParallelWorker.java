@@ -287,10 +287,10 @@ public final class ParallelWorker {
             require(got.getDouble(0) == from && got.getDouble(1) == from * 0.5, "adapter recv " + Arrays.toString(got.toDoubleArray()));
         }
         Tensor sum = Tensor.allocate(DType.I64, 1);
-        c.allReduce(Tensor.ofLongs(me), sum, ReduceOp.SUM);
+        c.allReduce(sum, Tensor.ofLongs(me), ReduceOp.SUM);
         require(sum.getLong(0) == pp.ranks().stream().mapToLong(Integer::longValue).sum(), "adapter allReduce");
         Tensor gathered = Tensor.allocate(DType.I32, n);
-        c.allGather(Tensor.ofInts(me), gathered);
+        c.allGather(gathered, Tensor.ofInts(me));
         List<Long> want = new ArrayList<>();
         pp.ranks().forEach(r -> want.add((long) r));
         require(Arrays.stream(gathered.toLongArray()).boxed().collect(Collectors.toList()).equals(want), "adapter allGather");
@@ -299,7 +299,7 @@ public final class ParallelWorker {
         for (int i = 0; i < src.length; i++) {
             src[i] = i + me;
         }
-        c.reduceScatter(Tensor.ofFloats(src), part, ReduceOp.SUM);
+        c.reduceScatter(part, Tensor.ofFloats(src), ReduceOp.SUM);
         double base = pp.ranks().stream().mapToDouble(Integer::doubleValue).sum();
         require(part.getDouble(0) == n * (2.0 * self) + base && part.getDouble(1) == n * (2.0 * self + 1) + base,
                 "adapter reduceScatter " + Arrays.toString(part.toDoubleArray()));
