@@ -1,5 +1,5 @@
-import io.jcomm.api.internal.jfr.OperationEvent;
-import io.jcomm.api.internal.jfr.OperationEvents;
+import io.jcomm.runtime.jfr.OperationEvent;
+import io.jcomm.runtime.jfr.OperationEvents;
 
 /**
  * What an {@code io.jcomm.Operation} JFR event costs: a trivial operation unwrapped, then wrapped exactly

@@ -1,4 +1,4 @@
-import io.jcomm.api.internal.recorder.FlightRecorder;
+import io.jcomm.runtime.recorder.FlightRecorder;
 
 /**
  * What the flight recorder costs per operation (begin + end of one group's record, as the CPU-group

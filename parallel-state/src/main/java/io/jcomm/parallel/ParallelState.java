@@ -10,7 +10,7 @@ import io.jcomm.api.PeerFailureException;
 import io.jcomm.api.ProcessGroup;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
-import io.jcomm.api.internal.recorder.FlightRecorder;
+import io.jcomm.runtime.recorder.FlightRecorder;
 import io.jcomm.api.store.PrefixStore;
 import io.jcomm.api.store.Store;
 import io.jcomm.cpu.store.TcpRendezvous;

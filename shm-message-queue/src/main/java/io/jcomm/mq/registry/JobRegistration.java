@@ -1,7 +1,7 @@
 package io.jcomm.mq.registry;
 
 import io.jcomm.api.config.Settings;
-import io.jcomm.api.internal.shm.ProcessIdentity;
+import io.jcomm.runtime.shm.ProcessIdentity;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;

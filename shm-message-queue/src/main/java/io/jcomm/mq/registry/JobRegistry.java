@@ -4,7 +4,7 @@ import io.jcomm.api.config.Setting;
 import io.jcomm.api.config.Settings;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.StoreException;
-import io.jcomm.api.internal.shm.ProcessIdentity;
+import io.jcomm.runtime.shm.ProcessIdentity;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.ByteBuffer;

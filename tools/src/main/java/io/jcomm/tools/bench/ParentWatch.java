@@ -25,7 +25,7 @@ public final class ParentWatch {
             } catch (IOException ignored) {
                 // a broken pipe: the launcher is gone too
             }
-            io.jcomm.api.internal.recorder.FlightRecorder.releaseFile(); // halt skips the hook that removes it
+            io.jcomm.runtime.recorder.FlightRecorder.releaseFile(); // halt skips the hook that removes it
             Runtime.getRuntime().halt(exitCode);
         }, "parent-watch");
         watch.setDaemon(true);

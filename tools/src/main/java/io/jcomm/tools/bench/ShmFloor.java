@@ -1,7 +1,7 @@
 package io.jcomm.tools.bench;
 
 import io.jcomm.api.ProcessGroup;
-import io.jcomm.api.internal.shm.ShmFiles;
+import io.jcomm.runtime.shm.ShmFiles;
 import java.io.IOException;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;

@@ -7,7 +7,7 @@ import io.jcomm.api.DType;
 import io.jcomm.api.Device;
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.Tensor;
-import io.jcomm.api.internal.shm.ProcessIdentity;
+import io.jcomm.runtime.shm.ProcessIdentity;
 import io.jcomm.api.ray.ActorId;
 import io.jcomm.parallel.GroupCoordinator;
 import io.jcomm.parallel.ParallelSizes;

@@ -1,7 +1,7 @@
 package io.jcomm.tools.run;
 
-import io.jcomm.api.internal.shm.ProcessIdentity;
-import io.jcomm.api.internal.shm.ShmFiles;
+import io.jcomm.runtime.shm.ProcessIdentity;
+import io.jcomm.runtime.shm.ShmFiles;
 import io.jcomm.mq.registry.JobRegistry;
 import java.io.IOException;
 import java.io.InputStream;

@@ -69,7 +69,7 @@ public final class ScaleWorker {
             System.out.println(FAILED + why);
             t.printStackTrace(System.out);
             System.out.flush();
-            io.jcomm.api.internal.recorder.FlightRecorder.releaseFile(); // halt skips the hook that removes it
+            io.jcomm.runtime.recorder.FlightRecorder.releaseFile(); // halt skips the hook that removes it
             Runtime.getRuntime().halt(1);
         }
         System.exit(0);
@@ -281,6 +281,6 @@ public final class ScaleWorker {
 
     /** Stack traces of the rank threads and the SDK's own ({@code jcomm-}) threads, for a timeout's message. */
     private static String stacks() {
-        return io.jcomm.api.internal.ThreadStacks.of("rank-", "jcomm-");
+        return io.jcomm.runtime.ThreadStacks.of("rank-", "jcomm-");
     }
 }
