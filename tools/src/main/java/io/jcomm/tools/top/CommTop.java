@@ -6,7 +6,7 @@ import io.jcomm.runtime.recorder.RecorderReader.GroupState;
 import io.jcomm.runtime.recorder.RecorderReader.Snapshot;
 import io.jcomm.runtime.shm.ProcessIdentity;
 import io.jcomm.runtime.shm.ShmFiles;
-import io.jcomm.mq.registry.JobRegistry;
+import io.jcomm.runtime.registry.JobRegistry;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.DirectoryStream;

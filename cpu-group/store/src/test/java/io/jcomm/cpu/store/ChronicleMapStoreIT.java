@@ -1,4 +1,4 @@
-package io.jcomm.mq.store;
+package io.jcomm.cpu.store;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;

@@ -1,4 +1,4 @@
-package io.jcomm.mq.store;
+package io.jcomm.cpu.store;
 
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;

@@ -1,4 +1,4 @@
-package io.jcomm.mq.store;
+package io.jcomm.cpu.store;
 
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommTimeoutException;
@@ -6,7 +6,7 @@ import io.jcomm.api.OpContext;
 import io.jcomm.api.ProtocolException;
 import io.jcomm.api.StoreException;
 import io.jcomm.api.store.Store;
-import io.jcomm.mq.IdleConfig;
+import io.jcomm.runtime.Backoff;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -19,10 +19,8 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.util.concurrent.TimeUnit;
 import net.openhft.chronicle.map.ChronicleMap;
 import net.openhft.chronicle.map.ChronicleMapBuilder;
-import org.agrona.concurrent.IdleStrategy;
 
 /**
  * A node-local {@link Store} in a Chronicle Map file shared by the processes of one host (default
@@ -32,7 +30,7 @@ import org.agrona.concurrent.IdleStrategy;
  * in the shared memory).
  *
  * <p>The file is created {@code 0600}. Chronicle Map has no change notifications, so waits poll
- * with a spin-yield-park idle strategy (default: park 50 µs doubling up to 5 ms) and are bounded by
+ * with a {@link Backoff} (default: park 50 µs doubling up to 5 ms, {@link Options.Builder#pauses}) and are bounded by
  * their timeout. The map is sized when the file is created ({@link Options}); a value larger than
  * {@link Options#maxValueBytes()} is refused with {@link IllegalArgumentException} before it is written.
  *
@@ -40,7 +38,7 @@ import org.agrona.concurrent.IdleStrategy;
  * run time); later opens are fast. The message queue does not use this store on its creation path;
  * open it where that delay does not matter (or once, early, in the background).
  *
- * <p>{@code shm-message-queue} declares Chronicle Map optional: an application that uses this
+ * <p>{@code cpu-group-store} declares Chronicle Map optional: an application that uses this
  * class adds {@code net.openhft:chronicle-map} to its own dependencies (2026.1 is the version jcomm is built and
  * tested with).
  *
@@ -181,7 +179,7 @@ public final class ChronicleMapStore implements Store {
 
     private void awaitKeys(List<String> keys, Duration timeout, String op) {
         long end = System.nanoTime() + timeout.toNanos();
-        IdleStrategy idle = options.idle.newStrategy();
+        Backoff pauses = Backoff.doubling(options.firstPause, options.maxPause);
         while (true) {
             checkOpen(op);
             List<String> missing = null;
@@ -200,7 +198,7 @@ public final class ChronicleMapStore implements Store {
                 throw new CommTimeoutException(ctx(op), "timed out after " + timeout.toMillis() + " ms waiting for keys "
                         + missing + " in " + file);
             }
-            idle.idle();
+            pauses.pauseUntil(end);
         }
     }
 
@@ -360,7 +358,8 @@ public final class ChronicleMapStore implements Store {
         private final int averageValueBytes;
         private final int maxValueBytes;
         private final Duration timeout;
-        private final IdleConfig idle;
+        private final Duration firstPause;
+        private final Duration maxPause;
 
         private Options(Builder b) {
             this.entries = b.entries;
@@ -368,7 +367,11 @@ public final class ChronicleMapStore implements Store {
             this.averageValueBytes = b.averageValueBytes;
             this.maxValueBytes = b.maxValueBytes;
             this.timeout = Objects.requireNonNull(b.timeout, "timeout");
-            this.idle = Objects.requireNonNull(b.idle, "idle");
+            this.firstPause = Objects.requireNonNull(b.firstPause, "firstPause");
+            this.maxPause = Objects.requireNonNull(b.maxPause, "maxPause");
+            if (firstPause.isNegative() || firstPause.isZero() || maxPause.compareTo(firstPause) < 0) {
+                throw new IllegalArgumentException("invalid store pauses: first=" + firstPause + " max=" + maxPause);
+            }
             if (entries < 1 || averageKeyBytes < 1 || averageValueBytes < 1 || maxValueBytes < averageValueBytes) {
                 throw new IllegalArgumentException("invalid store sizing: entries=" + entries + " key=" + averageKeyBytes
                         + " value=" + averageValueBytes + " max=" + maxValueBytes);
@@ -388,7 +391,9 @@ public final class ChronicleMapStore implements Store {
         public int averageValueBytes() { return averageValueBytes; }
         public int maxValueBytes() { return maxValueBytes; }
         public Duration timeout() { return timeout; }
-        public IdleConfig idle() { return idle; }
+        /** The first pause of a wait for a key; each next one is twice as long, up to {@link #maxPause()}. */
+        public Duration firstPause() { return firstPause; }
+        public Duration maxPause() { return maxPause; }
 
         /** Mutable builder of {@link Options}. */
         public static final class Builder {
@@ -397,8 +402,8 @@ public final class ChronicleMapStore implements Store {
             private int averageValueBytes = 256;
             private int maxValueBytes = 64 * 1024;
             private Duration timeout = Duration.ofSeconds(30);
-            private IdleConfig idle = IdleConfig.of(Duration.ZERO, Duration.ZERO, Duration.ofNanos(TimeUnit.MICROSECONDS.toNanos(50)),
-                    Duration.ofMillis(5));
+            private Duration firstPause = Duration.ofNanos(50_000);
+            private Duration maxPause = Duration.ofMillis(5);
 
             private Builder() {
             }
@@ -410,7 +415,8 @@ public final class ChronicleMapStore implements Store {
             /** Largest value accepted (checked before writing). */
             public Builder maxValueBytes(int v) { this.maxValueBytes = v; return this; }
             public Builder timeout(Duration v) { this.timeout = v; return this; }
-            public Builder idle(IdleConfig v) { this.idle = v; return this; }
+            /** How a wait for a key polls: park {@code first}, doubling up to {@code max} (default 50 µs, 5 ms). */
+            public Builder pauses(Duration first, Duration max) { this.firstPause = first; this.maxPause = max; return this; }
 
             public Options build() {
                 return new Options(this);

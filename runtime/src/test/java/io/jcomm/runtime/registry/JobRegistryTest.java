@@ -1,4 +1,4 @@
-package io.jcomm.mq.registry;
+package io.jcomm.runtime.registry;
 
 import io.jcomm.api.config.Settings;
 import static org.junit.jupiter.api.Assertions.assertEquals;
