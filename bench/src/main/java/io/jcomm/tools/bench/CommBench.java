@@ -5,7 +5,7 @@ import io.jcomm.tools.bench.init.InitBenchCommand;
 import io.jcomm.tools.bench.mq.MqBenchCommand;
 import io.jcomm.tools.bench.pipeline.PipelineBenchCommand;
 import io.jcomm.tools.bench.plot.PlotCommand;
-import io.jcomm.tools.store.StoreBenchCommand;
+import io.jcomm.tools.bench.store.StoreBenchCommand;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;

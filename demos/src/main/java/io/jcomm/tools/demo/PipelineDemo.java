@@ -14,7 +14,6 @@ import io.jcomm.parallel.ParallelSizes;
 import io.jcomm.parallel.ParallelState;
 import io.jcomm.parallel.ParallelStateOptions;
 import io.jcomm.tools.bench.RankMeasurements;
-import io.jcomm.tools.run.RunPlan;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.lang.management.ManagementFactory;

@@ -1,4 +1,4 @@
-package io.jcomm.tools.store;
+package io.jcomm.tools.bench.store;
 
 import io.jcomm.cpu.store.TcpStore;
 import io.jcomm.cpu.store.TcpStoreConfig;
@@ -317,7 +317,7 @@ public final class StoreBenchCommand implements Callable<Integer> {
         }
     }
 
-    /** scripts/store_bench.py of the checkout this jar was built in (tools/target/x.jar), else ./scripts. */
+    /** scripts/store_bench.py of the checkout this jar was built in (bench/target/x.jar, dist/target/lib/x.jar), else ./scripts. */
     static Path defaultScript() {
         try {
             Path jar = Path.of(StoreBenchCommand.class.getProtectionDomain().getCodeSource().getLocation().toURI());
