@@ -4,7 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.jcomm.tools.bench.CommBench;
-import io.jcomm.tools.demo.PipelineDemo;
+import io.jcomm.tools.demo.DemoCommand;
 import io.jcomm.tools.run.CommRun;
 import io.jcomm.tools.store.CommStoreCommand;
 import io.jcomm.tools.top.CommTop;
@@ -32,7 +32,7 @@ class HelpTextTest {
         try {
             for (CommandLine cl : List.of(CommBench.commandLine(), CommRun.commandLine(new CommRun()),
                     new CommandLine(new CommStoreCommand()), CommTop.commandLine(new CommTop()),
-                    new CommandLine(new PipelineDemo()))) {
+                    DemoCommand.commandLine(System.out))) {
                 render(cl, bad);
             }
         } finally {

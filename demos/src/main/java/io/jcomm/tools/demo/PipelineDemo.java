@@ -55,12 +55,10 @@ import picocli.CommandLine.Option;
  * the rate with the checks. Rank 0 prints the report: per-operation p50/p99 over all ranks
  * (HdrHistogram, the checked steps) and steps per second.
  */
-@Command(name = "demo", mixinStandardHelpOptions = true,
-        description = "TP x PP pipeline over real processes, with every value verified; prints latencies and steps/s.")
+@Command(name = "pipeline", mixinStandardHelpOptions = true,
+        description = {"TP x PP pipeline over real processes, with every value verified; prints latencies and steps/s.",
+                "The default of demo: 'demo --tp 2 --pp 2' is 'demo pipeline --tp 2 --pp 2'."})
 public final class PipelineDemo implements Callable<Integer> {
-
-    // the defaults are the fields' initial values (picocli shows them as ${DEFAULT-VALUE}), so that
-    // parseSimple needs no picocli to know them
 
     @Option(names = "--tp", description = "tensor-parallel size (default ${DEFAULT-VALUE})")
     int tp = 2;
@@ -77,64 +75,10 @@ public final class PipelineDemo implements Callable<Integer> {
     @Option(names = "--hidden", description = "activation elements (f32) per step (default ${DEFAULT-VALUE})")
     int hidden = 1024;
 
-    @Option(names = "--elastic", description = "instead of the pipeline: a serving loop of DP replicas of --tp ranks that "
-            + "keeps answering when ranks die (run it with commrun --max-lost N): replicas that lose a rank leave, the "
-            + "others re-form their DP groups (ParallelState.shrink) and go on; --steps requests, --hidden values each")
-    boolean elastic;
-
     @Option(names = "--moe", description = "also run a mixture-of-experts layer each step over the EP group (the TP "
             + "ranks): a deterministic router sends every token to 2 of 2 x EP experts, dispatch, an expert function, "
-            + "combine, every value verified (with --elastic: 8 experts over the EP group of every rank, placed again by "
-            + "each recovery)")
+            + "combine, every value verified")
     boolean moe;
-
-    @Option(names = "--pd", paramLabel = "ROLE", description = "instead of the pipeline: disaggregated prefill and decode "
-            + "as two jobs whose transfer agents meet in one store; ROLE is decode (registers a paged block pool per rank "
-            + "and verifies every byte) or prefill (writes each request's blocks into it with one notification); run "
-            + "the decode job with commrun --master-port P and the prefill job with --store HOST:P")
-    String pd;
-
-    @Option(names = "--weights", paramLabel = "ROLE", description = "instead of the pipeline: weight updates as two "
-            + "jobs whose transfer agents meet in one store; ROLE is engine (each rank registers room for the whole "
-            + "weight set and verifies every byte of every version) or trainer (each rank pushes its shard of the "
-            + "tensors into every engine rank, version after version, one notification per version and engine rank); "
-            + "run the engine job with commrun --master-port P and the trainer job with --store HOST:P")
-    String weights;
-
-    @Option(names = "--store", paramLabel = "HOST:PORT", description = "with --pd or --weights: the store where both "
-            + "jobs' agents meet (default for decode and engine: its own launcher store; prefill and trainer must name it)")
-    String store;
-
-    @Option(names = "--weights-mib", description = "with --weights: MiB of the whole weight set, held by every engine "
-            + "rank (default ${DEFAULT-VALUE})")
-    int weightsMib = 2048;
-
-    @Option(names = "--tensors", description = "with --weights: tensors in the weight set, of uneven sizes "
-            + "(default ${DEFAULT-VALUE})")
-    int tensors = 64;
-
-    @Option(names = "--versions", description = "with --weights: versions the trainer pushes (default ${DEFAULT-VALUE})")
-    int versions = 3;
-
-    @Option(names = "--region-mib", description = "with --weights: largest registered region in MiB; the weight set "
-            + "takes as many as it needs, no tensor split between two (default ${DEFAULT-VALUE})")
-    int regionMib = 1024;
-
-    @Option(names = "--requests", description = "with --pd: requests per rank (default ${DEFAULT-VALUE})")
-    int requests = 200;
-
-    @Option(names = "--layers", description = "with --pd: layers of each request's KV (default ${DEFAULT-VALUE})")
-    int layers = 4;
-
-    @Option(names = "--blocks", description = "with --pd: KV blocks per layer of each request (default ${DEFAULT-VALUE})")
-    int blocks = 16;
-
-    @Option(names = "--block-bytes", description = "with --pd: bytes per block, a multiple of 8 (default ${DEFAULT-VALUE})")
-    int blockBytes = 64 << 10;
-
-    @Option(names = "--window", description = "with --pd: requests in flight per rank, the decode pool's request "
-            + "slots (default ${DEFAULT-VALUE})")
-    int window = 4;
 
     @Option(names = "--device",
             description = "auto: NCCL and cuda:LOCAL_RANK when GPUs are usable, else the CPU communicator; "
@@ -166,22 +110,7 @@ public final class PipelineDemo implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        if (elastic) {
-            return new ElasticServing(tp, hidden, steps, moe, out).run();
-        }
         DistributedConfig cfg = DistributedConfig.fromEnvironment();
-        if (pd != null && weights != null) {
-            System.err.println("demo: --pd and --weights are two demos; give one");
-            return 2;
-        }
-        if (weights != null) {
-            return new WeightsDemo(weights, store, new WeightsDemo.Shape((long) weightsMib << 20, tensors, versions,
-                    (long) regionMib << 20), cfg.timeout(), out).run();
-        }
-        if (pd != null) {
-            return new PdDemo(pd, store, new PdDemo.Shape(requests, layers, blocks, blockBytes, window), cfg.timeout(), out)
-                    .run();
-        }
         if (tp < 1 || pp < 1 || cfg.worldSize() % (tp * pp) != 0) {
             System.err.println("demo: world size " + cfg.worldSize() + " is not a multiple of tp x pp = " + tp * pp
                     + " (run it with: bin/commrun --nproc-per-node " + Math.max(1, tp * pp) + " demo --tp " + tp
@@ -239,17 +168,6 @@ public final class PipelineDemo implements Callable<Integer> {
         }
     }
 
-    /**
-     * picocli's usage errors, in a class of their own: naming picocli's exception type in this class
-     * would make the JVM load and verify picocli (Java 5 class files, never archived) when it links the
-     * demo in every rank.
-     */
-    private static final class Usage {
-        static RuntimeException error(Object command, String message) {
-            return new CommandLine.ParameterException(new CommandLine(command), message);
-        }
-    }
-
     /** The SDK's defaults, or the CPU device communicator everywhere with {@code --device cpu}. */
     ParallelStateOptions options() {
         ParallelStateOptions.Builder b;
@@ -258,7 +176,7 @@ public final class PipelineDemo implements Callable<Integer> {
         } else if (device.equalsIgnoreCase("auto")) {
             b = ParallelStateOptions.defaults().toBuilder();
         } else {
-            throw Usage.error(this, "--device must be auto or cpu, not " + device);
+            throw new CommandLine.ParameterException(new CommandLine(this), "--device must be auto or cpu, not " + device);
         }
         if (phases) {
             b.listener(new io.jcomm.parallel.GroupListener() {
@@ -622,84 +540,14 @@ public final class PipelineDemo implements Callable<Integer> {
     }
 
     /**
-     * Applies {@code args} when they are only this command's options, each at most once
-     * ({@code --name value}, {@code --name=value}, decimal numbers, {@code --device auto|cpu}): then
-     * every rank starts without picocli, whose Java 5 class files are not archived for class-data
-     * sharing and are slow to verify (about 0.4 s of a cold JVM's CPU on the 2-core development machine).
-     * Anything else ({@code --help}, a typo, a bad value) is left to picocli and its messages.
-     *
-     * @return whether {@code args} were applied (nothing is changed when not)
+     * The main class of {@code demo} (commrun's {@code demo}, the manifests in {@code deploy/}): runs
+     * {@link DemoCommand}, whose default subcommand is this pipeline.
      */
-    boolean parseSimple(String[] args) {
-        Map<String, String> values = new LinkedHashMap<>();
-        for (int i = 0; i < args.length; i++) {
-            String name = args[i];
-            String value = null;
-            int eq = name.indexOf('=');
-            if (eq > 0) {
-                value = name.substring(eq + 1);
-                name = name.substring(0, eq);
-            }
-            boolean flag = name.equals("--moe") || name.equals("--phases") || name.equals("--elastic");
-            if (!flag && !List.of("--tp", "--pp", "--steps", "--warmup", "--hidden", "--device").contains(name)) {
-                return false;
-            }
-            if (flag && value != null) {
-                return false;
-            }
-            if (!flag && value == null) {
-                if (i + 1 >= args.length || args[i + 1].startsWith("--")) {
-                    return false;
-                }
-                value = args[++i];
-            }
-            if (values.put(name, flag ? "true" : value) != null) {
-                return false; // picocli says an option may be given once
-            }
-        }
-        int[] ints = {tp, pp, steps, warmup, hidden};
-        List<String> intNames = List.of("--tp", "--pp", "--steps", "--warmup", "--hidden");
-        for (int k = 0; k < ints.length; k++) {
-            String v = values.get(intNames.get(k));
-            if (v != null) {
-                if (!v.matches("-?[0-9]{1,9}")) {
-                    return false;
-                }
-                ints[k] = Integer.parseInt(v);
-            }
-        }
-        String dev = values.getOrDefault("--device", device);
-        if (!dev.equalsIgnoreCase("auto") && !dev.equalsIgnoreCase("cpu")) {
-            return false;
-        }
-        tp = ints[0];
-        pp = ints[1];
-        steps = ints[2];
-        warmup = ints[3];
-        hidden = ints[4];
-        device = dev;
-        moe |= values.containsKey("--moe");
-        elastic |= values.containsKey("--elastic");
-        phases |= values.containsKey("--phases");
-        return true;
-    }
-
     public static void main(String[] args) {
         if (System.getProperty("org.slf4j.simpleLogger.defaultLogLevel") == null) {
             System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
         }
-        PipelineDemo demo = new PipelineDemo();
-        int code;
-        if (demo.parseSimple(args)) {
-            try {
-                code = demo.call();
-            } catch (RuntimeException e) {
-                e.printStackTrace(); // as picocli's execute does: the trace, then exit status 1
-                code = 1;
-            }
-        } else {
-            code = new CommandLine(demo).execute(args);
-        }
+        int code = DemoCommand.run(System.out, args);
         if (code != 0) {
             System.exit(code);
         }
