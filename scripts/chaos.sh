@@ -9,9 +9,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TRIALS="${1:-20}"
 TIMEOUT_MS="${2:-10000}"
 PHASES=(${3:-init warmup steps stop})
-JAR=$(ls "$ROOT"/tools/target/tools-*.jar | grep -v -- '-tests\.jar$' | head -1)
+JAR=$(ls "$ROOT"/dist/target/jcomm-dist-*.jar | grep -v -e '-tests\.jar$' -e '-all\.jar$' | head -1)
 [ -n "$JAR" ] || { echo "build the tools first: bin/commbench --help" >&2; exit 1; }
-CP="$JAR:$ROOT/tools/target/lib/*"
+CP="$JAR:$ROOT/dist/target/lib/*"
 WORK=$(mktemp -d /tmp/jcomm-chaos.XXXXXX)
 trap 'pkill -9 -f "jcomm-chaos-marker" 2>/dev/null; rm -rf "$WORK"' EXIT
 hangs=0

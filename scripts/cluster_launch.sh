@@ -4,9 +4,9 @@
 # measured from JCOMM_LAUNCH_EPOCH_MS, which this script sets just before the launcher's command), RUNS times
 # each, median and range:
 #   commrun             bin/commrun --nproc-per-node 4 demo
-#   srun, task per rank srun -n 4 java @bin/jvm.flags -cp <tools jar> PipelineDemo
+#   srun, task per rank srun -n 4 java @bin/jvm.flags -cp <dist jar> PipelineDemo
 #   srun + commrun      srun -N 1 --ntasks-per-node 1 bin/commrun --nproc-per-node 4 demo
-#   mpirun              mpirun -np 4 java @bin/jvm.flags -cp <tools jar> PipelineDemo
+#   mpirun              mpirun -np 4 java @bin/jvm.flags -cp <dist jar> PipelineDemo
 # A one-node Slurm (slurmctld + slurmd, auth/none, state in a temporary directory) is started for the srun rows
 # and stopped at the end. Needs root, Debian's slurmctld/slurmd/slurm-client and openmpi-bin.
 # usage: scripts/cluster_launch.sh [-n RUNS]
@@ -16,7 +16,7 @@ RUNS=5
 [ "${1:-}" = -n ] && RUNS="$2"
 "$ROOT/bin/commrun" --help >/dev/null # builds the tools if needed (not measured)
 export JCOMM_NO_BUILD=1
-JAR=$(ls "$ROOT"/tools/target/tools-*-all.jar | head -1)
+JAR=$(ls "$ROOT"/dist/target/jcomm-dist-*-all.jar | head -1)
 TASK=(java @"$ROOT/bin/jvm.flags" -cp "$JAR" io.jcomm.tools.demo.PipelineDemo --tp 2 --pp 2 --steps 20 --warmup 5)
 
 DIR=$(mktemp -d /tmp/jcomm-slurm.XXXXXX)

@@ -1,11 +1,11 @@
-import io.jcomm.api.internal.jfr.OperationEvent;
-import io.jcomm.api.internal.jfr.OperationEvents;
+import io.jcomm.runtime.jfr.OperationEvent;
+import io.jcomm.runtime.jfr.OperationEvents;
 
 /**
  * What an {@code io.jcomm.Operation} JFR event costs: a trivial operation unwrapped, then wrapped exactly
  * as the CPU-group facade wraps a call, with no recording; with the argument {@code rec}, also with a
  * recording that enables the event. Run from the repository root after a build:
- * {@code java -cp comm-api/target/classes scripts/bench/JfrEventCost.java rec}
+ * {@code java -cp runtime/target/classes:comm-api/target/classes scripts/bench/JfrEventCost.java rec}
  */
 public class JfrEventCost {
     static long sink;

@@ -1,11 +1,11 @@
-import io.jcomm.api.internal.recorder.FlightRecorder;
+import io.jcomm.runtime.recorder.FlightRecorder;
 
 /**
  * What the flight recorder costs per operation (begin + end of one group's record, as the CPU-group
  * facade does around every call; its start stamp is the one the call's deadline was made from, so the
  * recorder reads the clock once, at the end), with the payload's bytes counted as the facade counts them. One {@code System.nanoTime()} is about 30 ns on this VM
  * (kvm-clock). Run from the repository root after a build:
- * {@code java -cp comm-api/target/classes:$(ls tools/target/lib/slf4j-api-*.jar) scripts/bench/RecorderCost.java}
+ * {@code java -cp runtime/target/classes:comm-api/target/classes:$(ls dist/target/lib/slf4j-api-*.jar) scripts/bench/RecorderCost.java}
  */
 public class RecorderCost {
     public static void main(String[] args) {

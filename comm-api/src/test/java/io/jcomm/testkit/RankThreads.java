@@ -156,7 +156,7 @@ public final class RankThreads<R extends AutoCloseable> implements AutoCloseable
 
     /** Stack traces of the rank threads and the SDK's own ({@code jcomm-}) threads, for timeout messages. */
     public static String stacks() {
-        return io.jcomm.api.internal.ThreadStacks.of("rank-", "jcomm-");
+        return RuntimeHooks.threadStacks("rank-", "jcomm-");
     }
 
     /** Closes every rank's resource from the calling thread (best effort; unblocks waiting ranks). */

@@ -38,14 +38,14 @@ public final class WorkerMain {
             t.printStackTrace();
             System.err.flush();
             System.out.flush();
-            io.jcomm.api.internal.recorder.FlightRecorder.releaseFile(); // halt skips the shutdown hooks
+            RuntimeHooks.releaseRecorderFile(); // halt skips the shutdown hooks
             Runtime.getRuntime().halt(1);
         }
         System.out.flush();
         System.err.flush();
         // Workers end with halt so that a stray non-daemon thread can never keep them alive (and halt skips
         // the shutdown hook that removes the recorder file)
-        io.jcomm.api.internal.recorder.FlightRecorder.releaseFile();
+        RuntimeHooks.releaseRecorderFile();
         Runtime.getRuntime().halt(0);
     }
 
@@ -59,7 +59,7 @@ public final class WorkerMain {
         } catch (IOException ignored) {
             // broken pipe counts as the parent going away
         }
-        io.jcomm.api.internal.recorder.FlightRecorder.releaseFile();
+        RuntimeHooks.releaseRecorderFile();
         Runtime.getRuntime().halt(PARENT_GONE_STATUS);
     }
 }

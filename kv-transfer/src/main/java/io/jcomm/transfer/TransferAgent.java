@@ -1,6 +1,6 @@
 package io.jcomm.transfer;
 
-import io.jcomm.api.internal.Providers;
+import io.jcomm.runtime.Providers;
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
 import io.jcomm.api.CommTimeoutException;
@@ -11,7 +11,7 @@ import io.jcomm.api.ProtocolException;
 import io.jcomm.api.Tensor;
 import io.jcomm.api.device.DeviceCommunicatorProvider;
 import io.jcomm.api.device.DeviceMemory;
-import io.jcomm.api.internal.shm.ShmFiles;
+import io.jcomm.runtime.shm.ShmFiles;
 import io.jcomm.api.store.Store;
 import io.jcomm.transfer.internal.PeerRecords;
 import io.jcomm.transfer.internal.RegionTable;

@@ -34,8 +34,8 @@ public final class TransferOptions {
     public static final Duration PEER_SILENCE_TIMEOUT_MIN = Duration.ofMillis(300);
     public static final int MAX_REGIONS_DEFAULT = 4096;
     public static final Path SHM_DIRECTORY_DEFAULT = Path.of("/dev/shm");
-    public static final int TOKEN_MIN_BYTES = io.jcomm.api.internal.TokenFiles.MIN_BYTES;
-    public static final int TOKEN_MAX_BYTES = io.jcomm.api.internal.TokenFiles.MAX_BYTES;
+    public static final int TOKEN_MIN_BYTES = io.jcomm.runtime.TokenFiles.MIN_BYTES;
+    public static final int TOKEN_MAX_BYTES = io.jcomm.runtime.TokenFiles.MAX_BYTES;
 
     private final String name;
     private final String namespace;
@@ -245,7 +245,7 @@ public final class TransferOptions {
 
         private static byte[] readToken(Path file) {
             try {
-                return io.jcomm.api.internal.TokenFiles.read(file);
+                return io.jcomm.runtime.TokenFiles.read(file);
             } catch (IOException e) {
                 throw new UncheckedIOException("cannot read job token file " + file, e);
             }

@@ -1,6 +1,6 @@
 package io.jcomm.parallel;
 
-import io.jcomm.api.internal.Providers;
+import io.jcomm.runtime.Providers;
 import io.jcomm.api.config.Settings;
 import java.util.Locale;
 import java.util.Map;

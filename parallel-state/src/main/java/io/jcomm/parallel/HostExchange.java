@@ -3,7 +3,7 @@ package io.jcomm.parallel;
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.ProtocolException;
-import io.jcomm.api.internal.Entropy;
+import io.jcomm.runtime.Entropy;
 import io.jcomm.api.store.Store;
 import io.jcomm.parallel.internal.JobKeys;
 import java.nio.charset.StandardCharsets;

@@ -4,7 +4,7 @@ import io.jcomm.api.DType;
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.ObjectCodec;
 import io.jcomm.api.Tensor;
-import io.jcomm.api.internal.Entropy;
+import io.jcomm.runtime.Entropy;
 import io.jcomm.api.store.InMemoryStore;
 import io.jcomm.cpu.CpuGroupOptions;
 import io.jcomm.device.DeviceCommunicators;

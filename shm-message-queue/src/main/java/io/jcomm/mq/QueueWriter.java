@@ -37,10 +37,10 @@ import io.jcomm.api.Deadline;
 import io.jcomm.api.ObjectCodec;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.PeerFailureException;
-import io.jcomm.api.internal.Entropy;
-import io.jcomm.api.internal.FailureLatch;
-import io.jcomm.api.internal.shm.ProcessIdentity;
-import io.jcomm.api.internal.shm.ShmFiles;
+import io.jcomm.runtime.Entropy;
+import io.jcomm.runtime.FailureLatch;
+import io.jcomm.runtime.shm.ProcessIdentity;
+import io.jcomm.runtime.shm.ShmFiles;
 import io.jcomm.mq.internal.Frames;
 import io.jcomm.mq.internal.HmacSha256;
 

@@ -129,7 +129,7 @@ public final class Settings {
     // ---- observability ----
 
     public static final Setting REGISTRY = env("JCOMM_REGISTRY", "path, or `off`", "`/dev/shm/jcomm-registry`",
-            "the host-wide job registry (Chronicle Map) where each `ParallelState` enters its job, read by "
+            "the host-wide job registry (a directory of small files) where each `ParallelState` enters its job, read by "
                     + "`commtop`; `off`, `0` or `false`: no registry",
             "`ParallelState.initialize`, `commtop`");
     public static final Setting RECORDER = env("JCOMM_RECORDER", "`on`, `off`", "on",

@@ -6,7 +6,7 @@ import io.jcomm.api.Availability;
  * What every pluggable part of jcomm has in common (CPU backends, device communicators, transfer
  * transports, all-to-all managers): a name to select it by, a priority among those available, and its
  * availability here. Each kind of plug-in is found with {@link java.util.ServiceLoader} and chosen by the one
- * rule of {@code io.jcomm.api.internal.Providers}: by name when one is asked for, else the available one
+ * rule of {@code io.jcomm.runtime.Providers}: by name when one is asked for, else the available one
  * with the highest priority (ties by name).
  */
 public interface Provider {

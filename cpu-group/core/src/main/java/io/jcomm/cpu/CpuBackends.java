@@ -1,6 +1,6 @@
 package io.jcomm.cpu;
 
-import io.jcomm.api.internal.Providers;
+import io.jcomm.runtime.Providers;
 import io.jcomm.api.Availability;
 import io.jcomm.api.BackendException;
 import io.jcomm.api.OpContext;

@@ -12,7 +12,7 @@ import io.jcomm.api.Tensor;
 import io.jcomm.api.UnsupportedByBackendException;
 import io.jcomm.api.device.DeviceCommunicator;
 import io.jcomm.api.device.P2POp;
-import io.jcomm.api.internal.FailureLatch;
+import io.jcomm.runtime.FailureLatch;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.EnumMap;

@@ -35,12 +35,12 @@ class CommStoreScriptIT {
         Path script = root.resolve("bin/commstore");
         assumeTrue(Files.isExecutable(script), "no bin/commstore under " + root);
         boolean jar;
-        try (Stream<Path> s = Files.list(root.resolve("tools/target"))) {
-            jar = s.anyMatch(p -> p.getFileName().toString().matches("tools-.*(?<!-tests)\\.jar"));
+        try (Stream<Path> s = Files.list(root.resolve("dist/target"))) {
+            jar = s.anyMatch(p -> p.getFileName().toString().matches("jcomm-dist-.*(?<!-tests)\\.jar"));
         } catch (IOException e) {
             jar = false;
         }
-        assumeTrue(jar, "the tools jar is not built (run through the reactor: mvn -pl integration-tests -am verify)");
+        assumeTrue(jar, "the dist jar (what bin/ runs) is not built (run through the reactor: mvn -pl integration-tests -am verify)");
         ProcessBuilder pb = new ProcessBuilder(script.toString(), "--port", "0").redirectErrorStream(true);
         pb.environment().put("JCOMM_NO_BUILD", "1"); // never build from inside a test
         Process p = pb.start();

@@ -3,7 +3,7 @@ package io.jcomm.it.transfer;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.jcomm.api.internal.shm.ShmFiles;
+import io.jcomm.runtime.shm.ShmFiles;
 import io.jcomm.cpu.store.TcpStoreServer;
 import io.jcomm.cpu.store.TcpStoreServerConfig;
 import io.jcomm.it.reliability.NetnsHosts;

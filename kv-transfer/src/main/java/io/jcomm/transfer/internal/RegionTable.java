@@ -6,7 +6,7 @@ import io.jcomm.api.Deadline;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.Tensor;
 import io.jcomm.api.device.DeviceMemory;
-import io.jcomm.api.internal.Entropy;
+import io.jcomm.runtime.Entropy;
 import io.jcomm.transfer.MemoryKind;
 import io.jcomm.transfer.Permission;
 import io.jcomm.transfer.TransferRefusedException;

@@ -3,7 +3,7 @@ package io.jcomm.transfer.internal;
 import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.Deadline;
 import io.jcomm.api.OpContext;
-import io.jcomm.api.internal.shm.ShmFiles;
+import io.jcomm.runtime.shm.ShmFiles;
 import io.jcomm.transfer.Permission;
 import io.jcomm.transfer.TransferRefusedException;
 import java.io.IOException;

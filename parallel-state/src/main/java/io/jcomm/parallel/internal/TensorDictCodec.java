@@ -4,7 +4,7 @@ import io.jcomm.api.DType;
 import io.jcomm.api.ObjectCodec;
 import io.jcomm.api.ProtocolException;
 import io.jcomm.api.Tensor;
-import io.jcomm.api.internal.Utf8;
+import io.jcomm.runtime.Utf8;
 import java.nio.BufferUnderflowException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;

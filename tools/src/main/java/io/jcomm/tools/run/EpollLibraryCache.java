@@ -1,6 +1,6 @@
 package io.jcomm.tools.run;
 
-import io.jcomm.api.internal.Fnv1a;
+import io.jcomm.runtime.Fnv1a;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;

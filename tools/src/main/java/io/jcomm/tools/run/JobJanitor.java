@@ -1,8 +1,8 @@
 package io.jcomm.tools.run;
 
-import io.jcomm.api.internal.shm.ProcessIdentity;
-import io.jcomm.api.internal.shm.ShmFiles;
-import io.jcomm.mq.registry.JobRegistry;
+import io.jcomm.runtime.shm.ProcessIdentity;
+import io.jcomm.runtime.shm.ShmFiles;
+import io.jcomm.runtime.registry.JobRegistry;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;

@@ -2,7 +2,7 @@ package io.jcomm.tools.run;
 
 import io.jcomm.api.config.Settings;
 import io.jcomm.api.JvmFlags;
-import io.jcomm.mq.registry.JobRegistry;
+import io.jcomm.runtime.registry.JobRegistry;
 import java.io.BufferedReader;
 import java.io.File;
 import java.io.IOException;

@@ -32,11 +32,11 @@ import java.util.jar.Manifest;
  */
 public final class RunPlan {
 
-    /** Alias of the built-in pipeline demo's main class. */
+    /** Alias of the built-in pipeline demo's main class (module jcomm-demos, on the class path of jcomm-dist, which bin/ runs). */
     public static final String DEMO_ALIAS = "demo";
     /** The class {@value #DEMO_ALIAS} stands for. */
     public static final String DEMO_MAIN = "io.jcomm.tools.demo.PipelineDemo";
-    /** Alias of the Llama example's main class (module jcomm-example-llama, on the tools' class path). */
+    /** Alias of the Llama example's main class (module jcomm-example-llama, on the class path of jcomm-dist, which bin/ runs). */
     public static final String MODEL_ALIAS = "model";
     /** The class {@value #MODEL_ALIAS} stands for. */
     public static final String MODEL_MAIN = "io.jcomm.examples.llama.LlamaDemo";

@@ -87,7 +87,7 @@ public final class RunWorker {
             } catch (InterruptedException ignored) {
                 return;
             }
-            io.jcomm.api.internal.recorder.FlightRecorder.releaseFile(); // the hooks did not finish
+            io.jcomm.runtime.recorder.FlightRecorder.releaseFile(); // the hooks did not finish
             Runtime.getRuntime().halt(status);
         }, "commrun-exit-guard");
         guard.setDaemon(true);

@@ -1,7 +1,7 @@
 package io.jcomm.tools.run;
 
-import io.jcomm.api.internal.recorder.RecorderReader.Snapshot;
-import io.jcomm.api.internal.recorder.RecorderSummary;
+import io.jcomm.runtime.recorder.RecorderReader.Snapshot;
+import io.jcomm.runtime.recorder.RecorderSummary;
 import io.jcomm.cpu.store.TcpStore;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;

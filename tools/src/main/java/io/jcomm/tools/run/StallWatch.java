@@ -1,8 +1,8 @@
 package io.jcomm.tools.run;
 
-import io.jcomm.api.internal.recorder.RecorderReader;
-import io.jcomm.api.internal.recorder.RecorderReader.GroupState;
-import io.jcomm.api.internal.recorder.RecorderReader.Snapshot;
+import io.jcomm.runtime.recorder.RecorderReader;
+import io.jcomm.runtime.recorder.RecorderReader.GroupState;
+import io.jcomm.runtime.recorder.RecorderReader.Snapshot;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -19,7 +19,7 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * commrun's stall report: reads every local worker's flight recorder (see
- * {@code io.jcomm.api.internal.recorder.FlightRecorder}) about once a second; when no operation of any
+ * {@code io.jcomm.runtime.recorder.FlightRecorder}) about once a second; when no operation of any
  * rank has started or finished for the configured time while some rank is inside one, it prints,
  * without stopping the job, a verdict per group (which rank is in which operation and sequence number,
  * which ranks have not reached it) and the jcomm and main threads' stacks of every rank (through

@@ -2,7 +2,7 @@ package io.jcomm.tools.run;
 
 import io.jcomm.api.config.Settings;
 import io.jcomm.api.JvmFlags;
-import io.jcomm.api.internal.Fnv1a;
+import io.jcomm.runtime.Fnv1a;
 import java.io.ByteArrayOutputStream;
 import java.io.File;
 import java.io.IOException;

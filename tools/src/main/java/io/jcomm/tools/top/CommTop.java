@@ -1,12 +1,12 @@
 package io.jcomm.tools.top;
 
-import io.jcomm.api.internal.recorder.FlightRecorder;
-import io.jcomm.api.internal.recorder.RecorderReader;
-import io.jcomm.api.internal.recorder.RecorderReader.GroupState;
-import io.jcomm.api.internal.recorder.RecorderReader.Snapshot;
-import io.jcomm.api.internal.shm.ProcessIdentity;
-import io.jcomm.api.internal.shm.ShmFiles;
-import io.jcomm.mq.registry.JobRegistry;
+import io.jcomm.runtime.recorder.FlightRecorder;
+import io.jcomm.runtime.recorder.RecorderReader;
+import io.jcomm.runtime.recorder.RecorderReader.GroupState;
+import io.jcomm.runtime.recorder.RecorderReader.Snapshot;
+import io.jcomm.runtime.shm.ProcessIdentity;
+import io.jcomm.runtime.shm.ShmFiles;
+import io.jcomm.runtime.registry.JobRegistry;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.DirectoryStream;

@@ -145,7 +145,7 @@ class AppCdsTest {
     @Test
     void binLaunchWritesItsArchiveOnceReusesItAndRebuildsItForANewJar() throws Exception {
         Path root = launcherRoot();
-        Path jar = probeJar(root.resolve("tools/target/tools-0.jar"));
+        Path jar = probeJar(root.resolve("dist/target/jcomm-dist-0.jar"));
         Path cache = dir.resolve("cache");
         Path cds = cache.resolve("cds");
 
@@ -183,10 +183,10 @@ class AppCdsTest {
     @Test
     void binLaunchRunsOnTheAllJarWithTheExtrasAskedFor() throws Exception {
         Path root = launcherRoot();
-        Path lib = root.resolve("tools/target/lib");
+        Path lib = root.resolve("dist/target/lib");
         Files.createDirectories(lib.resolve("charts"));
-        Path thin = probeJar(root.resolve("tools/target/tools-0.jar"));
-        Path all = Files.copy(thin, root.resolve("tools/target/tools-0-all.jar"));
+        Path thin = probeJar(root.resolve("dist/target/jcomm-dist-0.jar"));
+        Path all = Files.copy(thin, root.resolve("dist/target/jcomm-dist-0-all.jar"));
         Path dep = Files.copy(thin, lib.resolve("dep.jar"));
         Path chart = Files.copy(thin, lib.resolve("charts/chart.jar"));
         Map<String, String> off = Map.of(Settings.CDS.name(), "off");
@@ -198,19 +198,19 @@ class AppCdsTest {
                 Map.of(Settings.CDS.name(), "off", "JCOMM_LAUNCH_LIBS", "dep.jar"))), "exactly the jars a launcher names");
         Files.setLastModifiedTime(all, FileTime.from(Files.getLastModifiedTime(thin).toInstant().minusSeconds(60)));
         assertEquals(thin + ":" + dep, classPath(launch(root, dir.resolve("cache"), off)),
-                "an all jar older than the tools jar is stale: the tools jar and lib/*.jar");
+                "an all jar older than the dist jar is stale: the dist jar and lib/*.jar");
     }
 
     /**
      * A copy of the repository's launcher ({@code bin/_launch} and its flags) under the test's
-     * directory, with an empty {@code tools/target/lib}; skips the test where the repository has none.
+     * directory, with an empty {@code dist/target/lib}; skips the test where the repository has none.
      */
     private Path launcherRoot() throws IOException {
         Path repo = Path.of("").toAbsolutePath().getParent();
         assumeTrue(Files.isRegularFile(repo.resolve("bin/_launch")), "no bin/_launch under " + repo);
         Path root = dir.resolve("root");
         Files.createDirectories(root.resolve("bin"));
-        Files.createDirectories(root.resolve("tools/target/lib"));
+        Files.createDirectories(root.resolve("dist/target/lib"));
         for (String f : List.of("_launch", "jvm.flags")) {
             Files.copy(repo.resolve("bin").resolve(f), root.resolve("bin").resolve(f), StandardCopyOption.COPY_ATTRIBUTES);
         }

@@ -4,9 +4,9 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.jcomm.api.internal.shm.ProcessIdentity;
-import io.jcomm.api.internal.shm.ShmFiles;
-import io.jcomm.mq.registry.JobRegistry;
+import io.jcomm.runtime.shm.ProcessIdentity;
+import io.jcomm.runtime.shm.ShmFiles;
+import io.jcomm.runtime.registry.JobRegistry;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;

@@ -5,9 +5,9 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.jcomm.api.internal.recorder.FlightRecorder;
-import io.jcomm.api.internal.recorder.RecorderReader.GroupState;
-import io.jcomm.api.internal.recorder.RecorderReader.Snapshot;
+import io.jcomm.runtime.recorder.FlightRecorder;
+import io.jcomm.runtime.recorder.RecorderReader.GroupState;
+import io.jcomm.runtime.recorder.RecorderReader.Snapshot;
 import io.jcomm.tools.run.CommRun;
 import io.jcomm.tools.run.JobWorker;
 import java.io.ByteArrayOutputStream;

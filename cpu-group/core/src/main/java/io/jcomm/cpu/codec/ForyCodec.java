@@ -2,7 +2,7 @@ package io.jcomm.cpu.codec;
 
 import io.jcomm.api.ObjectCodec;
 import io.jcomm.api.ProtocolException;
-import io.jcomm.api.internal.Fnv1a;
+import io.jcomm.runtime.Fnv1a;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Comparator;

@@ -1,7 +1,7 @@
 package io.jcomm.cpu.codec;
 
 import io.jcomm.api.ProtocolException;
-import io.jcomm.api.internal.Utf8;
+import io.jcomm.runtime.Utf8;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;

@@ -4,7 +4,7 @@ import io.jcomm.api.BackendException;
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
 import io.jcomm.api.OpContext;
-import io.jcomm.api.internal.FailureLatch;
+import io.jcomm.runtime.FailureLatch;
 
 /** Builds typed exceptions with an {@link OpContext}, keeping the type of the original. */
 public final class Errors {

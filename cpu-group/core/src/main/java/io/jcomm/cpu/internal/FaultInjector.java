@@ -1,7 +1,7 @@
 package io.jcomm.cpu.internal;
 
 import io.jcomm.api.CommException;
-import io.jcomm.api.internal.recorder.FlightRecorder;
+import io.jcomm.runtime.recorder.FlightRecorder;
 import io.jcomm.cpu.FaultPlan;
 import io.jcomm.cpu.FaultPlan.Fault;
 import io.jcomm.cpu.FaultPlan.Phase;

@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
-import io.jcomm.api.internal.jfr.OperationEvent;
+import io.jcomm.runtime.jfr.OperationEvent;
 import io.jcomm.cpu.CpuGroupOptions;
 import io.jcomm.cpu.testkit.ThreadRanks;
 import java.io.IOException;

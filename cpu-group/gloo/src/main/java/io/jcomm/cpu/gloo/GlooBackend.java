@@ -15,7 +15,7 @@ import io.jcomm.api.ProtocolException;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.StoreException;
 import io.jcomm.api.Tensor;
-import io.jcomm.api.internal.FailureLatch;
+import io.jcomm.runtime.FailureLatch;
 import io.jcomm.api.store.PrefixStore;
 import io.jcomm.cpu.CpuGroupOptions;
 import io.jcomm.cpu.gloo.internal.GlooLibrary;

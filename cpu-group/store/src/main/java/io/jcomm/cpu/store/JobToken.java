@@ -13,8 +13,8 @@ import java.util.HexFormat;
  */
 public final class JobToken {
 
-    public static final int MIN_BYTES = io.jcomm.api.internal.TokenFiles.MIN_BYTES;
-    public static final int MAX_BYTES = io.jcomm.api.internal.TokenFiles.MAX_BYTES;
+    public static final int MIN_BYTES = io.jcomm.runtime.TokenFiles.MIN_BYTES;
+    public static final int MAX_BYTES = io.jcomm.runtime.TokenFiles.MAX_BYTES;
 
     private JobToken() {
     }
@@ -27,7 +27,7 @@ public final class JobToken {
     public static byte[] read(Path file) {
         byte[] b;
         try {
-            b = io.jcomm.api.internal.TokenFiles.read(file);
+            b = io.jcomm.runtime.TokenFiles.read(file);
         } catch (IllegalArgumentException e) {
             throw new StoreException(e.getMessage());
         } catch (IOException e) {

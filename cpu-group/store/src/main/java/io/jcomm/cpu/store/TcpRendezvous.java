@@ -1,6 +1,6 @@
 package io.jcomm.cpu.store;
 
-import io.jcomm.api.internal.Backoff;
+import io.jcomm.runtime.Backoff;
 import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.Deadline;
 import io.jcomm.api.DistributedConfig;

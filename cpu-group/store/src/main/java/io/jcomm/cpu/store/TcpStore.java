@@ -1,7 +1,7 @@
 package io.jcomm.cpu.store;
 
-import io.jcomm.api.internal.Backoff;
-import io.jcomm.api.internal.TokenProof;
+import io.jcomm.runtime.Backoff;
+import io.jcomm.runtime.TokenProof;
 import io.jcomm.api.config.Settings;
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommTimeoutException;

@@ -94,7 +94,7 @@ import java.util.concurrent.TimeoutException;
  *
  * <h2>Job token (beyond PyTorch)</h2>
  * With a token configured, every connection must first pass a mutual HMAC-SHA256 challenge-response
- * over fresh nonces (see {@code internal.Wire} and {@code io.jcomm.api.internal.TokenProof}); a connection that starts with anything else is
+ * over fresh nonces (see {@code internal.Wire} and {@code io.jcomm.runtime.TokenProof}); a connection that starts with anything else is
  * answered {@code FA 03} and closed, one that fails the proof {@code FA 01}, one that does not finish
  * within the handshake timeout is closed. <b>Torch clients cannot authenticate, so a server with a
  * token refuses all of them</b>: use a token only for jobs whose store clients are all jcomm.

@@ -2,7 +2,7 @@ package io.jcomm.transfer.internal.shm;
 
 import io.jcomm.api.Deadline;
 import io.jcomm.api.OpContext;
-import io.jcomm.api.internal.shm.ShmFiles;
+import io.jcomm.runtime.shm.ShmFiles;
 import io.jcomm.transfer.MemoryKind;
 import io.jcomm.transfer.Permission;
 import io.jcomm.transfer.RemoteDescriptor;

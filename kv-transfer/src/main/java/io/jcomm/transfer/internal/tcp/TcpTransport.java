@@ -1,6 +1,6 @@
 package io.jcomm.transfer.internal.tcp;
 
-import io.jcomm.api.internal.TokenProof;
+import io.jcomm.runtime.TokenProof;
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
 import io.jcomm.api.CommTimeoutException;
@@ -8,7 +8,7 @@ import io.jcomm.api.Deadline;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.PeerFailureException;
 import io.jcomm.api.ProtocolException;
-import io.jcomm.api.internal.Entropy;
+import io.jcomm.runtime.Entropy;
 import io.jcomm.transfer.Notification;
 import io.jcomm.transfer.Permission;
 import io.jcomm.transfer.RemoteDescriptor;

@@ -1,6 +1,6 @@
 package io.jcomm.transfer.internal.tcp;
 
-import io.jcomm.api.internal.TokenProof;
+import io.jcomm.runtime.TokenProof;
 import java.io.EOFException;
 import java.io.IOException;
 import java.nio.ByteBuffer;

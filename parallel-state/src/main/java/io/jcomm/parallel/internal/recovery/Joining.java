@@ -1,13 +1,13 @@
 package io.jcomm.parallel.internal.recovery;
 
-import io.jcomm.api.internal.Backoff;
+import io.jcomm.runtime.Backoff;
 import io.jcomm.api.CommClosedException;
 import io.jcomm.api.CommException;
 import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.ProtocolException;
-import io.jcomm.api.internal.Entropy;
+import io.jcomm.runtime.Entropy;
 import io.jcomm.api.store.PrefixStore;
 import io.jcomm.api.store.Store;
 import io.jcomm.parallel.HostTopology;

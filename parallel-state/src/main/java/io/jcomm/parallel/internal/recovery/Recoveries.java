@@ -1,6 +1,6 @@
 package io.jcomm.parallel.internal.recovery;
 
-import io.jcomm.api.internal.Backoff;
+import io.jcomm.runtime.Backoff;
 import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.PeerFailureException;

@@ -7,7 +7,7 @@ import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.Deadline;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.PeerFailureException;
-import io.jcomm.api.internal.FailureLatch;
+import io.jcomm.runtime.FailureLatch;
 import io.jcomm.cpu.spi.CpuBackendContext;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelFuture;
@@ -104,7 +104,7 @@ final class Engine {
     private volatile boolean closed;
     /** Closing without goodbye: no BYE or ABORT, and a reset instead of an orderly close ({@link #cut()}). */
     private volatile boolean cut;
-    /** The first failure (io.jcomm.api.internal.FailureLatch, the mechanism every module shares). */
+    /** The first failure (io.jcomm.runtime.FailureLatch, the mechanism every module shares). */
     private final FailureLatch failure = new FailureLatch();
     final Progress progress = Progress.shared();
     /** Process identity of each member (from its published address), 0 for this rank. */

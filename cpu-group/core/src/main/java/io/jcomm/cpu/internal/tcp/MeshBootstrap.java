@@ -5,7 +5,7 @@ import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.Deadline;
 import io.jcomm.api.PeerFailureException;
 import io.jcomm.api.ProtocolException;
-import io.jcomm.api.internal.Entropy;
+import io.jcomm.runtime.Entropy;
 import io.jcomm.api.store.Store;
 import io.jcomm.cpu.spi.CpuBackendContext;
 import io.netty.channel.Channel;

@@ -1,8 +1,8 @@
 package io.jcomm.cpu.internal.tcp;
 
-import io.jcomm.api.internal.recorder.RecorderReader;
-import io.jcomm.api.internal.recorder.RecorderSummary;
-import io.jcomm.api.internal.recorder.StatePublisher;
+import io.jcomm.runtime.recorder.RecorderReader;
+import io.jcomm.runtime.recorder.RecorderSummary;
+import io.jcomm.runtime.recorder.StatePublisher;
 import io.jcomm.api.store.PrefixStore;
 import io.jcomm.api.store.Store;
 import java.time.Duration;

@@ -1,6 +1,6 @@
 package io.jcomm.cpu.internal.tcp;
 
-import io.jcomm.api.internal.Entropy;
+import io.jcomm.runtime.Entropy;
 import java.util.Iterator;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;

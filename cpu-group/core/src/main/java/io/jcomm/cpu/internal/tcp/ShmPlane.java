@@ -12,7 +12,7 @@ import org.slf4j.LoggerFactory;
  * on the first large payload to a peer on this host) and the group's staging regions
  * ({@link ShmStaging}, set up by the first large collective when every rank shares the host), with
  * the waits that read them while the sockets keep being driven. Files follow the one shared-memory
- * lifecycle ({@code io.jcomm.api.internal.shm.ShmFiles}). Staging set-up needs one all-gather over
+ * lifecycle ({@code io.jcomm.runtime.shm.ShmFiles}). Staging set-up needs one all-gather over
  * the group, which the backend supplies as an {@link Exchange}: the transport never calls up into
  * the backend.
  */

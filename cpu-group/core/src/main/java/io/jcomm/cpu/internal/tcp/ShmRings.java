@@ -1,6 +1,6 @@
 package io.jcomm.cpu.internal.tcp;
 
-import io.jcomm.api.internal.shm.ShmFiles;
+import io.jcomm.runtime.shm.ShmFiles;
 import io.jcomm.cpu.TcpOptions;
 import java.io.IOException;
 import java.lang.invoke.MethodHandles;

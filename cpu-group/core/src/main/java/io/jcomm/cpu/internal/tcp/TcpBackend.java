@@ -1175,7 +1175,7 @@ final class TcpBackend implements CpuBackend {
                 }
             }
             f.publishInput(piece, op.seq, countField, fcode, 0, need,
-                    offer ? io.jcomm.api.internal.mem.DirectBuffers.address(input.buffer()) : 0, offer ? PID : 0);
+                    offer ? io.jcomm.runtime.mem.DirectBuffers.address(input.buffer()) : 0, offer ? PID : 0);
             e.shm.awaitStaging(f, op, ShmStaging.INPUT_SEQ, piece, fcode, countField, 0);
             boolean allFit = true;
             boolean allOffered = true;

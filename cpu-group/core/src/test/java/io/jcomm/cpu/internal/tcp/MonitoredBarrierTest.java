@@ -11,7 +11,7 @@ import io.jcomm.api.CommTimeoutException;
 import io.jcomm.api.HostIdentity;
 import io.jcomm.api.ReduceOp;
 import io.jcomm.api.Tensor;
-import io.jcomm.api.internal.recorder.StatePublisher;
+import io.jcomm.runtime.recorder.StatePublisher;
 import io.jcomm.cpu.CpuGroupOptions;
 import io.jcomm.cpu.testkit.ThreadRanks;
 import java.time.Duration;

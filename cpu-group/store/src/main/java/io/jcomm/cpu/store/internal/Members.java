@@ -1,7 +1,7 @@
 package io.jcomm.cpu.store.internal;
 
 import io.jcomm.api.DistributedConfig;
-import io.jcomm.api.internal.Utf8;
+import io.jcomm.runtime.Utf8;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;

@@ -1,6 +1,6 @@
 package io.jcomm.cpu.store.internal;
 
-import io.jcomm.api.internal.TokenProof;
+import io.jcomm.runtime.TokenProof;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;

@@ -1,6 +1,6 @@
 package io.jcomm.cpu.store.internal;
 
-import io.jcomm.api.internal.TokenProof;
+import io.jcomm.runtime.TokenProof;
 import java.nio.charset.StandardCharsets;
 
 /**
