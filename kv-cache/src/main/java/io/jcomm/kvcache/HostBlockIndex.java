@@ -513,17 +513,12 @@ public final class HostBlockIndex implements AutoCloseable {
     public Stats stats() {
         ChronicleMap<byte[], byte[]> m = map;
         long fileBytes = -1;
-        long diskBytes = -1;
         try {
             fileBytes = Files.size(options.file());
-            Object blocks = Files.getAttribute(options.file(), "unix:blocks");
-            if (blocks instanceof Long b) {
-                diskBytes = b * 512;
-            }
-        } catch (IOException | UnsupportedOperationException | IllegalArgumentException e) {
-            // not there yet, or no unix attributes
+        } catch (IOException e) {
+            // not there yet
         }
-        return new Stats(size(), bound, m == null || closed ? 0 : m.offHeapMemoryUsed(), fileBytes, diskBytes, hits.sum(),
+        return new Stats(size(), bound, m == null || closed ? 0 : m.offHeapMemoryUsed(), fileBytes, hits.sum(),
                 misses.sum(), deadRemoved.sum(), evicted.sum(), dropped.sum(), corrupt.sum(), openTime().orElse(null));
     }
 
@@ -533,8 +528,7 @@ public final class HostBlockIndex implements AutoCloseable {
      * @param entries        entries now
      * @param bound          the bound
      * @param offHeapBytes   Chronicle's memory in use for the map (its mapping of the file)
-     * @param fileBytes      the file's length
-     * @param diskBytes      the file's allocated bytes (a sparse file's pages in use), -1 if unknown
+     * @param fileBytes      the file's length (a sparse file: the pages in use may be fewer)
      * @param hits           lookups served
      * @param misses         lookups not served
      * @param deadRemoved    entries removed because their owner was dead
@@ -543,7 +537,7 @@ public final class HostBlockIndex implements AutoCloseable {
      * @param corrupt        undecodable entries removed
      * @param openTime       how long opening took, null until open
      */
-    public record Stats(long entries, long bound, long offHeapBytes, long fileBytes, long diskBytes, long hits, long misses,
+    public record Stats(long entries, long bound, long offHeapBytes, long fileBytes, long hits, long misses,
                         long deadRemoved, long evicted, long dropped, long corrupt, Duration openTime) {
     }
 

@@ -140,11 +140,19 @@ final class KvReuse implements AutoCloseable {
     void hold(PrintStream out, int rank) {
         out.println("llama: kv: rank " + rank + " holds " + cache.held() + " blocks until released");
         out.flush();
-        try {
-            store.get(releaseKey(), timeout);
-        } catch (CommTimeoutException e) {
-            throw new CommTimeoutException(OpContext.of("llama-kv", rank, "hold"), "no --kv-release job ended within "
-                    + timeout + " (store key " + releaseKey() + ")", e);
+        // polled, not one blocking get: the event publisher shares this store connection meanwhile
+        long end = System.nanoTime() + timeout.toNanos();
+        while (!store.check(List.of(releaseKey()))) {
+            if (System.nanoTime() - end > 0) {
+                throw new CommTimeoutException(OpContext.of("llama-kv", rank, "hold"), "no --kv-release job ended within "
+                        + timeout + " (store key " + releaseKey() + ")");
+            }
+            try {
+                Thread.sleep(50);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new CommTimeoutException(OpContext.of("llama-kv", rank, "hold"), "interrupted while holding");
+            }
         }
     }
 
