@@ -41,6 +41,7 @@ public final class CommBench implements Callable<Integer> {
         cl.addSubcommand("rdzv", new io.jcomm.tools.bench.rdzv.RdzvBenchCommand());
         cl.addSubcommand("warmup", new io.jcomm.tools.bench.warmup.WarmupBenchCommand());
         cl.addSubcommand("scale", new io.jcomm.tools.bench.scale.ScaleBenchCommand());
+        cl.addSubcommand("kv-index", new io.jcomm.kvcache.bench.KvIndexBench());
         cl.addSubcommand("plot", new PlotCommand());
         cl.addSubcommand("compare", new CompareCommand());
         return cl;

@@ -142,6 +142,18 @@ public final class Settings {
     public static final Setting RUN_ID = env("JCOMM_RUN_ID", "text", "`job`",
             "the tag in the flight recorder's file name (`jcomm-rec-<tag>-<pid>-...`)", "the flight recorder");
 
+    // ---- the KV-cache block index ----
+
+    public static final Setting KV_INDEX = env("JCOMM_KV_INDEX", "path, or `off`",
+            "`/dev/shm/jcomm-kv-index-<digest of the host id>.cmap`",
+            "the host-wide KV-block index (Chronicle Map) shared by every process of the host that offers or reuses "
+                    + "KV blocks ([KV-CACHE.md](KV-CACHE.md)); `off`, `0` or `false`: none (no reuse through the host)",
+            "`io.jcomm.kvcache.IndexOptions.fromEnvironment()`, when a process first opens the index");
+    public static final Setting KV_INDEX_ENTRIES = env("JCOMM_KV_INDEX_ENTRIES", "integer", "`1048576`",
+            "the index's bound in entries when a process creates its file (an existing file keeps the bound it was "
+                    + "made with); beyond it each segment evicts its least recently used entries",
+            "`io.jcomm.kvcache.IndexOptions.fromEnvironment()`");
+
     // ---- launchers' JVMs ----
 
     public static final Setting CDS = env("JCOMM_CDS", "`on`, `off`", "on",

@@ -15,6 +15,9 @@ final class DemoOptions {
             "                 [--dtype f32|f16|bf16] [--prompts N] [--tokens N] [--warmup N] [--reference FILE]",
             "                 [--logits-steps K] [--no-check] [--timeout SECONDS]",
             "                 [--pd prefill|decode [--store HOST:PORT] [--slots N] [--block-tokens N] [--max-seq N]]",
+            "                 [--workload default|shared-prefix [--groups N] [--per-group N] [--system-tokens N]",
+            "                  [--question-tokens N]] [--prefix-cache [--kv-blocks N] [--compare-reuse] [--no-kv-events]",
+            "                  [--kv-instance NAME] [--kv-hold] [--kv-release] [--store HOST:PORT]]",
             "",
             "Runs a Llama decoder sharded over the job's ranks (TP x PP x DP = the world size; default TP = world),",
             "greedy, and checks its tokens against a one-process run of the same weights (--no-check: not) or",
@@ -22,7 +25,11 @@ final class DemoOptions {
             "--model directory that holds no config.json, the seeded model of --preset is written first",
             "(default: demo, hidden 512, 8 layers, vocab 32,000, in the temporary directory).",
             "--pd prefill|decode: two jobs; prefill runs the prompts and writes their KV blocks into the decode",
-            "job's cache (kv-transfer), decode continues them. Start decode first; prefill names its store.");
+            "job's cache (kv-transfer), decode continues them. Start decode first; prefill names its store.",
+            "--prefix-cache: reuse the KV blocks of cached prefixes (this job's, other jobs' on this host through",
+            "the host's block index, other hosts' through their KV events in the --store the jobs share) instead of",
+            "computing them; --compare-reuse runs the requests without reuse first and checks the tokens are equal;",
+            "--kv-hold keeps serving the blocks after the run until a job run with --kv-release ends.");
 
     int tp = -1;
     int pp = 1;
@@ -43,6 +50,18 @@ final class DemoOptions {
     int slots = 2;
     int blockTokens = 16;
     int maxSeq = 256;
+    String workload = "default";
+    int groups = 4;
+    int perGroup = 4;
+    int systemTokens = 96;
+    int questionTokens = 16;
+    boolean prefixCache;
+    int kvBlocks = 256;
+    boolean compareReuse;
+    boolean kvEvents = true;
+    String kvInstance;
+    boolean kvHold;
+    boolean kvRelease;
     boolean help;
 
     static DemoOptions parse(String[] args) {
@@ -116,6 +135,45 @@ final class DemoOptions {
                 case "--max-seq":
                     o.maxSeq = positive(a, value(args, ++i, a));
                     break;
+                case "--workload":
+                    o.workload = value(args, ++i, a);
+                    if (!o.workload.equals("default") && !o.workload.equals("shared-prefix")) {
+                        throw new IllegalArgumentException("--workload is default or shared-prefix, not " + o.workload);
+                    }
+                    break;
+                case "--groups":
+                    o.groups = positive(a, value(args, ++i, a));
+                    break;
+                case "--per-group":
+                    o.perGroup = positive(a, value(args, ++i, a));
+                    break;
+                case "--system-tokens":
+                    o.systemTokens = positive(a, value(args, ++i, a));
+                    break;
+                case "--question-tokens":
+                    o.questionTokens = positive(a, value(args, ++i, a));
+                    break;
+                case "--prefix-cache":
+                    o.prefixCache = true;
+                    break;
+                case "--kv-blocks":
+                    o.kvBlocks = positive(a, value(args, ++i, a));
+                    break;
+                case "--compare-reuse":
+                    o.compareReuse = true;
+                    break;
+                case "--no-kv-events":
+                    o.kvEvents = false;
+                    break;
+                case "--kv-instance":
+                    o.kvInstance = value(args, ++i, a);
+                    break;
+                case "--kv-hold":
+                    o.kvHold = true;
+                    break;
+                case "--kv-release":
+                    o.kvRelease = true;
+                    break;
                 case "-h":
                 case "--help":
                     o.help = true;
@@ -123,6 +181,12 @@ final class DemoOptions {
                 default:
                     throw new IllegalArgumentException("unknown option " + a);
             }
+        }
+        if ((o.compareReuse || o.kvHold || o.kvRelease) && !o.prefixCache) {
+            throw new IllegalArgumentException("--compare-reuse, --kv-hold and --kv-release go with --prefix-cache");
+        }
+        if (o.prefixCache && o.pd != null) {
+            throw new IllegalArgumentException("--prefix-cache and --pd are separate modes");
         }
         if (o.pd != null && o.dp != 1) {
             throw new IllegalArgumentException("--pd runs one replica per job (--dp 1)");

@@ -143,8 +143,7 @@ final class Disaggregated {
         MemoryRegion pool = agent.allocateShared((int) (bytes * o.slots), Set.of(Permission.WRITE));
         KvCache[] caches = new KvCache[o.slots];
         for (int s = 0; s < o.slots; s++) {
-            caches[s] = new KvCache(pool.buffer().slice((int) (s * bytes), (int) bytes), model.plan().localLayers(), o.maxSeq,
-                    model.plan().kvRowFloats());
+            caches[s] = KvCache.over(pool.buffer().slice((int) (s * bytes), (int) bytes), model.plan(), o.maxSeq);
         }
         store.deleteKey(key("done", rank));
         store.set(key("shape", rank), shape(model).getBytes(StandardCharsets.UTF_8));
@@ -252,7 +251,7 @@ final class Disaggregated {
         RemoteDescriptor pool = RemoteDescriptor.decode(awaitKey(store, key("pool", rank), "decode rank " + rank + "'s pool"));
         long bytes = cacheBytes(model);
         MemoryRegion local = agent.register(ByteBuffer.allocateDirect((int) bytes), Set.of());
-        KvCache cache = new KvCache(local.buffer(), model.plan().localLayers(), o.maxSeq, model.plan().kvRowFloats());
+        KvCache cache = KvCache.over(local.buffer(), model.plan(), o.maxSeq);
         LlamaConfig c = model.plan().config();
         Reference ref = o.reference == null ? null : Reference.read(o.reference);
         List<Request> requests = ref != null ? ref.asRequests() : Request.defaults(o.prompts, o.tokens, c.vocab());
@@ -282,11 +281,13 @@ final class Disaggregated {
             for (int l = 0; l < cache.layers(); l++) {
                 for (int plane = KvCache.KEYS; plane <= KvCache.VALUES; plane++) {
                     for (int b = 0; b * o.blockTokens < p; b++) {
-                        long off = cache.byteOffset(l, plane, b * o.blockTokens);
-                        long len = Math.min(o.blockTokens, p - b * o.blockTokens) * cache.rowBytes();
-                        from.add(local.slice(off, len));
-                        to.add(pool.slice(slot * bytes + off, len));
-                        kvBytes += len;
+                        for (int head = 0; head < cache.heads(); head++) {
+                            long off = cache.byteOffset(l, plane, head, b * o.blockTokens);
+                            long len = cache.headRowBytes(Math.min(o.blockTokens, p - b * o.blockTokens));
+                            from.add(local.slice(off, len));
+                            to.add(pool.slice(slot * bytes + off, len));
+                            kvBytes += len;
+                        }
                         blocks++;
                     }
                 }

@@ -1,6 +1,7 @@
 package io.jcomm.examples.llama;
 
 import io.jcomm.api.ReduceOp;
+import io.jcomm.api.Tensor;
 import io.jcomm.parallel.ParallelState;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -27,12 +28,26 @@ public final class Engine {
     private final ParallelState ps;
     private final LlamaModel model;
     private final int logitsSteps;
+    private final PrefixCache prefix;
 
     /**
      * @param logitsSteps how many steps of each request keep their logits (on last-stage ranks), for
      *                    comparison with a reference
      */
     public Engine(ParallelState ps, LlamaModel model, int logitsSteps) {
+        this(ps, model, logitsSteps, null);
+    }
+
+    /**
+     * An engine that reuses cached prefixes: before a prompt runs, the ranks of its replica agree on the
+     * longest prefix of whole blocks every one of them can read (at most all but the prompt's last token,
+     * which must run to give the first token), read it into the sequence's cache, and compute only the
+     * rest; afterwards each stores the prompt's full blocks in its pool.
+     *
+     * @param prefix this rank's prefix cache, or null for none
+     */
+    Engine(ParallelState ps, LlamaModel model, int logitsSteps, PrefixCache prefix) {
+        this.prefix = prefix;
         this.ps = Objects.requireNonNull(ps, "ps");
         this.model = Objects.requireNonNull(model, "model");
         if (logitsSteps < 0) {
@@ -58,6 +73,11 @@ public final class Engine {
         public long prefillNanos;
         /** First to last iteration. */
         public long wallNanos;
+        /** Prompt tokens computed, and read from cached blocks instead. */
+        public long promptTokensComputed;
+        public long promptTokensReused;
+        /** Request index to its time to first token on this rank (lookup, reads and the prompt's step), nanoseconds. */
+        public final Map<Integer, Long> ttftNanos = new LinkedHashMap<>();
 
         /** Decode tokens of this replica: one per decode iteration. */
         public int decodeTokens() {
@@ -124,7 +144,15 @@ public final class Engine {
                 generated = new int[r.maxNewTokens()];
                 count = 0;
                 kept = new ArrayList<>();
-                token = model.step(r.prompt(), 0, cache);
+                int[] prompt = r.prompt();
+                int reused = prefix == null ? 0 : reuse(prompt, cache);
+                token = model.step(reused == 0 ? prompt : Arrays.copyOfRange(prompt, reused, prompt.length), reused, cache);
+                result.ttftNanos.put(current, System.nanoTime() - t0);
+                result.promptTokensReused += reused;
+                result.promptTokensComputed += prompt.length - reused;
+                if (prefix != null) {
+                    prefix.store(prompt, prompt.length, cache, false);
+                }
             } else {
                 Request r = requests.get(current);
                 token = model.step(new int[] {generated[count - 1]}, r.prompt().length + count - 1, cache);
@@ -158,6 +186,34 @@ public final class Engine {
         }
         result.wallNanos = System.nanoTime() - begin;
         result.decodeStepNanos = Arrays.copyOf(steps, nSteps);
+        if (prefix != null) {
+            prefix.release(cache);
+        }
         return result;
+    }
+
+    /**
+     * Reads the longest cached prefix of whole blocks every rank of this replica has into {@code cache}
+     * and returns its tokens: the ranks agree (minimum over TP, then PP) on what all can read, read it,
+     * and agree again on what arrived intact.
+     */
+    private int reuse(int[] prompt, KvCache cache) {
+        int bt = prefix.hasher().blockTokens();
+        int n = agreeMin(prefix.available(prompt, (prompt.length - 1) / bt));
+        if (n == 0) {
+            return 0;
+        }
+        return agreeMin(prefix.read(n, cache)) * bt;
+    }
+
+    private int agreeMin(int v) {
+        Tensor t = Tensor.ofLongs(v);
+        if (ps.tp().worldSize() > 1) {
+            t = ps.tp().allReduce(t, ReduceOp.MIN);
+        }
+        if (ps.pp().worldSize() > 1) {
+            t = ps.pp().allReduce(t, ReduceOp.MIN);
+        }
+        return (int) t.getLong(0);
     }
 }

@@ -81,7 +81,7 @@ public final class LlamaDemo {
             if (o.pd != null) {
                 return new Disaggregated(o, cfg, ps, dir, out).run();
             }
-            outcome = serve(o, ps, dir, out);
+            outcome = serve(o, cfg, ps, dir, out);
         }
         boolean ok = outcome.ok;
         if (cfg.rank() == 0 && o.check) {
@@ -108,7 +108,7 @@ public final class LlamaDemo {
         boolean ok = true;
     }
 
-    private static Outcome serve(DemoOptions o, ParallelState ps, Path dir, PrintStream out) {
+    private static Outcome serve(DemoOptions o, DistributedConfig cfg, ParallelState ps, Path dir, PrintStream out) {
         int rank = ps.rank();
         CommClock clock = new CommClock();
         long t0 = System.nanoTime();
@@ -117,7 +117,9 @@ public final class LlamaDemo {
         out.printf(Locale.ROOT, "llama: rank %d: %s; %.1f MB of weights, loaded in %.2f s%n", rank, model.plan(),
                 model.weightFloats() * 4 / 1e6, (System.nanoTime() - t0) / 1e9);
         Reference ref = o.reference == null ? null : Reference.read(o.reference);
-        List<Request> requests = ref != null ? ref.asRequests() : Request.defaults(o.prompts, o.tokens, c.vocab());
+        List<Request> requests = ref != null ? ref.asRequests() : o.workload.equals("shared-prefix")
+                ? Request.sharedPrefix(o.groups, o.perGroup, o.systemTokens, o.questionTokens, o.tokens, c.vocab())
+                : Request.defaults(o.prompts, o.tokens, c.vocab());
         int dp = ps.dp().worldSize();
         List<Request> warmup = o.warmup > 0 ? Request.defaults(dp, o.warmup, c.vocab()) : List.of();
         int capacity = Math.max(SingleProcess.capacity(requests), warmup.isEmpty() ? 1 : SingleProcess.capacity(warmup));
@@ -125,13 +127,48 @@ public final class LlamaDemo {
         if (!warmup.isEmpty()) {
             engine.run(warmup, capacity); // the JIT compiles the loops before anything is timed
         }
-        ps.world().barrier();
-        Engine.Result r = engine.run(requests, capacity);
+        KvReuse kv = o.prefixCache ? KvReuse.open(o, cfg, ps, model, dir) : null;
+        try {
+            Engine.Result without = null;
+            if (o.compareReuse) {
+                ps.world().barrier();
+                without = engine.run(requests, capacity);
+            }
+            if (kv != null) {
+                kv.ready(out, rank == 0);
+                engine = new Engine(ps, model, o.logitsSteps, kv.cache());
+            }
+            ps.world().barrier();
+            Engine.Result r = engine.run(requests, capacity);
+            Outcome outcome = report(o, ps, requests, r, ref, c.vocab(), out);
+            if (kv != null) {
+                outcome.ok &= reportReuse(ps, requests, without, r, kv, out);
+                if (o.kvRelease) {
+                    ps.world().barrier();
+                    if (rank == 0) {
+                        kv.release();
+                    }
+                }
+                if (o.kvHold) {
+                    kv.hold(out, rank);
+                }
+                ps.world().barrier();
+            }
+            return outcome;
+        } finally {
+            if (kv != null) {
+                kv.close();
+            }
+        }
+    }
 
+    private static Outcome report(DemoOptions o, ParallelState ps, List<Request> requests, Engine.Result r, Reference ref,
+                                  int vocab, PrintStream out) {
+        int rank = ps.rank();
         Outcome outcome = new Outcome();
         outcome.requests = requests;
         outcome.tokens = gatherTokens(ps, requests, r);
-        outcome.logits = o.logitsSteps == 0 ? Map.of() : gatherLogits(ps, requests, r, o.logitsSteps, c.vocab());
+        outcome.logits = o.logitsSteps == 0 ? Map.of() : gatherLogits(ps, requests, r, o.logitsSteps, vocab);
         double[][] stats = gatherStats(ps, r);
         if (rank == 0) {
             for (Map.Entry<Integer, int[]> e : outcome.tokens.entrySet()) {
@@ -149,6 +186,55 @@ public final class LlamaDemo {
         }
         out.flush();
         return outcome;
+    }
+
+    /**
+     * The prefix cache's figures: prompt tokens computed and reused (every replica), time to first token
+     * (rank 0's replica), with and, after {@code --compare-reuse}, without reuse, whose tokens must be the
+     * same; and each rank's cache counters. Collective.
+     *
+     * @return whether the tokens with and without reuse are equal (true without {@code --compare-reuse})
+     */
+    private static boolean reportReuse(ParallelState ps, List<Request> requests, Engine.Result without, Engine.Result with,
+                                       KvReuse kv, PrintStream out) {
+        boolean counts = ps.tp().rankInGroup() == 0 && ps.pp().isFirstRank();
+        Tensor t = Tensor.allocate(DType.I64, 4);
+        if (counts) {
+            t.setLong(0, with.promptTokensComputed);
+            t.setLong(1, with.promptTokensReused);
+            t.setLong(2, without == null ? 0 : without.promptTokensComputed);
+        }
+        ps.world().allReduce(t);
+        Map<Integer, int[]> before = without == null ? null : gatherTokens(ps, requests, without);
+        Map<Integer, int[]> after = without == null ? null : gatherTokens(ps, requests, with);
+        out.println("llama: kv: rank " + ps.rank() + ": " + KvReuse.describe(kv.cache().stats()).orElse(""));
+        boolean ok = true;
+        if (ps.rank() == 0) {
+            long computed = t.getLong(0);
+            long reused = t.getLong(1);
+            out.printf(Locale.ROOT, "llama: prefix cache: %d requests, prompt tokens computed %d, reused %d (%.1f %%); "
+                            + "TTFT %s (rank 0's replica)%n", requests.size(), computed, reused,
+                    100.0 * reused / Math.max(1, computed + reused), ttft(with));
+            if (without != null) {
+                int differ = 0;
+                for (Map.Entry<Integer, int[]> e : before.entrySet()) {
+                    differ += Arrays.equals(e.getValue(), after.get(e.getKey())) ? 0 : 1;
+                }
+                out.printf(Locale.ROOT, "llama: without reuse: prompt tokens computed %d; TTFT %s (rank 0's replica)%n",
+                        t.getLong(2), ttft(without));
+                out.println("llama: reuse check: " + requests.size() + " requests, " + differ + " differ");
+                ok = differ == 0;
+            }
+        }
+        out.flush();
+        Tensor verdict = Tensor.ofLongs(ok ? 0 : 1);
+        ps.world().allReduce(verdict);
+        return verdict.getLong(0) == 0;
+    }
+
+    private static String ttft(Engine.Result r) {
+        long[] v = r.ttftNanos.values().stream().mapToLong(Long::longValue).sorted().toArray();
+        return String.format(Locale.ROOT, "p50 %.2f ms, p99 %.2f ms", percentile(v, 50) / 1e6, percentile(v, 99) / 1e6);
     }
 
     /**

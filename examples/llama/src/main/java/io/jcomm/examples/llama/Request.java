@@ -47,6 +47,30 @@ public record Request(int[] prompt, int maxNewTokens) {
         return out;
     }
 
+    /**
+     * A shared-prefix workload (sglang's generated-shared-prefix benchmark): {@code groups} system
+     * prompts of {@code systemTokens} tokens, each followed by {@code perGroup} questions of
+     * {@code questionTokens} tokens, asked round-robin over the groups (question 0 of every group, then
+     * question 1, ...), each answered with {@code tokens} new tokens. Deterministic.
+     */
+    public static List<Request> sharedPrefix(int groups, int perGroup, int systemTokens, int questionTokens, int tokens,
+                                             int vocab) {
+        List<Request> out = new ArrayList<>(groups * perGroup);
+        for (int q = 0; q < perGroup; q++) {
+            for (int g = 0; g < groups; g++) {
+                int[] p = new int[systemTokens + questionTokens];
+                for (int j = 0; j < systemTokens; j++) {
+                    p[j] = (int) ((1 + 7919L * (977L * g + j)) % vocab);
+                }
+                for (int j = 0; j < questionTokens; j++) {
+                    p[systemTokens + j] = (int) ((3 + 104729L * (31L * (g * perGroup + q) + j)) % vocab);
+                }
+                out.add(new Request(p, tokens));
+            }
+        }
+        return out;
+    }
+
     @Override
     public boolean equals(Object o) {
         return o instanceof Request && ((Request) o).maxNewTokens == maxNewTokens && Arrays.equals(((Request) o).prompt, prompt);
