@@ -3,7 +3,9 @@
 (default 3), and prints the median and the min-max of each, the ratio to torch, the date, the commit and
 this host's memcpy bandwidth, as the README's table.
 
-usage: scripts/figures.sh [--runs N] [--only NAME,...] [--list]
+usage: scripts/figures.sh [--runs N] [--only NAME,...] [--list] [--raw DIR]
+
+--raw DIR keeps every command's whole output in DIR (the pipeline's mean and tail columns, every size).
 
 Each round runs every figure once, jcomm then torch, so that both sides of a ratio share the round's
 conditions; the ratio column is the median of the per-round ratios. Figures move between hosts of the
@@ -21,12 +23,18 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"
+RAW = {"dir": None, "n": 0}
 
 
 def run(cmd, timeout=900):
     env = dict(os.environ, JCOMM_NO_BUILD="1")
     p = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        timeout=timeout)
+    if RAW["dir"]:
+        RAW["n"] += 1
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(os.path.basename(c) for c in cmd[:3]))
+        with open(os.path.join(RAW["dir"], "%03d-%s.txt" % (RAW["n"], name)), "w") as f:
+            f.write(" ".join(cmd) + "\n" + p.stdout)
     if p.returncode != 0:
         raise RuntimeError("%s exited %d:\n%s" % (" ".join(cmd), p.returncode, p.stdout[-3000:]))
     return p.stdout
@@ -208,7 +216,11 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--only", default="")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--raw", default="")
     args = ap.parse_args()
+    if args.raw:
+        os.makedirs(args.raw, exist_ok=True)
+        RAW["dir"] = args.raw
     if args.list:
         for f in FIGURES:
             print(f[0], "-", f[1])
