@@ -751,8 +751,12 @@ final class Engine {
         try {
             // the goodbye or abort first, then the end of this side's stream, and only then the close: a close
             // with the peer's bytes unread resets the connection, and a reset sent while the last frame still
-            // waits in this host's send queue discards it (the peer would see "connection lost", not why)
+            // waits in this host's send queue discards it (the peer would see "connection lost", not why).
+            // After an abort this side also waits (within the same bound) for each peer to end its stream,
+            // reading what it still sends: a peer whose own send meets the reset closes at once and loses the
+            // abort still unread in its receive queue
             List<ChannelFuture> said = new ArrayList<>();
+            List<Channel> aborted = new ArrayList<>();
             for (Link l : allLinks) {
                 if (cut) {
                     if (l.channel != null) {
@@ -766,6 +770,7 @@ final class Engine {
                     try {
                         if (f != null) {
                             l.writeControl(Frame.ABORT, code, 0, reason);
+                            aborted.add(l.channel);
                         } else {
                             l.writeControl(Frame.BYE, 0, 0, null);
                         }
@@ -778,7 +783,8 @@ final class Engine {
                 }
             }
             long saidBy = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(SAY_GOODBYE_MILLIS);
-            while (System.nanoTime() - saidBy < 0 && !said.stream().allMatch(ChannelFuture::isDone)) {
+            while (System.nanoTime() - saidBy < 0 && !(said.stream().allMatch(ChannelFuture::isDone)
+                    && aborted.stream().noneMatch(Channel::isActive))) {
                 if (loop.runNow() == 0) {
                     loop.runBlocking(TimeUnit.MILLISECONDS.toNanos(2));
                 }
