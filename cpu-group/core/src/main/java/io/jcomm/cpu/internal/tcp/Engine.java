@@ -752,9 +752,10 @@ final class Engine {
             // the goodbye or abort first, then the end of this side's stream, and only then the close: a close
             // with the peer's bytes unread resets the connection, and a reset sent while the last frame still
             // waits in this host's send queue discards it (the peer would see "connection lost", not why).
-            // After an abort this side also waits (within the same bound) for each peer to end its stream,
+            // After a mismatch this side also waits (within the same bound) for each peer to end its stream,
             // reading what it still sends: a peer whose own send meets the reset closes at once and loses the
-            // abort still unread in its receive queue
+            // abort still unread in its receive queue. Only then: after a lost peer the others see a peer
+            // failure either way, and a recovery should not wait for each survivor to close
             List<ChannelFuture> said = new ArrayList<>();
             List<Channel> aborted = new ArrayList<>();
             for (Link l : allLinks) {
@@ -770,7 +771,9 @@ final class Engine {
                     try {
                         if (f != null) {
                             l.writeControl(Frame.ABORT, code, 0, reason);
-                            aborted.add(l.channel);
+                            if (code == Frame.ABORT_MISMATCH) {
+                                aborted.add(l.channel);
+                            }
                         } else {
                             l.writeControl(Frame.BYE, 0, 0, null);
                         }
