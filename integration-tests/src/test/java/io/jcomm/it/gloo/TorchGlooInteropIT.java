@@ -73,22 +73,28 @@ class TorchGlooInteropIT {
             try {
                 run(size, javaRanks, devices, ifnames, port);
                 return;
-            } catch (Exception | AssertionError e) {
-                // torch's store binds every address: a port another socket took after FreePorts looked at it
-                // fails the Python rank 0 with "Address already in use"; that is the test's luck, not a result
-                if (attempt >= 3 || !portTaken) {
+            } catch (PortTaken e) {
+                if (attempt >= 3) {
                     throw e;
                 }
-                System.out.println("torch rank 0 could not bind port " + port + " (attempt " + attempt + "): another port");
+                System.out.println(e.getMessage() + " (attempt " + attempt + "): another port");
             }
         }
     }
 
-    /** Set when a Python rank 0 failed to bind the store's port (the last run). */
-    private static volatile boolean portTaken;
+    /**
+     * torch's store binds every address: a port another socket took after FreePorts looked at it fails the
+     * Python rank 0 with "Address already in use"; that is the test's luck, not a result.
+     */
+    private static final class PortTaken extends Exception {
+        private static final long serialVersionUID = 1L;
+
+        PortTaken(int port, Throwable cause) {
+            super("torch rank 0 could not bind port " + port, cause);
+        }
+    }
 
     private static void run(int size, List<Integer> javaRanks, int devices, String ifnames, int port) throws Exception {
-        portTaken = false;
         List<TorchProcess> pythons = new ArrayList<>();
         ExecutorService pool = Executors.newFixedThreadPool(javaRanks.size());
         try {
@@ -118,12 +124,15 @@ class TorchGlooInteropIT {
             for (long s : seqs) {
                 assertEquals(seqs.get(0), s, "every rank has rank 0's sequence number: " + seqs);
             }
+        } catch (Exception | AssertionError e) {
+            if (pythons.stream().anyMatch(p -> p.output().stream().anyMatch(l -> l.contains("failed to bind")
+                    && l.contains("Address already in use")))) {
+                throw new PortTaken(port, e);
+            }
+            throw e;
         } finally {
             pool.shutdownNow();
             for (TorchProcess p : pythons) {
-                if (p.output().stream().anyMatch(l -> l.contains("failed to bind") && l.contains("Address already in use"))) {
-                    portTaken = true;
-                }
                 p.close();
             }
         }
