@@ -190,7 +190,7 @@ public final class Settings {
 
     // ---- system properties ----
 
-    public static final Setting RECEIVE_POOL_MIB = property("jcomm.receivePool.mib", "MiB", "`128`",
+    public static final Setting RECEIVE_POOL_MIB = property("jcomm.receivePool.mib", "MiB", "`128` (`64` where the pool asks for young collections: serial or parallel collector)",
             "the receive pool's budget: host tensors handed out by receives come from recycled memory, and past "
                     + "this many MiB outstanding the pool asks for a collection",
             "the first receive of the process");
