@@ -18,9 +18,9 @@ import java.lang.ref.WeakReference;
  * zeroed ({@code jdk.internal.misc.Unsafe.allocateUninitializedArray}, exported by the SDK's JVM flags) and
  * dropped at once, until a weakly held sentinel made before is cleared, which says that a collection ran.
  * Measured on the 2-core VM in a pipeline stage's JVM (serial collector, the one a JVM picks when its rank
- * is pinned to one CPU): a full collection paused 9-11 ms (marking, class unloading, adjusting every
- * pointer); the filled eden's young collection paused 0.2-0.7 ms and the fill itself took about 1 ms once
- * compiled.
+ * is pinned to one CPU, eden about 100 MB): a full collection paused 9-11 ms (marking, class unloading,
+ * adjusting every pointer); the filled eden's young collection paused 0.2-0.7 ms and the fill itself took
+ * about 0.5 ms of CPU once compiled (an interpreted fill zeroes what it allocates, like a plain array).
  *
  * <p>Used only with the serial and parallel collectors, whose eden is fixed between collections and small
  * enough to fill in a millisecond; G1's eden grows to hundreds of megabytes while its pauses stay short, so
@@ -29,7 +29,10 @@ import java.lang.ref.WeakReference;
  */
 final class YoungCollection {
 
-    /** Fill arrays: below G1's humongous size and a thread's allocation buffer, so each is a pointer bump. */
+    /**
+     * Fill arrays: small enough for a thread's allocation buffer, so each is a pointer bump (256 KiB ones went
+     * through the allocation slow path: 6 ms of CPU per fill instead of 0.5).
+     */
     private static final int CHUNK = 16 << 10;
 
     private static final MethodHandle ALLOCATE = findAllocate();
@@ -50,7 +53,8 @@ final class YoungCollection {
     /**
      * Runs a young collection by filling eden (at most twice its current capacity); true when one ran, false
      * when this JVM cannot, its eden is larger than {@link #MAX_EDEN} or no collection came (then nothing is
-     * left allocated). The first call only compiles the fill (see {@link #prime}) and returns false.
+     * left allocated). The first few fills, before the JIT compiles this, zero what they allocate (about 8 ms
+     * each here).
      */
     static boolean run() {
         if (!available()) {
@@ -58,11 +62,6 @@ final class YoungCollection {
         }
         long eden = EDEN.getUsage().getCommitted();
         if (eden > MAX_EDEN) {
-            return false;
-        }
-        if (!primed) {
-            primed = true;
-            prime();
             return false;
         }
         WeakReference<Object> sentinel = new WeakReference<>(new Object());
@@ -76,25 +75,6 @@ final class YoungCollection {
 
     /** Above this eden, a fill would cost more than a full collection; then the caller asks for one. */
     static final long MAX_EDEN = 256L << 20;
-
-    private static volatile boolean primed;
-
-    /**
-     * Has the JIT compile {@link #fill} before it is used: an interpreted fill zeroes the arrays it allocates,
-     * which costs as much as the collection it saves and makes all of eden resident at once. The calls here
-     * allocate a few bytes each, and take both of the loop's exits.
-     */
-    private static void prime() {
-        WeakReference<Object> cleared = new WeakReference<>(null);
-        WeakReference<Object> live = new WeakReference<>(YoungCollection.class);
-        try {
-            for (int i = 0; i < 20_000; i++) {
-                fill((i & 1) == 0 ? cleared : live, 16, 32);
-            }
-        } catch (Throwable t) {
-            sink = null;
-        }
-    }
 
     /** Allocates {@code chunk}-byte arrays, up to {@code cap} bytes, until {@code sentinel} is cleared. */
     private static void fill(WeakReference<Object> sentinel, int chunk, long cap) throws Throwable {
