@@ -42,8 +42,11 @@ class MpiIT {
     private final String marker = "JCOMM_IT_RUN=" + UUID.randomUUID();
 
     private List<String> mpirun(int np, String... extra) {
-        List<String> cmd = new ArrayList<>(List.of(MPIRUN.toString(), "--allow-run-as-root", "--oversubscribe", "-np",
-                Integer.toString(np), "-x", marker.substring(0, marker.indexOf('='))));
+        // rtc_hwloc_vmhole=none: Open MPI 4.1's daemons otherwise write the host topology into shared memory at
+        // an address they pick from their own map, and a daemon started in the second namespace segfaulted in
+        // hwloc_shmem_topology_write once (a CI run); without it each daemon reads the topology itself
+        List<String> cmd = new ArrayList<>(List.of(MPIRUN.toString(), "--allow-run-as-root", "--oversubscribe",
+                "--mca", "rtc_hwloc_vmhole", "none", "-np", Integer.toString(np), "-x", marker.substring(0, marker.indexOf('='))));
         cmd.addAll(List.of(extra));
         return cmd;
     }
