@@ -85,7 +85,10 @@ public final class MultiJvm implements AutoCloseable {
         List<String> cmd = new ArrayList<>();
         cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         cmd.addAll(JvmFlags.REQUIRED);
-        cmd.addAll(List.of("-XX:+UseSerialGC", "-XX:-UsePerfData", "-Xmx" + config.maxHeap));
+        if (config.jvmArgs.stream().noneMatch(a -> a.matches("-XX:\\+Use\\w+GC"))) {
+            cmd.add("-XX:+UseSerialGC"); // the default; a collector among the JVM arguments replaces it
+        }
+        cmd.addAll(List.of("-XX:-UsePerfData", "-Xmx" + config.maxHeap));
         cmd.addAll(config.jvmArgs);
         cmd.add("-cp");
         cmd.add(config.classPath);
@@ -415,6 +418,7 @@ public final class MultiJvm implements AutoCloseable {
         public Builder env(String k, String v) { this.env.put(k, v); return this; }
         public Builder env(Map<String, String> v) { this.env.putAll(v); return this; }
         public Builder envForRank(IntFunction<Map<String, String>> v) { this.envForRank = v; return this; }
+        /** An extra JVM argument; a collector ({@code -XX:+UseG1GC}...) replaces the default serial one. */
         public Builder jvmArg(String v) { this.jvmArgs.add(v); return this; }
         /** Hard deadline for the whole job; every worker is killed when it passes. */
         public Builder deadline(Duration v) { this.deadline = v; return this; }

@@ -29,11 +29,11 @@ import org.slf4j.LoggerFactory;
  * once the lease and every such view are unreachable, which a collection reports through a phantom
  * reference. A tensor a caller still holds is therefore never handed out again. When leased and pooled
  * memory would pass the budget ({@code jcomm.receivePool.mib}, default {@value #DEFAULT_BUDGET_MB} MiB, or
- * {@value #YOUNG_BUDGET_MB} MiB where young collections work), the pool
- * asks for a collection (a young one where the JVM makes that cheap, see {@link YoungCollection}, else a
- * full one, as the JDK does at its direct-memory limit) and takes back what it freed. Memory a caller really holds beyond the budget is allocated
- * anyway (never overwritten) and collections are not asked for again until another budget's worth was
- * leased.
+ * {@value #YOUNG_BUDGET_MB} MiB where young collections work), the pool asks for a collection (a young one
+ * where the JVM makes that cheap, see {@link YoungCollection}, else a full one, as the JDK does at its
+ * direct-memory limit) and takes back what it freed. Memory a caller really holds beyond the budget is
+ * allocated anyway (never overwritten) and collections are not asked for again until another budget's worth
+ * was leased.
  *
  * <p>Blocks are not zeroed: every byte of a receive destination is written by the receive. Thread safe.
  */
@@ -57,7 +57,8 @@ public final class ReceivePool {
         static final ReceivePool POOL = create(budgetFromProperty());
 
         private static ReceivePool create(long given) {
-            return given > 0 ? new ReceivePool(given) : new ReceivePool((long) DEFAULT_BUDGET_MB << 20, (long) YOUNG_BUDGET_MB << 20);
+            return given > 0 ? new ReceivePool(given)
+                    : new ReceivePool((long) DEFAULT_BUDGET_MB << 20, (long) YOUNG_BUDGET_MB << 20);
         }
     }
 

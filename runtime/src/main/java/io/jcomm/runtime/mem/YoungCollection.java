@@ -66,7 +66,7 @@ final class YoungCollection {
         }
         WeakReference<Object> sentinel = new WeakReference<>(new Object());
         try {
-            fill(sentinel, CHUNK, 2 * Math.max(eden, CHUNK));
+            fill(sentinel, 2 * Math.max(eden, CHUNK));
         } catch (Throwable t) { // OutOfMemoryError included: a collection ran before it
             sink = null;
         }
@@ -76,10 +76,10 @@ final class YoungCollection {
     /** Above this eden, a fill would cost more than a full collection; then the caller asks for one. */
     static final long MAX_EDEN = 256L << 20;
 
-    /** Allocates {@code chunk}-byte arrays, up to {@code cap} bytes, until {@code sentinel} is cleared. */
-    private static void fill(WeakReference<Object> sentinel, int chunk, long cap) throws Throwable {
-        for (long n = 0; sentinel.get() != null && n < cap; n += chunk) {
-            sink = (byte[]) ALLOCATE.invokeExact(byte.class, chunk);
+    /** Allocates {@link #CHUNK}-byte arrays, up to {@code cap} bytes, until {@code sentinel} is cleared. */
+    private static void fill(WeakReference<Object> sentinel, long cap) throws Throwable {
+        for (long n = 0; sentinel.get() != null && n < cap; n += CHUNK) {
+            sink = (byte[]) ALLOCATE.invokeExact(byte.class, CHUNK);
         }
         sink = null;
     }

@@ -3,13 +3,8 @@ package io.jcomm.runtime.mem;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.jcomm.api.JvmFlags;
-import java.io.IOException;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.concurrent.TimeUnit;
+import io.jcomm.testkit.MultiJvm;
+import java.time.Duration;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
@@ -24,15 +19,14 @@ class YoungCollectionTest {
 
     private static final Pattern COUNTS = Pattern.compile("stream young=(\\d+) full=(\\d+) blocks=(\\d+)[\\s\\S]*?old young=(\\d+) full=(\\d+) available=(\\w+) budget=(\\d+)");
 
-    private static Matcher run(String gc) throws IOException, InterruptedException {
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(JvmFlags.REQUIRED);
-        cmd.addAll(List.of(gc, "-Xmx512m", "-cp", System.getProperty("java.class.path"), YoungCollectionWorker.class.getName()));
-        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
-        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertTrue(p.waitFor(60, TimeUnit.SECONDS), "worker did not exit");
-        assertEquals(0, p.exitValue(), out);
+    private static Matcher run(String gc) {
+        MultiJvm.Results r;
+        try (MultiJvm job = MultiJvm.builder().name("young-" + gc).worldSize(1).mainClass(YoungCollectionWorker.class)
+                .jvmArg(gc).maxHeap("512m").deadline(Duration.ofSeconds(60)).start()) {
+            r = job.awaitAll();
+        }
+        r.assertAllSucceeded();
+        String out = String.join("\n", r.output(0));
         Matcher m = COUNTS.matcher(out);
         assertTrue(m.find(), out);
         return m;
@@ -40,7 +34,7 @@ class YoungCollectionTest {
 
     @Test
     @Timeout(90)
-    void theSerialCollectorGetsYoungCollectionsAndAFullOneOnlyForPromotedTensors() throws Exception {
+    void theSerialCollectorGetsYoungCollectionsAndAFullOneOnlyForPromotedTensors() {
         Matcher m = run("-XX:+UseSerialGC");
         assertEquals("true", m.group(6), m.group());
         assertTrue(Long.parseLong(m.group(1)) >= 10, "400 MiB through a 16 MiB pool: young collections " + m.group());
@@ -53,7 +47,7 @@ class YoungCollectionTest {
 
     @Test
     @Timeout(90)
-    void theParallelCollectorGetsYoungCollections() throws Exception {
+    void theParallelCollectorGetsYoungCollections() {
         Matcher m = run("-XX:+UseParallelGC");
         assertEquals("true", m.group(6), m.group());
         assertTrue(Long.parseLong(m.group(1)) >= 10, m.group());
@@ -62,7 +56,7 @@ class YoungCollectionTest {
 
     @Test
     @Timeout(90)
-    void g1AsksForFullCollections() throws Exception {
+    void g1AsksForFullCollections() {
         Matcher m = run("-XX:+UseG1GC");
         assertEquals("false", m.group(6), m.group());
         assertEquals(0, Long.parseLong(m.group(1)), m.group());
