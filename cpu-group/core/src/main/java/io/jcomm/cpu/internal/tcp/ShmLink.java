@@ -114,6 +114,11 @@ final class ShmLink {
         return m != null && (m.recv != null || !m.early.lazy || m.early.claimedBy != null);
     }
 
+    /** Whether payloads this rank sends to the peer still wait for room in the ring. */
+    boolean sending() {
+        return !outQueue.isEmpty();
+    }
+
     boolean busy() {
         return !outQueue.isEmpty() || receiving();
     }

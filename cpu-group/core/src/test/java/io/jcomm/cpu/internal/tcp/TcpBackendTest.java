@@ -25,6 +25,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /** Behaviour specific to the tcp backend: transport choice, shared memory, idle CPU. */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
@@ -455,20 +457,26 @@ class TcpBackendTest {
         }
     }
     /**
-     * A large point-to-point payload that arrives by socket before its receive is left in the socket for a
-     * few milliseconds, then read straight into the receive; a receive of another tag posted meanwhile, or
-     * a receive posted long after, still gets everything exactly (the payload is buffered then).
+     * A large point-to-point payload that arrives before its receive (its header by socket, its bytes in the
+     * socket or in the shared-memory ring) is left there for a few milliseconds, then read straight into the
+     * receive; a receive of another tag posted meanwhile, or a receive posted long after, still gets
+     * everything exactly (the payload is buffered then), and so does a payload larger than a ring whose
+     * receive comes a second late.
      */
-    @Test
-    void largePayloadsAheadOfTheirReceiveWaitInTheSocketAndNothingIsLost() {
+    @ParameterizedTest(name = "shm={0}")
+    @ValueSource(booleans = {false, true})
+    void largePayloadsAheadOfTheirReceiveWaitAndNothingIsLost(boolean shm) {
         int n = 1 << 18; // 1 MiB of f32
-        try (ThreadRanks t = ThreadRanks.start(2, r -> opts(r).option("tcp.shm", "false"), Duration.ofSeconds(20))) {
+        int huge = 1 << 20; // 4 MiB of f32: more than a shared-memory ring holds
+        try (ThreadRanks t = ThreadRanks.start(2, r -> opts(r).option("tcp.shm", Boolean.toString(shm)),
+                Duration.ofSeconds(20))) {
             t.run(g -> {
-                for (int round = 0; round < 3; round++) {
-                    Tensor big = Tensor.allocate(DType.F32, n);
+                for (int round = 0; round < 4; round++) {
+                    Tensor big = Tensor.allocate(DType.F32, round == 3 ? huge : n);
+                    int size = (int) big.numel();
                     Tensor small = Tensor.allocate(DType.F32, 4);
                     if (g.rank() == 0) {
-                        for (int i = 0; i < n; i += 1000) {
+                        for (int i = 0; i < size; i += 1000) {
                             big.setDouble(i, round * 7 + i % 13);
                         }
                         small.fill(round + 100);
@@ -481,11 +489,13 @@ class TcpBackendTest {
                         } else {
                             if (round == 2) {
                                 sleepMillis(50); // long after the deferral: buffered too
+                            } else if (round == 3) {
+                                sleepMillis(1000); // the progress threads move it meanwhile
                             }
                             g.recv(big, 0, 1); // at once: read straight into the tensor
                             g.recv(small, 0, 2);
                         }
-                        for (int i = 0; i < n; i += 1000) {
+                        for (int i = 0; i < size; i += 1000) {
                             assertEquals(round * 7 + i % 13, big.getDouble(i), 0.0, "round " + round + " at " + i);
                         }
                         assertEquals(round + 100, small.getDouble(3), 0.0);
