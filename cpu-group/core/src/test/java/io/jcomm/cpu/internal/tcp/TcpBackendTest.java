@@ -461,13 +461,13 @@ class TcpBackendTest {
      * socket or in the shared-memory ring) is left there for a few milliseconds, then read straight into the
      * receive; a receive of another tag posted meanwhile, or a receive posted long after, still gets
      * everything exactly (the payload is buffered then), and so does a payload larger than a ring whose
-     * receive comes a second late.
+     * receive comes a second late; two ranks that both send such a payload, then receive, finish.
      */
     @ParameterizedTest(name = "shm={0}")
     @ValueSource(booleans = {false, true})
     void largePayloadsAheadOfTheirReceiveWaitAndNothingIsLost(boolean shm) {
         int n = 1 << 18; // 1 MiB of f32
-        int huge = 1 << 20; // 4 MiB of f32: more than a shared-memory ring holds
+        int huge = 1 << 21; // 8 MiB of f32: more than a shared-memory ring holds (4 MiB)
         try (ThreadRanks t = ThreadRanks.start(2, r -> opts(r).option("tcp.shm", Boolean.toString(shm)),
                 Duration.ofSeconds(20))) {
             t.run(g -> {
@@ -502,6 +502,13 @@ class TcpBackendTest {
                     }
                     g.barrier();
                 }
+                // both send more than a ring holds, then receive: each takes the other's payload at once
+                Tensor mine = Tensor.allocate(DType.F32, huge);
+                Tensor theirs = Tensor.allocate(DType.F32, huge);
+                mine.fill(g.rank() + 1);
+                g.send(mine, 1 - g.rank(), 3);
+                g.recv(theirs, 1 - g.rank(), 3);
+                assertEquals(2 - g.rank(), theirs.getDouble(huge - 1), 0.0);
                 assertEquals(0, tcp(g).engine().early.bytes(), "every early buffer was released");
             }, Duration.ofSeconds(60));
         }
