@@ -66,12 +66,12 @@ final class Link implements PassThroughInbound, RecvByteBufAllocator, RecvByteBu
     private static final int MAX_READS_PER_EVENT = 32;
     /**
      * A point-to-point payload of at least this size whose header arrives before its receive, while nothing
-     * else is awaited from this peer and nothing is still being sent to it, stays where it is (in the socket, or in the shared-memory ring with its
-     * header left in the socket) for up to {@link #DEFER_MAX_NANOS}: its receive is usually being posted (a
-     * tensor-dict receiver decodes the metadata that came just before), and it is then read straight into
-     * the destination instead of into an early buffer and copied again. In a same-host pipeline at 1-4 MiB
-     * that second copy, in a quarter to a third of the steps (the sender ahead), was the slow mode of the
-     * step time.
+     * else is awaited from this peer and nothing is still being sent to it ({@link #sendingToPeer}), stays
+     * where it is (in the socket, or in the shared-memory ring with its header left in the socket) for up to
+     * {@link #DEFER_MAX_NANOS}: its receive is usually being posted (a tensor-dict receiver decodes the
+     * metadata that came just before), and it is then read straight into the destination instead of into an
+     * early buffer and copied again. In a same-host pipeline at 1-4 MiB that second copy, in a quarter to a
+     * third of the steps (the sender ahead), was the slow mode of the step time.
      */
     static final int DEFER_P2P_MIN = 64 << 10;
     static final long DEFER_MAX_NANOS = 5_000_000L;
@@ -425,7 +425,6 @@ final class Link implements PassThroughInbound, RecvByteBufAllocator, RecvByteBu
         return heldBytes;
     }
 
-    /** Whether bytes written to this connection still wait in its outbound buffer for the socket. */
     /**
      * Whether bytes of this rank's sends to this peer still wait (for credit, the socket or room in the ring):
      * the peer may then be blocked in the same way on its own send to this rank, so its payload is not left
@@ -436,6 +435,7 @@ final class Link implements PassThroughInbound, RecvByteBufAllocator, RecvByteBu
         return !held.isEmpty() || hasPendingOutput() || (shm != null && shm.sending());
     }
 
+    /** Whether bytes written to this connection still wait in its outbound buffer for the socket. */
     boolean hasPendingOutput() {
         if (channel == null || !channel.isActive()) {
             return false;

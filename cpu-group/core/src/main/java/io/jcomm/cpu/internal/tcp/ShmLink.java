@@ -120,7 +120,7 @@ final class ShmLink {
     }
 
     boolean busy() {
-        return !outQueue.isEmpty() || receiving();
+        return sending() || receiving();
     }
 
     /** Queues an outbound payload whose header was already written to the socket. */
