@@ -124,6 +124,11 @@ final class Engine {
     private boolean closedPeers;
     private long spinNanos;
     private String opName = "create";
+
+    /** Whether a caller drives the engine now (inside a call), not the progress thread between calls. Driving thread. */
+    boolean callerDriving() {
+        return !BETWEEN_CALLS.equals(opName);
+    }
     private long collectiveSeq;
     final List<Link> allLinks = new ArrayList<>();
     Channel server;

@@ -66,7 +66,9 @@ final class Link implements PassThroughInbound, RecvByteBufAllocator, RecvByteBu
     private static final int MAX_READS_PER_EVENT = 32;
     /**
      * A point-to-point payload of at least this size whose header arrives before its receive, while nothing
-     * else is awaited from this peer and nothing is still being sent to it ({@link #sendingToPeer}), stays
+     * else is awaited from this peer and nothing is still being sent to it ({@link #sendingToPeer}), and while
+     * this rank's caller is inside a call on this group (between calls, or in another group's call, the
+     * progress thread takes it at once: that caller may never post the receive, and the sender waits), stays
      * where it is (in the socket, or in the shared-memory ring with its header left in the socket) for up to
      * {@link #DEFER_MAX_NANOS}: its receive is usually being posted (a tensor-dict receiver decodes the
      * metadata that came just before), and it is then read straight into the destination instead of into an
@@ -804,7 +806,7 @@ final class Link implements PassThroughInbound, RecvByteBufAllocator, RecvByteBu
         // for its receive (DEFER_P2P_MIN); anything else is buffered, within the budget
         boolean viaShm = (f.flags & Frame.FLAG_SHM) != 0;
         if (f.kind == Frame.P2P && f.payload >= DEFER_P2P_MIN && collectiveRecvs.isEmpty()
-                && p2pRecvs.isEmpty() && !sendingToPeer()) {
+                && p2pRecvs.isEmpty() && !sendingToPeer() && engine.callerDriving()) {
             long now = System.nanoTime();
             if (deferredSince == 0) {
                 deferredSince = now;
