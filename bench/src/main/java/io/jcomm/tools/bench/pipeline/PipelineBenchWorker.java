@@ -75,23 +75,34 @@ public final class PipelineBenchWorker {
                 int steps = stepsArg > 0 ? stepsArg : autoSteps(hidden);
                 Step step = new Step(ps, hidden, reuse);
                 int warmed = warmup >= 0 ? warmup : settle(ps, step, steps);
-                for (int s = warmed; s < warmup; s++) {
-                    step.run(s, false);
+                if (warmed < warmup) {
+                    runSteps(step, warmed, warmup - warmed);
                 }
                 warmed = Math.max(warmed, warmup);
+                step.resetHistograms();
                 ps.world().barrier();
                 long rss0 = rssBytes();
                 long direct0 = directBytes();
                 long t0 = System.nanoTime();
-                for (int s = warmed; s < warmed + steps; s++) {
-                    step.run(s, true);
-                }
+                runSteps(step, warmed, steps);
                 long elapsed = System.nanoTime() - t0;
                 long growth = rssBytes() - rss0;
                 long directGrowth = directBytes() - direct0;
                 ps.world().barrier();
                 report(ps, step, hidden, steps, elapsed, growth, directGrowth, warmed);
             }
+        }
+    }
+
+    /**
+     * Runs steps {@code from} to {@code from + count - 1}. The warm-up and the timed steps both run through
+     * this one loop, recording alike, so that the timed steps run the code the warm-up compiled: a separate
+     * timed loop, or a recording branch the warm-up never took, made the JIT recompile (and the steps stall
+     * for milliseconds) in the first second of the timed steps.
+     */
+    static void runSteps(Step step, int from, int count) {
+        for (int s = from; s < from + count; s++) {
+            step.run(s);
         }
     }
 
@@ -111,9 +122,8 @@ public final class PipelineBenchWorker {
         int s = 0;
         for (int r = 0; ; r++) {
             long t0 = System.nanoTime();
-            for (int i = 0; i < round; i++, s++) {
-                step.run(s, false);
-            }
+            runSteps(step, s, round);
+            s += round;
             t.setDouble(0, System.nanoTime() - t0);
             ps.world().allReduce(t, t, io.jcomm.api.ReduceOp.MAX);
             double took = t.getDouble(0);
@@ -159,7 +169,12 @@ public final class PipelineBenchWorker {
             OPS.forEach(op -> histograms.put(op, new Histogram(3)));
         }
 
-        void run(int s, boolean measure) {
+        /** Empties the histograms (after the warm-up, which records too so that it runs the timed code). */
+        void resetHistograms() {
+            histograms.values().forEach(Histogram::reset);
+        }
+
+        void run(int s) {
             long stepStart = System.nanoTime();
             long t;
             if (stage == 0) {
@@ -172,14 +187,14 @@ public final class PipelineBenchWorker {
                     meta = metadata;
                 }
                 Map<String, Object> got = tp.broadcastTensorDict(meta, 0);
-                record(measure, "tp broadcast metadata", t);
+                record("tp broadcast metadata", t);
                 check(s, "metadata step", ((Number) got.get("step")).longValue(), s);
                 check(s, "metadata positions[0]", ((Tensor) got.get("positions")).getLong(0), s);
             } else {
                 t = System.nanoTime();
                 received = reuse ? pp.recvTensorDict(stage - 1, tp, received)
                         : tpSize == 1 ? pp.recvTensorDict() : pp.recvTensorDict(stage - 1, tp);
-                record(measure, "pp recv tensor dict", t);
+                record("pp recv tensor dict", t);
                 Tensor h = (Tensor) received.get("hidden");
                 check(s, "received step", ((Number) received.get("step")).longValue(), s);
                 check(s, "received hidden[0]", (long) h.getDouble(0), (long) tpSize * (s % 1000));
@@ -194,21 +209,19 @@ public final class PipelineBenchWorker {
                 activation.setDouble(0, activation.getDouble(0) * tpSize);
                 activation.setDouble(hidden - 1, activation.getDouble(hidden - 1) * tpSize);
             }
-            record(measure, "tp all-reduce", t);
+            record("tp all-reduce", t);
             if (stage < stages - 1) {
                 outgoing.put("step", (long) s);
                 outgoing.put("hidden", activation);
                 t = System.nanoTime();
                 pp.sendTensorDict(outgoing, stage + 1, tp);
-                record(measure, "pp send tensor dict", t);
+                record("pp send tensor dict", t);
             }
-            record(measure, "whole step", stepStart);
+            record("whole step", stepStart);
         }
 
-        private void record(boolean measure, String op, long startNanos) {
-            if (measure) {
-                histograms.get(op).recordValue(Math.max(1, System.nanoTime() - startNanos));
-            }
+        private void record(String op, long startNanos) {
+            histograms.get(op).recordValue(Math.max(1, System.nanoTime() - startNanos));
         }
 
         private void check(int step, String what, long got, long expected) {
