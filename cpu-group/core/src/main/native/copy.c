@@ -19,6 +19,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 #include "io_jcomm_cpu_internal_NativeCopy.h"
 
 /* The same source compiles as C and as C++ (build.sh falls back to g++). */
@@ -31,6 +34,41 @@
 static inline void copy_bytes(char *d, const char *s, size_t n) {
 #if defined(__x86_64__)
     __asm__ __volatile__("rep movsb" : "+D"(d), "+S"(s), "+c"(n) : : "memory");
+#else
+    __builtin_memcpy(d, s, n);
+#endif
+}
+
+/*
+ * A copy whose stores bypass the caches (SSE2 non-temporal stores, in every x86-64 CPU): for a destination
+ * of megabytes that no core reads soon, it writes each line without first reading it from memory, which
+ * "rep movsb" does on the machines measured. Two cores each copying 16 MiB at once: 1.3-1.4 ms this way
+ * against 1.9-2.5 ms with "rep movsb" (docs/PERFORMANCE.md, "All-to-all"). The head up to the first
+ * 16-byte boundary of the destination and the tail go by "rep movsb".
+ */
+static void stream_bytes(char *d, const char *s, size_t n) {
+#if defined(__x86_64__)
+    size_t head = (16 - ((uintptr_t) d & 15)) & 15;
+    if (head > n) {
+        head = n;
+    }
+    copy_bytes(d, s, head);
+    d += head;
+    s += head;
+    n -= head;
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *) (s + i));
+        __m128i b = _mm_loadu_si128((const __m128i *) (s + i + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *) (s + i + 32));
+        __m128i e = _mm_loadu_si128((const __m128i *) (s + i + 48));
+        _mm_stream_si128((__m128i *) (d + i), a);
+        _mm_stream_si128((__m128i *) (d + i + 16), b);
+        _mm_stream_si128((__m128i *) (d + i + 32), c);
+        _mm_stream_si128((__m128i *) (d + i + 48), e);
+    }
+    _mm_sfence();
+    copy_bytes(d + i, s + i, n - i);
 #else
     __builtin_memcpy(d, s, n);
 #endif
@@ -52,6 +90,19 @@ JNIEXPORT jboolean JNICALL Java_io_jcomm_cpu_internal_NativeCopy_copy0(JNIEnv *e
         return JNI_FALSE;
     }
     copy_bytes(d + dstOff, s + srcOff, (size_t) n);
+    return JNI_TRUE;
+}
+
+JNIEXPORT jboolean JNICALL Java_io_jcomm_cpu_internal_NativeCopy_stream0(JNIEnv *env, jclass cls, jobject dst,
+                                                                          jlong dstOff, jobject src, jlong srcOff,
+                                                                          jlong n) {
+    (void) cls;
+    char *d = (char *) ADDRESS(env, dst);
+    const char *s = (const char *) ADDRESS(env, src);
+    if (d == NULL || s == NULL || dstOff < 0 || srcOff < 0 || n < 0) {
+        return JNI_FALSE;
+    }
+    stream_bytes(d + dstOff, s + srcOff, (size_t) n);
     return JNI_TRUE;
 }
 

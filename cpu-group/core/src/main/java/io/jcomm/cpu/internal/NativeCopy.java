@@ -65,6 +65,21 @@ public final class NativeCopy {
      * @throws ReadOnlyBufferException if {@code dst} is read-only
      */
     public static ByteBuffer put(ByteBuffer dst, ByteBuffer src, boolean allowNative) {
+        return put(dst, src, allowNative, false);
+    }
+
+    /**
+     * {@link #put}, but with stores that bypass the caches (non-temporal): for copies of megabytes into a
+     * destination that no core reads soon (the own part of a large all-to-all), where it saves reading each
+     * destination line from memory before writing it. Falls back to {@link #put} as that does.
+     *
+     * @return {@code dst}
+     */
+    public static ByteBuffer stream(ByteBuffer dst, ByteBuffer src, boolean allowNative) {
+        return put(dst, src, allowNative, true);
+    }
+
+    private static ByteBuffer put(ByteBuffer dst, ByteBuffer src, boolean allowNative, boolean stream) {
         int n = src.remaining();
         if (!allowNative || n < MIN_BYTES || !dst.isDirect() || !src.isDirect() || !Lib.LOADED) {
             return dst.put(src);
@@ -77,7 +92,7 @@ public final class NativeCopy {
         }
         int d = dst.position();
         int s = src.position();
-        if (!copy0(dst, d, src, s, n)) {
+        if (!(stream ? stream0(dst, d, src, s, n) : copy0(dst, d, src, s, n))) {
             throw new IllegalStateException("native copy refused a direct buffer");
         }
         dst.position(d + n);
@@ -108,4 +123,6 @@ public final class NativeCopy {
     private static native long readPeer0(int pid, long remote, ByteBuffer dst, long dstOff, long n);
 
     private static native boolean copy0(ByteBuffer dst, long dstOff, ByteBuffer src, long srcOff, long n);
+
+    private static native boolean stream0(ByteBuffer dst, long dstOff, ByteBuffer src, long srcOff, long n);
 }

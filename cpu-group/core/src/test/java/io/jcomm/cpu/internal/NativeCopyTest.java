@@ -39,8 +39,14 @@ class NativeCopyTest {
         assertTrue(NativeCopy.availability().reason().contains("rep movsb"), NativeCopy.availability().reason());
     }
 
-    @Test
-    void copiesExactlyAtEverySizeAndOffsetNativeOrNot() {
+    /**
+     * Both copies, {@link NativeCopy#put} and the streaming {@link NativeCopy#stream} (non-temporal stores
+     * from the destination's first 16-byte boundary, 64 bytes at a time, the head and the tail by string
+     * copy): sizes of every remainder and offsets of every alignment.
+     */
+    @org.junit.jupiter.params.ParameterizedTest(name = "stream={0}")
+    @org.junit.jupiter.params.provider.ValueSource(booleans = {false, true})
+    void copiesExactlyAtEverySizeAndOffsetNativeOrNot(boolean stream) {
         Random rnd = new Random(42);
         for (boolean allow : new boolean[] {true, false}) {
             for (int round = 0; round < 400; round++) {
@@ -60,7 +66,7 @@ class NativeCopyTest {
                 rnd.nextBytes(guard);
                 dst.put(guard).clear().position(dstOff);
 
-                assertSame(dst, NativeCopy.put(dst, src, allow));
+                assertSame(dst, stream ? NativeCopy.stream(dst, src, allow) : NativeCopy.put(dst, src, allow));
 
                 assertEquals(dstOff + n, dst.position(), "destination position");
                 assertEquals(srcOff + n, src.position(), "source position");
