@@ -46,8 +46,9 @@ public final class WorkerJvms implements AutoCloseable {
     }
 
     /**
-     * Starts {@code world} workers: {@code command.apply(rank)} is rank's command line; {@code env} is added
-     * to each one's environment (a {@code null} value removes the variable).
+     * Starts {@code world} workers: {@code command.apply(rank)} is rank's command line; each one's environment
+     * is this process's with {@link io.jcomm.api.JvmFlags#workerEnvironment}'s malloc tunable, torchrun's
+     * variables and {@code env} (a {@code null} value removes the variable).
      */
     public static WorkerJvms start(int world, IntFunction<List<String>> command, int storePort, Map<String, String> env,
                                    LineSink sink, String threadName) throws IOException {
@@ -56,6 +57,7 @@ public final class WorkerJvms implements AutoCloseable {
             for (int r = 0; r < world; r++) {
                 ProcessBuilder pb = new ProcessBuilder(command.apply(r)).redirectErrorStream(true);
                 Map<String, String> e = pb.environment();
+                e.putAll(io.jcomm.api.JvmFlags.workerEnvironment(e));
                 e.put("MASTER_ADDR", "127.0.0.1");
                 e.put("MASTER_PORT", Integer.toString(storePort));
                 e.put("RANK", Integer.toString(r));

@@ -249,13 +249,14 @@ public final class RunPlan {
     /**
      * The environment of worker {@code localRank}: {@code parentEnv} (the launcher's, which carries the
      * user's {@code JCOMM_*} settings) with torchrun's variables set, the store marked as hosted by the
-     * launcher, and the token file when there is one.
+     * launcher, the token file when there is one, and {@link JvmFlags#workerEnvironment}'s
+     * malloc tunable.
      */
     public Map<String, String> workerEnv(Map<String, String> parentEnv, int localRank) {
         if (localRank < 0 || localRank >= nprocPerNode) {
             throw new IllegalArgumentException("local rank " + localRank + " not in [0, " + nprocPerNode + ")");
         }
-        Map<String, String> env = new LinkedHashMap<>(parentEnv);
+        Map<String, String> env = new LinkedHashMap<>(JvmFlags.workerEnvironment(parentEnv));
         env.put(Settings.MASTER_ADDR.name(), masterAddr);
         env.put(Settings.MASTER_PORT.name(), Integer.toString(masterPort));
         env.put(Settings.RANK.name(), Integer.toString(globalRank(localRank)));

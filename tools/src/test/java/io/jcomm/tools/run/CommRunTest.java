@@ -93,6 +93,7 @@ class CommRunTest {
                     && env.contains("WORLD_SIZE=3") && env.contains("LOCAL_WORLD_SIZE=3")
                     && env.contains("MASTER_ADDR=127.0.0.1") && env.contains("JCOMM_LAUNCHER_STORE=1")
                     && env.contains("JCOMM_TEST_MARK=m1") && env.contains("JCOMM_TOKEN_FILE=" + token.toAbsolutePath()), env);
+            assertTrue(env.contains("glibc.malloc.hugetlb="), "malloc's huge-page tunable: " + env);
             assertTrue(out.contains("[rank " + r + "] ARGS --x y z"), out);
             // all three met in the launcher's store, with the token: rank 0 did not host one
             assertTrue(out.contains("[rank " + r + "] MET 3"), out);

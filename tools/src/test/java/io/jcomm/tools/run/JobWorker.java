@@ -47,7 +47,8 @@ public final class JobWorker {
             case "env": {
                 Map<String, String> shown = new TreeMap<>();
                 for (String k : List.of("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                        "MASTER_PORT", "GROUP_RANK", "JCOMM_LAUNCHER_STORE", "JCOMM_TOKEN_FILE", "JCOMM_TEST_MARK")) {
+                        "MASTER_PORT", "GROUP_RANK", "JCOMM_LAUNCHER_STORE", "JCOMM_TOKEN_FILE", "JCOMM_TEST_MARK",
+                        "GLIBC_TUNABLES")) {
                     shown.put(k, String.valueOf(System.getenv(k)));
                 }
                 System.out.println("ENV " + shown);
