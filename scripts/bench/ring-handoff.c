@@ -101,6 +101,7 @@ int main(int argc, char **argv) {
             size_t n = (size_t) (h - t);
             size_t room = RING - (size_t) (t & (RING - 1));
             if (n > room) n = room;
+            if (n > bytes - got) n = bytes - got; /* the producer may be into the next message already */
             copy(dst + got, ring + (t & (RING - 1)), n);
             got += n;
             t += (long) n;
