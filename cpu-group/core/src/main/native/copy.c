@@ -80,29 +80,21 @@ JNIEXPORT jint JNICALL Java_io_jcomm_cpu_internal_NativeCopy_probe0(JNIEnv *env,
     return 1;
 }
 
+/* Copies n bytes with the string copy, or past the caches (stream_bytes) when `stream` is set. */
 JNIEXPORT jboolean JNICALL Java_io_jcomm_cpu_internal_NativeCopy_copy0(JNIEnv *env, jclass cls, jobject dst,
                                                                         jlong dstOff, jobject src, jlong srcOff,
-                                                                        jlong n) {
+                                                                        jlong n, jboolean stream) {
     (void) cls;
     char *d = (char *) ADDRESS(env, dst);
     const char *s = (const char *) ADDRESS(env, src);
     if (d == NULL || s == NULL || dstOff < 0 || srcOff < 0 || n < 0) {
         return JNI_FALSE;
     }
-    copy_bytes(d + dstOff, s + srcOff, (size_t) n);
-    return JNI_TRUE;
-}
-
-JNIEXPORT jboolean JNICALL Java_io_jcomm_cpu_internal_NativeCopy_stream0(JNIEnv *env, jclass cls, jobject dst,
-                                                                          jlong dstOff, jobject src, jlong srcOff,
-                                                                          jlong n) {
-    (void) cls;
-    char *d = (char *) ADDRESS(env, dst);
-    const char *s = (const char *) ADDRESS(env, src);
-    if (d == NULL || s == NULL || dstOff < 0 || srcOff < 0 || n < 0) {
-        return JNI_FALSE;
+    if (stream) {
+        stream_bytes(d + dstOff, s + srcOff, (size_t) n);
+    } else {
+        copy_bytes(d + dstOff, s + srcOff, (size_t) n);
     }
-    stream_bytes(d + dstOff, s + srcOff, (size_t) n);
     return JNI_TRUE;
 }
 

@@ -75,9 +75,7 @@ public final class PipelineBenchWorker {
                 int steps = stepsArg > 0 ? stepsArg : autoSteps(hidden);
                 Step step = new Step(ps, hidden, reuse);
                 int warmed = warmup >= 0 ? warmup : settle(ps, step, steps);
-                if (warmed < warmup) {
-                    runSteps(step, warmed, warmup - warmed);
-                }
+                runSteps(step, warmed, warmup - warmed); // none when the settling ran past warmup
                 warmed = Math.max(warmed, warmup);
                 step.resetHistograms();
                 ps.world().barrier();

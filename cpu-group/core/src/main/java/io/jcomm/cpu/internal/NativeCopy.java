@@ -92,7 +92,7 @@ public final class NativeCopy {
         }
         int d = dst.position();
         int s = src.position();
-        if (!(stream ? stream0(dst, d, src, s, n) : copy0(dst, d, src, s, n))) {
+        if (!copy0(dst, d, src, s, n, stream)) {
             throw new IllegalStateException("native copy refused a direct buffer");
         }
         dst.position(d + n);
@@ -122,7 +122,7 @@ public final class NativeCopy {
 
     private static native long readPeer0(int pid, long remote, ByteBuffer dst, long dstOff, long n);
 
-    private static native boolean copy0(ByteBuffer dst, long dstOff, ByteBuffer src, long srcOff, long n);
-
-    private static native boolean stream0(ByteBuffer dst, long dstOff, ByteBuffer src, long srcOff, long n);
+    /** Copies with the string copy, or with non-temporal stores when {@code stream}. */
+    private static native boolean copy0(ByteBuffer dst, long dstOff, ByteBuffer src, long srcOff, long n,
+                                        boolean stream);
 }
