@@ -61,7 +61,7 @@ class Pipeline:
         if key not in Pipeline.cache:
             sizes = ",".join(str(h) for h in PIPELINE_SIZES[(self.tp, self.pp)])
             out = run(["bin/commbench", "pipeline", "--tp", str(self.tp), "--pp", str(self.pp), "--hidden", sizes,
-                       "--torch"], timeout=1800)
+                       "--torch", "--bands"], timeout=1800)
             rows = {}
             inside = False
             for line in out.splitlines():
@@ -125,7 +125,7 @@ def transfer():
 
     def both(r):
         if r not in cache:
-            out = run(["bin/commbench", "transfer", "--torch"], timeout=1800)
+            out = run(["bin/commbench", "transfer", "--torch", "--bands"], timeout=1800)
             cache[r] = table_row(out.split("# beside torch")[1], 16777216, 1), table_row(
                 out.split("# beside torch")[1], 16777216, 2)
         return cache[r]

@@ -51,7 +51,8 @@ public final class PipelineBenchCommand implements Callable<Integer> {
     String hidden;
 
     @Option(names = "--steps", defaultValue = "0",
-            description = "timed steps per size (default: by size, 1,000 to 30,000, about 2 GiB of activations)")
+            description = "timed steps per size (default: about 3 s of steps at the rate the warm-up settled on, and at "
+                    + "least 2 GiB of activations, 1,000 to 30,000 steps; with a fixed --warmup, the latter)")
     int steps;
 
     @Option(names = "--warmup", defaultValue = "auto", description = "untimed steps per size first, or auto: rounds "
@@ -85,6 +86,10 @@ public final class PipelineBenchCommand implements Callable<Integer> {
             + "ranks run as torchrun starts them, unbound")
     Boolean pin;
 
+    @Option(names = "--bands", description = "also print where the steps' time went: per band of step time (under "
+            + "60 us, 60-100, ... over 5 ms), the share of steps and of time, over all ranks")
+    boolean bands;
+
     @Option(names = "--timeout", defaultValue = "900", description = "seconds before everything is killed (default ${DEFAULT-VALUE})")
     long timeoutSeconds;
 
@@ -111,9 +116,11 @@ public final class PipelineBenchCommand implements Callable<Integer> {
      * @param warmupSteps untimed steps run first
      * @param ops       per operation: p50, p99, p99.9 and mean in µs over all ranks (p99.9 and mean NaN when not
      *                  measured)
+     * @param bands     where the steps' time went (jcomm only): per band of step time, {lower µs, upper µs (0: open),
+     *                  steps, their total ns}, over all ranks
      */
     public record Row(int hidden, int steps, double seconds, long rssGrowth, long directGrowth, int warmupSteps,
-                      Map<String, double[]> ops) {
+                      Map<String, double[]> ops, List<long[]> bands) {
         public double stepsPerSecond() {
             return steps / seconds;
         }
@@ -233,6 +240,9 @@ public final class PipelineBenchCommand implements Callable<Integer> {
                     st == null || Double.isNaN(st[3]) ? "-" : String.format(Locale.ROOT, "%.2f", st[3] / st[0]),
                     megabytes(r.rssGrowth()), megabytes(r.directGrowth()));
         }
+        if (bands) {
+            printBands(rows);
+        }
         out.printf(Locale.ROOT, "  %10s", "p50/p99(us)");
         for (String op : PipelineBenchWorker.OPS) {
             if (!op.equals("whole step")) {
@@ -249,6 +259,27 @@ public final class PipelineBenchCommand implements Callable<Integer> {
                 }
             }
             out.println();
+        }
+    }
+
+    /** Per size, the share of steps and of time in each band of step time ({@code --bands}). */
+    private void printBands(List<Row> rows) {
+        for (Row r : rows) {
+            if (r.bands().isEmpty()) {
+                continue;
+            }
+            long steps = r.bands().stream().mapToLong(b -> b[2]).sum();
+            long nanos = r.bands().stream().mapToLong(b -> b[3]).sum();
+            out.printf(Locale.ROOT, "  where the time went, hidden %d: %-13s %8s %8s %9s%n", r.hidden(), "step(us)",
+                    "steps%", "time%", "mean(us)");
+            for (long[] b : r.bands()) {
+                if (b[2] == 0) {
+                    continue;
+                }
+                String band = b[1] == 0 ? ">" + b[0] : b[0] + "-" + b[1];
+                out.printf(Locale.ROOT, "  %35s %-13s %8.3f %8.1f %9.0f%n", "", band, 100.0 * b[2] / steps,
+                        100.0 * b[3] / nanos, b[3] / 1e3 / b[2]);
+            }
         }
     }
 
@@ -343,13 +374,18 @@ public final class PipelineBenchCommand implements Callable<Integer> {
             int h = Integer.parseInt(f[1]);
             synchronized (byHidden) {
                 byHidden.put(h, new Row(h, Integer.parseInt(f[2]), Long.parseLong(f[3]) / 1e9, Long.parseLong(f[4]),
-                        Long.parseLong(f[6]), Integer.parseInt(f[7]), new LinkedHashMap<>()));
+                        Long.parseLong(f[6]), Integer.parseInt(f[7]), new LinkedHashMap<>(), new ArrayList<>()));
             }
         } else if (line.startsWith("@@op ")) {
             synchronized (byHidden) {
                 Row r = byHidden.get(Integer.parseInt(f[1]));
                 r.ops().put(f[2].replace('_', ' '), new double[] {Long.parseLong(f[3]) / 1e3, Long.parseLong(f[4]) / 1e3,
                         Long.parseLong(f[6]) / 1e3, Long.parseLong(f[7]) / 1e3});
+            }
+        } else if (line.startsWith("@@band ")) {
+            synchronized (byHidden) {
+                byHidden.get(Integer.parseInt(f[1])).bands().add(new long[] {Long.parseLong(f[2]), Long.parseLong(f[3]),
+                        Long.parseLong(f[4]), Long.parseLong(f[5])});
             }
         } else {
             System.err.println("[rank " + rank + "] " + line);
@@ -384,7 +420,7 @@ public final class PipelineBenchCommand implements Callable<Integer> {
                 int h = Integer.parseInt(kv.get("hidden"));
                 synchronized (byHidden) {
                     byHidden.put(h, new Row(h, Integer.parseInt(kv.get("steps")), Double.parseDouble(kv.get("seconds")),
-                            Long.MIN_VALUE, Long.MIN_VALUE, torchWarmup, new LinkedHashMap<>()));
+                            Long.MIN_VALUE, Long.MIN_VALUE, torchWarmup, new LinkedHashMap<>(), new ArrayList<>()));
                 }
             } else if (line.startsWith("OP ")) {
                 synchronized (byHidden) {

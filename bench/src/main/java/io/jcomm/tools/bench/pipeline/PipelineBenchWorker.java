@@ -42,11 +42,34 @@ public final class PipelineBenchWorker {
             "pp recv tensor dict", "whole step");
 
     /**
-     * Timed steps for an activation of {@code hidden} f32 when none are given: about 2 GiB of activations, 1,000
-     * to 30,000 steps (enough that a millisecond hiccup moves the mean by less than a few percent).
+     * The least timed steps for an activation of {@code hidden} f32 when none are given: about 2 GiB of
+     * activations, 1,000 to 30,000 steps. Also what sizes the warm-up's rounds.
      */
     static int autoSteps(int hidden) {
         return (int) Math.max(1000, Math.min(30_000, (2L << 30) / (4L * hidden)));
+    }
+
+    /**
+     * How long the timed steps run when their number is not given and the warm-up settled: the mean is the
+     * throughput, and over a fraction of a second (2 GiB of 1 MiB activations take 0.1-0.2 s here) it weighs
+     * the few collections and preemptions that fall in it by chance, where a job runs for hours.
+     */
+    static final double TIMED_SECONDS = 3.0;
+
+    /** Cap on the timed steps the settled rate asks for (a 4 KiB step runs in microseconds). */
+    static final int MAX_TIMED_STEPS = 2_000_000;
+
+    /**
+     * Timed steps when none were given: {@link #autoSteps}, or more so that they run for about
+     * {@link #TIMED_SECONDS} at {@code secondsPerStep} (the settled rate, the same on every rank; 0 when
+     * unknown).
+     */
+    static int timedSteps(int hidden, double secondsPerStep) {
+        int least = autoSteps(hidden);
+        if (secondsPerStep <= 0) {
+            return least;
+        }
+        return (int) Math.max(least, Math.min(MAX_TIMED_STEPS, Math.ceil(TIMED_SECONDS / secondsPerStep)));
     }
 
     public static void main(String[] args) throws Exception {
@@ -72,9 +95,10 @@ public final class PipelineBenchWorker {
         try (ParallelState ps = ParallelState.initialize(cfg, ob.build(), ParallelSizes.of(tp, pp, 1))) {
             ps.tp().awaitMessageQueue(ps.tp().cpuGroup().defaultTimeout());
             for (int hidden : sizes) {
-                int steps = stepsArg > 0 ? stepsArg : autoSteps(hidden);
                 Step step = new Step(ps, hidden, reuse);
-                int warmed = warmup >= 0 ? warmup : settle(ps, step, steps);
+                Settled settled = warmup >= 0 ? new Settled(0, 0) : settle(ps, step, autoSteps(hidden));
+                int warmed = settled.steps();
+                int steps = stepsArg > 0 ? stepsArg : timedSteps(hidden, settled.secondsPerStep());
                 runSteps(step, warmed, warmup - warmed); // none when the settling ran past warmup
                 warmed = Math.max(warmed, warmup);
                 step.resetHistograms();
@@ -109,9 +133,9 @@ public final class PipelineBenchWorker {
      * row ran within 5 % of the one before (the compilers are done, the pool and the rings are in use), at
      * least 3 rounds and 3 s, at most 60 s. Every rank takes the slowest rank's round time, so all stop together.
      *
-     * @return the steps run
+     * @return the steps run, and the seconds per step of the last round (the slowest rank's)
      */
-    static int settle(ParallelState ps, Step step, int steps) {
+    static Settled settle(ParallelState ps, Step step, int steps) {
         int round = Math.max(200, steps / 4);
         Tensor t = Tensor.allocate(DType.F64, 1);
         long start = System.nanoTime();
@@ -131,9 +155,40 @@ public final class PipelineBenchWorker {
             t.setDouble(0, spent > 60_000_000_000L ? 2 : spent > 3_000_000_000L ? 1 : 0);
             ps.world().allReduce(t, t, io.jcomm.api.ReduceOp.MIN);
             if ((r >= 2 && calm >= 2 && t.getDouble(0) >= 1) || t.getDouble(0) >= 2) {
-                return s;
+                return new Settled(s, took / 1e9 / round);
             }
         }
+    }
+
+    /** Step-time bands of {@link #bands}, lower edges in µs (the last one open-ended). */
+    static final long[] BAND_EDGES_MICROS = {0, 60, 100, 200, 500, 1_000, 2_000, 5_000};
+
+    /**
+     * Where the time of {@code steps} went: per band of {@link #BAND_EDGES_MICROS}, {lower µs, upper µs (0: none),
+     * steps, their total nanoseconds}. The mean's excess over the p50 is in the upper bands: a few steps of
+     * milliseconds weigh as much as thousands of steps a little slower.
+     */
+    static List<long[]> bands(Histogram steps) {
+        List<long[]> out = new ArrayList<>();
+        for (int b = 0; b < BAND_EDGES_MICROS.length; b++) {
+            long lo = BAND_EDGES_MICROS[b] * 1000;
+            long hi = b + 1 < BAND_EDGES_MICROS.length ? BAND_EDGES_MICROS[b + 1] * 1000 : Long.MAX_VALUE;
+            long n = 0;
+            long nanos = 0;
+            for (org.HdrHistogram.HistogramIterationValue v : steps.recordedValues()) {
+                long x = v.getValueIteratedTo();
+                if (x >= lo && x < hi) {
+                    n += v.getCountAtValueIteratedTo();
+                    nanos += v.getCountAtValueIteratedTo() * x;
+                }
+            }
+            out.add(new long[] {lo / 1000, hi == Long.MAX_VALUE ? 0 : hi / 1000, n, nanos});
+        }
+        return out;
+    }
+
+    /** What the warm-up did: {@code steps} run, the last round at {@code secondsPerStep} (0: no rounds). */
+    record Settled(int steps, double secondsPerStep) {
     }
 
     /** What a rank does each step: the pattern of a pipeline-parallel job, two values checked. */
@@ -290,6 +345,10 @@ public final class PipelineBenchWorker {
                         + h.getValueAtPercentile(50) + " " + h.getValueAtPercentile(99) + " " + h.getTotalCount() + " "
                         + h.getValueAtPercentile(99.9) + " " + (long) h.getMean());
             }
+        }
+        Histogram whole = merged.get(OPS.size() - 1);
+        for (long[] b : bands(whole)) {
+            System.out.println("@@band " + hidden + " " + b[0] + " " + b[1] + " " + b[2] + " " + b[3]);
         }
         System.out.flush();
     }
