@@ -125,7 +125,7 @@ def transfer():
 
     def both(r):
         if r not in cache:
-            out = run(["bin/commbench", "transfer", "--torch", "--bands"], timeout=1800)
+            out = run(["bin/commbench", "transfer", "--torch"], timeout=1800)
             cache[r] = table_row(out.split("# beside torch")[1], 16777216, 1), table_row(
                 out.split("# beside torch")[1], 16777216, 2)
         return cache[r]
