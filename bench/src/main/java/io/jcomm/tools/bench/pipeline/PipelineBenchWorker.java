@@ -96,11 +96,15 @@ public final class PipelineBenchWorker {
             ps.tp().awaitMessageQueue(ps.tp().cpuGroup().defaultTimeout());
             for (int hidden : sizes) {
                 Step step = new Step(ps, hidden, reuse);
-                Settled settled = warmup >= 0 ? new Settled(0, 0) : settle(ps, step, autoSteps(hidden));
+                Settled settled;
+                if (warmup >= 0) {
+                    runSteps(step, 0, warmup);
+                    settled = new Settled(warmup, 0);
+                } else {
+                    settled = settle(ps, step, autoSteps(hidden));
+                }
                 int warmed = settled.steps();
                 int steps = stepsArg > 0 ? stepsArg : timedSteps(hidden, settled.secondsPerStep());
-                runSteps(step, warmed, warmup - warmed); // none when the settling ran past warmup
-                warmed = Math.max(warmed, warmup);
                 step.resetHistograms();
                 ps.world().barrier();
                 long rss0 = rssBytes();
@@ -169,20 +173,19 @@ public final class PipelineBenchWorker {
      * milliseconds weigh as much as thousands of steps a little slower.
      */
     static List<long[]> bands(Histogram steps) {
+        int last = BAND_EDGES_MICROS.length - 1;
         List<long[]> out = new ArrayList<>();
-        for (int b = 0; b < BAND_EDGES_MICROS.length; b++) {
-            long lo = BAND_EDGES_MICROS[b] * 1000;
-            long hi = b + 1 < BAND_EDGES_MICROS.length ? BAND_EDGES_MICROS[b + 1] * 1000 : Long.MAX_VALUE;
-            long n = 0;
-            long nanos = 0;
-            for (org.HdrHistogram.HistogramIterationValue v : steps.recordedValues()) {
-                long x = v.getValueIteratedTo();
-                if (x >= lo && x < hi) {
-                    n += v.getCountAtValueIteratedTo();
-                    nanos += v.getCountAtValueIteratedTo() * x;
-                }
+        for (int b = 0; b <= last; b++) {
+            out.add(new long[] {BAND_EDGES_MICROS[b], b < last ? BAND_EDGES_MICROS[b + 1] : 0, 0, 0});
+        }
+        for (org.HdrHistogram.HistogramIterationValue v : steps.recordedValues()) {
+            long x = v.getValueIteratedTo();
+            int b = last;
+            while (b > 0 && x < BAND_EDGES_MICROS[b] * 1000) {
+                b--;
             }
-            out.add(new long[] {lo / 1000, hi == Long.MAX_VALUE ? 0 : hi / 1000, n, nanos});
+            out.get(b)[2] += v.getCountAtValueIteratedTo();
+            out.get(b)[3] += v.getCountAtValueIteratedTo() * x;
         }
         return out;
     }
