@@ -57,7 +57,8 @@ import org.junit.jupiter.api.Timeout;
  * fails on a wrong one), and the job finishes with an exact report whenever the policy allows it. The time from
  * the first kill to the first completed collective of the last recovery on every rank of it is measured per kind.
  * {@code -Djcomm.elasticChaos.trials=N} (default 18: two of each kind, what CI runs; RELIABILITY.md quotes runs
- * of 45), {@code -Djcomm.elasticChaos.seed=S}; the table goes to
+ * of 45), {@code -Djcomm.elasticChaos.seed=S}, {@code -Djcomm.elasticChaos.kinds=restart-twice,...} (the kinds
+ * taken in turn; default all); the table goes to
  * {@code target/elastic-chaos-report.txt}.
  */
 @Timeout(value = 1500)
@@ -86,11 +87,15 @@ class ElasticChaosIT {
     void everyTrialEndsWithoutHangOrWrongValueAndGoesOnWheneverThePolicyAllows() throws Exception {
         int trials = Integer.getInteger("jcomm.elasticChaos.trials", 18);
         long seed = Long.getLong("jcomm.elasticChaos.seed", System.nanoTime());
+        String[] kinds = System.getProperty("jcomm.elasticChaos.kinds", String.join(",", KINDS)).split(",");
+        for (String k : kinds) {
+            assertTrue(List.of(KINDS).contains(k), "unknown kind " + k + "; the kinds are " + List.of(KINDS));
+        }
         Random rnd = new Random(seed);
         StringBuilder report = new StringBuilder("elastic chaos: " + trials + " trials, seed " + seed + "\n");
         List<Trial> done = new ArrayList<>();
         for (int t = 1; t <= trials; t++) {
-            Trial tr = trial(t, KINDS[(t - 1) % KINDS.length], rnd);
+            Trial tr = trial(t, kinds[(t - 1) % kinds.length], rnd);
             done.add(tr);
             report.append(tr.line()).append('\n');
             System.out.println("chaos: " + tr.line());

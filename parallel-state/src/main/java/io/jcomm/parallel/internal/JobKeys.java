@@ -52,7 +52,10 @@ public final class JobKeys {
 
     // ------------------------------------------------------------------ recovery
 
-    /** The number of vacancies posted so far (their sequence numbers are 1 to it). */
+    /**
+     * The number of vacancies counted so far (their sequence numbers are 1 to it); each is counted before it is
+     * written, so a number whose poster died in between stays unwritten.
+     */
     public static final String VACANCY_COUNT = "ps/rec/vac/n";
     /** The latest round that posted vacancies. */
     public static final String VACANCY_ROUND = "ps/rec/vac/round";

@@ -17,7 +17,9 @@ import java.time.Duration;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Iterator;
 import java.util.List;
+import java.util.TreeSet;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -79,10 +81,11 @@ public final class Joining {
         // a restarted rank waits for its vacancy as long as a collective would; a spare for as long as the job
         long deadline = role == DistributedConfig.Role.SPARE ? Long.MAX_VALUE
                 : System.nanoTime() + config.timeout().toNanos();
-        long seq = 1;
+        Postings postings = new Postings(keys);
         Backoff pause = Backoff.doubling(Duration.ofNanos(200_000), Duration.ofMillis(5));
         while (true) {
-            if (!keys.check(List.of(JobKeys.vacancy(seq)))) {
+            long seq = postings.next();
+            if (seq < 0) {
                 if (store.check(List.of(DistributedConfig.LAUNCHER_DONE_KEY))) {
                     throw new CommClosedException(ctx, "the job ended without needing this process (every worker exited)");
                 }
@@ -95,9 +98,8 @@ public final class Joining {
             }
             pause.reset();
             String[] f = Recoveries.text(keys.get(JobKeys.vacancy(seq), config.timeout()), 64, ctx).split(" ");
-            seq++;
             if (f.length != 3) {
-                throw new ProtocolException(ctx, "malformed vacancy " + (seq - 1));
+                throw new ProtocolException(ctx, "malformed vacancy " + seq);
             }
             long incarnation;
             int round;
@@ -109,7 +111,7 @@ public final class Joining {
                 rank = Integer.parseInt(f[2]);
                 latest = Integer.parseInt(Recoveries.text(keys.get(JobKeys.VACANCY_ROUND, config.timeout()), 16, ctx));
             } catch (NumberFormatException e) {
-                throw new ProtocolException(ctx, "malformed vacancy " + (seq - 1) + ": " + e.getMessage());
+                throw new ProtocolException(ctx, "malformed vacancy " + seq + ": " + e.getMessage());
             }
             JobKeys.Round rk = JobKeys.recovery(incarnation).round(round);
             if (rank < 0 || rank >= config.worldSize() || round < latest
@@ -145,6 +147,47 @@ public final class Joining {
             } catch (CommException e) {
                 next.close();
                 LOG.info("rank {}: joining round {} failed ({}); waiting for the next vacancy", rank, round, e.getMessage());
+            }
+        }
+    }
+
+    /**
+     * The vacancies posted so far, in the order of their numbers, each handed out once. A poster counts a vacancy
+     * ({@link JobKeys#VACANCY_COUNT}) before it writes it: one killed between the two leaves a number that is never
+     * written, and one stopped there writes it late. Such a number must not hide the later ones, so a number still
+     * unwritten once a later one is counted is set aside and looked at again on every call, up to
+     * {@link #MAX_SET_ASIDE} of them (the oldest, of rounds long over, are dropped first).
+     */
+    static final class Postings {
+        static final int MAX_SET_ASIDE = 64;
+        private final Store keys;
+        private final TreeSet<Long> setAside = new TreeSet<>();
+        private long next = 1;
+
+        Postings(Store keys) {
+            this.keys = keys;
+        }
+
+        /** The number of a vacancy written and not handed out before, or -1 when there is none now. */
+        long next() {
+            for (Iterator<Long> it = setAside.iterator(); it.hasNext(); ) {
+                long s = it.next();
+                if (keys.check(List.of(JobKeys.vacancy(s)))) {
+                    it.remove();
+                    return s;
+                }
+            }
+            while (true) {
+                if (keys.check(List.of(JobKeys.vacancy(next)))) {
+                    return next++;
+                }
+                if (!keys.check(List.of(JobKeys.VACANCY_COUNT)) || keys.add(JobKeys.VACANCY_COUNT, 0) <= next) {
+                    return -1; // nothing counted past it: it is being written, or nothing is posted yet
+                }
+                setAside.add(next++);
+                if (setAside.size() > MAX_SET_ASIDE) {
+                    setAside.pollFirst();
+                }
             }
         }
     }

@@ -208,6 +208,31 @@ class RecoveryRoundTest {
         assertEquals(List.of("round 2 [0, 1] replaced [1]"), f0.formed);
     }
 
+    @Test
+    void aVacancyNumberCountedButNeverWrittenDoesNotHideTheLaterOnes() throws Exception {
+        // an earlier round's poster was killed between counting a vacancy and writing it: number 1 stays empty
+        assertEquals(1, store.add(PREFIX + "/" + JobKeys.VACANCY_COUNT, 1));
+        RankLayout before = RankLayout.of(2, 2, 1, 1);
+        Store m0 = store.withMember(JOB, 0);
+        store.withMember(JOB, 1);
+        store.killMember(JOB, 1);
+        Formed f0 = new Formed();
+        Future<Recovery> r0 = round(0, true, 2, before, m0, Duration.ofSeconds(5), f0);
+        // rank 1's restarted process takes its own place (vacancy 2), past the empty number 1
+        DistributedConfig restarted = DistributedConfig.builder().rank(1).worldSize(2).hostId("h").jobId(JOB)
+                .timeout(TIMEOUT).role(DistributedConfig.Role.RESTARTED).build();
+        Future<String> joined = pool.submit(() -> Joining.run(restarted, store, PREFIX, null, claim -> {
+            RecoveryRound.agree(context(claim.rank(), Duration.ofSeconds(5)), claim.next(), List.of(), claim.keys(),
+                    claim.vacancy().layout(), new java.util.TreeSet<>(claim.vacancy().lost()), claim.vacancy().lost(),
+                    System.nanoTime() + TIMEOUT.toNanos(), TIMEOUT, io.jcomm.api.OpContext.of("recovery", claim.rank(),
+                            "join"));
+            return "rank " + claim.rank() + " joined round " + claim.round();
+        }));
+        assertEquals("rank 1 joined round 2", joined.get(15, TimeUnit.SECONDS));
+        assertEquals(List.of(1), get(r0).replaced());
+        assertEquals(List.of("round 2 [0, 1] replaced [1]"), f0.formed);
+    }
+
     private static void assertThrows(Future<Recovery> f, Class<? extends Throwable> type) throws InterruptedException,
             TimeoutException {
         try {
