@@ -44,7 +44,6 @@ public final class KvEventPublisher implements AutoCloseable {
     private static final Duration DISCOVER_EVERY = Duration.ofMillis(200);
 
     private final TransferAgent agent;
-    private final Directory subscribersDir;
     private final Directory publishersDir;
     private final String name;
     private final String host;
@@ -61,7 +60,8 @@ public final class KvEventPublisher implements AutoCloseable {
     private final long publisherIndex;
     private final Thread thread;
     private volatile boolean running = true;
-    private long known;
+    /** Subscribers listed since the last discovery. */
+    private final Directory.Reader newSubscribers;
     private long lastDiscover;
 
     private static final class Sub {
@@ -80,7 +80,7 @@ public final class KvEventPublisher implements AutoCloseable {
         this.sendTimeout = Duration.ofSeconds(2);
         this.maxBatchBytes = Math.min(agent.options().maxNotificationBytes(), 60 << 10);
         this.queue = new ArrayBlockingQueue<>(queueCapacity);
-        this.subscribersDir = new Directory(store, namespace + "/kv-events/subscribers");
+        this.newSubscribers = new Directory(store, namespace + "/kv-events/subscribers").reader();
         this.publishersDir = new Directory(store, namespace + "/kv-events/publishers");
         this.publisherIndex = publishersDir.add(name);
         this.thread = new Thread(this::loop, "jcomm-kv-events-" + name);
@@ -183,8 +183,7 @@ public final class KvEventPublisher implements AutoCloseable {
         if (now - lastDiscover > DISCOVER_EVERY.toNanos() || subs.isEmpty()) {
             lastDiscover = now;
             try {
-                List<String> found = subscribersDir.readFrom(known, sendTimeout);
-                known += found.size();
+                List<String> found = newSubscribers.added(sendTimeout);
                 for (String s : found) {
                     if (!s.isEmpty()) {
                         subs.putIfAbsent(s, new Sub());

@@ -87,7 +87,7 @@ public final class KvEventSubscriber implements AutoCloseable {
 
     /** The publishers listed now (withdrawn ones left out). */
     public List<String> publishers(Duration timeout) {
-        return publishersDir.readFrom(0, timeout).stream().filter(s -> !s.isEmpty()).toList();
+        return publishersDir.names(timeout);
     }
 
     /**

@@ -79,4 +79,28 @@ class KvEventsTest {
             }
         }
     }
+
+    @Test
+    void aPublisherOrSubscriberKilledWhileListingItselfHidesNoLaterOne() throws Exception {
+        int[] p = PrefixTreeTest.prompt(40, 5);
+        List<BlockHash> h = PrefixTreeTest.H.fullBlocks(p);
+        List<KvEvent> held = List.copyOf(PrefixTreeTest.stored("A", p, 2, KvSlice.whole(8, 2)));
+        try (TcpStoreServer server = TcpStoreServer.start(TcpStoreServerConfig.defaults());
+             TcpStore s1 = client(server); TcpStore s2 = client(server);
+             TransferAgent pubAgent = agent(s1, "pub-0"); TransferAgent subAgent = agent(s2, "sub-0")) {
+            // a publisher and a subscriber each counted their entry and died before writing it
+            s1.add("ns/kv-events/publishers/count", 1);
+            s1.add("ns/kv-events/subscribers/count", 1);
+            PrefixTree tree = new PrefixTree(1000);
+            KvEventPublisher pub = KvEventPublisher.start(pubAgent, s1, "ns", "host-a", () -> held,
+                    Duration.ofMillis(5), 1024);
+            try (KvEventSubscriber sub = KvEventSubscriber.start(subAgent, s2, "ns", tree)) {
+                assertEquals(List.of("pub-0"), sub.publishers(Duration.ofSeconds(5)));
+                assertTrue(sub.awaitSnapshots(List.of("pub-0"), Duration.ofSeconds(20)), "the publisher found the subscriber");
+                assertEquals(Map.of("A", 2), tree.longestPrefix(h));
+            } finally {
+                pub.close();
+            }
+        }
+    }
 }

@@ -1,5 +1,8 @@
 package io.jcomm.parallel.internal;
 
+import io.jcomm.api.store.Store;
+import io.jcomm.runtime.StoreList;
+
 /**
  * The layout of a job's keys in its store (under {@code ParallelStateOptions.storePrefix()}), in one place, as
  * Aeron keeps a buffer's layout in a descriptor class: every key {@code ParallelState}, its host exchange, its
@@ -52,17 +55,16 @@ public final class JobKeys {
 
     // ------------------------------------------------------------------ recovery
 
-    /**
-     * The number of vacancies counted so far (their sequence numbers are 1 to it); each is counted before it is
-     * written, so a number whose poster died in between stays unwritten.
-     */
+    /** The counter of {@link #vacancies}. */
     public static final String VACANCY_COUNT = "ps/rec/vac/n";
     /** The latest round that posted vacancies. */
     public static final String VACANCY_ROUND = "ps/rec/vac/round";
+    /** Most vacancies a job posts over its life. */
+    static final long MAX_VACANCIES = 1 << 20;
 
-    /** Vacancy {@code seq}: {@code "<incarnation> <round> <rank>"}. */
-    public static String vacancy(long seq) {
-        return "ps/rec/vac/" + seq;
+    /** The vacancies posted, one entry per lost rank: {@code "<incarnation> <round> <rank>"}. */
+    public static StoreList vacancies(Store keys) {
+        return new StoreList(keys, VACANCY_COUNT, "ps/rec/vac/", MAX_VACANCIES);
     }
 
     /** The keys of the recovery rounds of incarnation {@code incarnation}. */

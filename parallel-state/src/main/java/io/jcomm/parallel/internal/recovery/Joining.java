@@ -8,6 +8,7 @@ import io.jcomm.api.DistributedConfig;
 import io.jcomm.api.OpContext;
 import io.jcomm.api.ProtocolException;
 import io.jcomm.runtime.Entropy;
+import io.jcomm.runtime.StoreList;
 import io.jcomm.api.store.PrefixStore;
 import io.jcomm.api.store.Store;
 import io.jcomm.parallel.HostTopology;
@@ -17,9 +18,7 @@ import java.time.Duration;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Iterator;
 import java.util.List;
-import java.util.TreeSet;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -81,7 +80,8 @@ public final class Joining {
         // a restarted rank waits for its vacancy as long as a collective would; a spare for as long as the job
         long deadline = role == DistributedConfig.Role.SPARE ? Long.MAX_VALUE
                 : System.nanoTime() + config.timeout().toNanos();
-        Postings postings = new Postings(keys);
+        StoreList vacancies = JobKeys.vacancies(keys);
+        StoreList.Reader postings = vacancies.reader();
         Backoff pause = Backoff.doubling(Duration.ofNanos(200_000), Duration.ofMillis(5));
         while (true) {
             long seq = postings.next();
@@ -97,7 +97,7 @@ public final class Joining {
                 continue;
             }
             pause.reset();
-            String[] f = Recoveries.text(keys.get(JobKeys.vacancy(seq), config.timeout()), 64, ctx).split(" ");
+            String[] f = Recoveries.text(vacancies.get(seq, config.timeout()), 64, ctx).split(" ");
             if (f.length != 3) {
                 throw new ProtocolException(ctx, "malformed vacancy " + seq);
             }
@@ -147,47 +147,6 @@ public final class Joining {
             } catch (CommException e) {
                 next.close();
                 LOG.info("rank {}: joining round {} failed ({}); waiting for the next vacancy", rank, round, e.getMessage());
-            }
-        }
-    }
-
-    /**
-     * The vacancies posted so far, in the order of their numbers, each handed out once. A poster counts a vacancy
-     * ({@link JobKeys#VACANCY_COUNT}) before it writes it: one killed between the two leaves a number that is never
-     * written, and one stopped there writes it late. Such a number must not hide the later ones, so a number still
-     * unwritten once a later one is counted is set aside and looked at again on every call, up to
-     * {@link #MAX_SET_ASIDE} of them (the oldest, of rounds long over, are dropped first).
-     */
-    static final class Postings {
-        static final int MAX_SET_ASIDE = 64;
-        private final Store keys;
-        private final TreeSet<Long> setAside = new TreeSet<>();
-        private long next = 1;
-
-        Postings(Store keys) {
-            this.keys = keys;
-        }
-
-        /** The number of a vacancy written and not handed out before, or -1 when there is none now. */
-        long next() {
-            for (Iterator<Long> it = setAside.iterator(); it.hasNext(); ) {
-                long s = it.next();
-                if (keys.check(List.of(JobKeys.vacancy(s)))) {
-                    it.remove();
-                    return s;
-                }
-            }
-            while (true) {
-                if (keys.check(List.of(JobKeys.vacancy(next)))) {
-                    return next++;
-                }
-                if (!keys.check(List.of(JobKeys.VACANCY_COUNT)) || keys.add(JobKeys.VACANCY_COUNT, 0) <= next) {
-                    return -1; // nothing counted past it: it is being written, or nothing is posted yet
-                }
-                setAside.add(next++);
-                if (setAside.size() > MAX_SET_ASIDE) {
-                    setAside.pollFirst();
-                }
             }
         }
     }

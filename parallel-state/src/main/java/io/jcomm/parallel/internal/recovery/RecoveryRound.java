@@ -10,6 +10,7 @@ import io.jcomm.parallel.NoReplicaLeftException;
 import io.jcomm.parallel.RankLayout;
 import io.jcomm.parallel.Recovery;
 import io.jcomm.parallel.internal.JobKeys;
+import io.jcomm.runtime.StoreList;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -167,9 +168,9 @@ public final class RecoveryRound {
                 before.pipelineParallelSize(), before.ranks(), new ArrayList<>(dead), hostsOf(topology));
         keys.set(JobKeys.recovery(c.incarnation()).round(round).vacancy(), v.encode());
         keys.set(JobKeys.VACANCY_ROUND, Integer.toString(round).getBytes(StandardCharsets.UTF_8));
+        StoreList vacancies = JobKeys.vacancies(keys);
         for (int d : dead) {
-            long seq = keys.add(JobKeys.VACANCY_COUNT, 1);
-            keys.set(JobKeys.vacancy(seq), (c.incarnation() + " " + round + " " + d).getBytes(StandardCharsets.UTF_8));
+            vacancies.append((c.incarnation() + " " + round + " " + d).getBytes(StandardCharsets.UTF_8));
         }
     }
 
