@@ -532,7 +532,7 @@ final class Engine {
                 if (l != null && l.inactive && l.byeSeen && l.mailbox != null) {
                     l.mailbox.poll(); // records the peer wrote before its goodbye are still delivered
                 }
-                if (l != null && l.inactive && l.byeSeen && l.awaitsData()) {
+                if (l != null && l.inactive && l.byeSeen && (l.awaitsData() || l.awaitsRoom())) {
                     throw peerClosed(l.peer);
                 }
             }

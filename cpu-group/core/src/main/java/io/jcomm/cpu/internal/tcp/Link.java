@@ -437,6 +437,15 @@ final class Link implements PassThroughInbound, RecvByteBufAllocator, RecvByteBu
         return !held.isEmpty() || hasPendingOutput() || (shm != null && shm.sending());
     }
 
+    /**
+     * Whether sends to this peer still wait for it to make room: messages held for its credit, records queued for
+     * room in the mailbox ring, payloads queued for room in the payload ring. Their operations are not complete
+     * until then, so once the peer closed the group they never will be.
+     */
+    boolean awaitsRoom() {
+        return !held.isEmpty() || (mailbox != null && mailbox.hasQueued()) || (shm != null && shm.sending());
+    }
+
     /** Whether bytes written to this connection still wait in its outbound buffer for the socket. */
     boolean hasPendingOutput() {
         if (channel == null || !channel.isActive()) {

@@ -434,6 +434,43 @@ class TcpBackendTest {
         }
     }
 
+    /**
+     * A send that waits for the peer to make room (ring or credit) fails once the peer closed the group cleanly,
+     * as a receive from it does, instead of waiting for its deadline: the peer will never consume it.
+     */
+    @ParameterizedTest
+    @ValueSource(ints = {256, 256 << 10})
+    void aSendWaitingForRoomFailsWhenThePeerClosesCleanly(int bytes) {
+        try (ThreadRanks t = ThreadRanks.start(2, TcpBackendTest::opts, Duration.ofSeconds(20))) {
+            java.util.concurrent.atomic.AtomicLong closedAt = new java.util.concurrent.atomic.AtomicLong();
+            List<Object> out = t.outcomes(g -> {
+                if (g.rank() == 1) {
+                    try {
+                        Thread.sleep(1000); // rank 0 fills the ring meanwhile; this rank receives nothing
+                    } catch (InterruptedException e) {
+                        throw new IllegalStateException(e);
+                    }
+                    closedAt.set(System.nanoTime());
+                    g.close();
+                    return null;
+                }
+                Tensor x = Tensor.allocate(DType.U8, bytes);
+                io.jcomm.api.CommException e = assertThrows(io.jcomm.api.CommException.class, () -> {
+                    for (int i = 0; i < 1_000_000; i++) {
+                        g.send(x, 1, 7, Duration.ofSeconds(15));
+                    }
+                });
+                return new Object[] {e, System.nanoTime()};
+            }, Duration.ofSeconds(30));
+            Object[] r = (Object[]) out.get(0);
+            io.jcomm.api.CommException e = (io.jcomm.api.CommException) r[0];
+            long ms = TimeUnit.NANOSECONDS.toMillis((long) r[1] - closedAt.get());
+            org.junit.jupiter.api.Assertions.assertInstanceOf(io.jcomm.api.CommClosedException.class, e, String.valueOf(e));
+            assertTrue(e.getMessage().contains("peer rank 1 closed the group"), e.getMessage());
+            assertTrue(ms < 5000, "the send failed " + ms + " ms after the peer closed, not at once");
+        }
+    }
+
     @Test
     void waitingDoesNotBurnACore() {
         try (ThreadRanks t = ThreadRanks.start(2, TcpBackendTest::opts, Duration.ofSeconds(20))) {
