@@ -111,11 +111,15 @@ public final class StoreList {
                     return i;
                 }
             }
+            long counted = -1; // read once per call, when first needed: it only grows, so a stale value is safe
             while (next <= maxEntries) {
                 if (store.check(List.of(key(next)))) {
                     return next++;
                 }
-                if (count() <= next) {
+                if (counted < 0) {
+                    counted = count();
+                }
+                if (counted <= next) {
                     return -1; // nothing counted after it: it is being written, or nothing was appended yet
                 }
                 setAside.add(next++);

@@ -83,6 +83,17 @@ class RecoveryRoundTest {
                 current, TIMEOUT, f));
     }
 
+    /** A replacement, as {@code config}, that takes a vacancy and agrees with the survivors as the state does. */
+    private Future<Joining.Claim> joinAndAgree(DistributedConfig config, Duration grace) {
+        return pool.submit(() -> Joining.run(config, store, PREFIX, null, claim -> {
+            RecoveryRound.agree(context(claim.rank(), grace), claim.next(), List.of(), claim.keys(),
+                    claim.vacancy().layout(), new java.util.TreeSet<>(claim.vacancy().lost()), claim.vacancy().lost(),
+                    System.nanoTime() + TIMEOUT.toNanos(), TIMEOUT, io.jcomm.api.OpContext.of("recovery", claim.rank(),
+                            "join"));
+            return claim;
+        }));
+    }
+
     private void awaitKey(String key) throws InterruptedException {
         long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         while (!store.check(List.of(PREFIX + "/" + key))) {
@@ -156,14 +167,9 @@ class RecoveryRoundTest {
         // a spare takes the vacancy and joins: rank 0's round goes on with it
         DistributedConfig spare = DistributedConfig.builder().rank(0).worldSize(2).hostId("h2").jobId(JOB)
                 .timeout(TIMEOUT).role(DistributedConfig.Role.SPARE).build();
-        Future<String> joined = pool.submit(() -> Joining.run(spare, store, PREFIX, null, claim -> {
-            RecoveryRound.agree(context(claim.rank(), grace), claim.next(), List.of(), claim.keys(),
-                    claim.vacancy().layout(), new java.util.TreeSet<>(claim.vacancy().lost()), claim.vacancy().lost(),
-                    System.nanoTime() + TIMEOUT.toNanos(), TIMEOUT, io.jcomm.api.OpContext.of("recovery", claim.rank(),
-                            "join"));
-            return "rank " + claim.rank() + " round " + claim.round() + " on " + claim.topology().hostOf(claim.rank());
-        }));
-        assertEquals("rank 1 round 1 on h2", joined.get(30, TimeUnit.SECONDS));
+        Joining.Claim joined = joinAndAgree(spare, grace).get(30, TimeUnit.SECONDS);
+        assertEquals("rank 1 round 1 on h2", "rank " + joined.rank() + " round " + joined.round() + " on "
+                + joined.topology().hostOf(joined.rank()));
         Recovery r = get(r0);
         assertTrue(r.member());
         assertEquals(List.of(1), r.replaced());
@@ -194,14 +200,8 @@ class RecoveryRoundTest {
         assertTrue(store.check(List.of(PREFIX + "/" + JobKeys.recovery(1).round(1).abort())), "round 1 is marked given up");
         // round 2: rank 1 is still dead; a second spare takes the new vacancy, and the round forms the generation
         Future<Recovery> r0b = round(0, true, 2, before, m0, Duration.ofSeconds(5), f0);
-        Future<String> second = pool.submit(() -> Joining.run(spare, store, PREFIX, null, claim -> {
-            RecoveryRound.agree(context(claim.rank(), Duration.ofSeconds(5)), claim.next(), List.of(), claim.keys(),
-                    claim.vacancy().layout(), new java.util.TreeSet<>(claim.vacancy().lost()), claim.vacancy().lost(),
-                    System.nanoTime() + TIMEOUT.toNanos(), TIMEOUT, io.jcomm.api.OpContext.of("recovery", claim.rank(),
-                            "join"));
-            return "joined round " + claim.round();
-        }));
-        assertEquals("joined round 2", second.get(30, TimeUnit.SECONDS));
+        Future<Joining.Claim> second = joinAndAgree(spare, Duration.ofSeconds(5));
+        assertEquals("joined round 2", "joined round " + second.get(30, TimeUnit.SECONDS).round());
         Recovery r = get(r0b);
         assertEquals(2, r.round());
         assertEquals(List.of(1), r.replaced());
@@ -221,14 +221,8 @@ class RecoveryRoundTest {
         // rank 1's restarted process takes its own place (vacancy 2), past the empty number 1
         DistributedConfig restarted = DistributedConfig.builder().rank(1).worldSize(2).hostId("h").jobId(JOB)
                 .timeout(TIMEOUT).role(DistributedConfig.Role.RESTARTED).build();
-        Future<String> joined = pool.submit(() -> Joining.run(restarted, store, PREFIX, null, claim -> {
-            RecoveryRound.agree(context(claim.rank(), Duration.ofSeconds(5)), claim.next(), List.of(), claim.keys(),
-                    claim.vacancy().layout(), new java.util.TreeSet<>(claim.vacancy().lost()), claim.vacancy().lost(),
-                    System.nanoTime() + TIMEOUT.toNanos(), TIMEOUT, io.jcomm.api.OpContext.of("recovery", claim.rank(),
-                            "join"));
-            return "rank " + claim.rank() + " joined round " + claim.round();
-        }));
-        assertEquals("rank 1 joined round 2", joined.get(15, TimeUnit.SECONDS));
+        Joining.Claim joined = joinAndAgree(restarted, Duration.ofSeconds(5)).get(15, TimeUnit.SECONDS);
+        assertEquals("rank 1 joined round 2", "rank " + joined.rank() + " joined round " + joined.round());
         assertEquals(List.of(1), get(r0).replaced());
         assertEquals(List.of("round 2 [0, 1] replaced [1]"), f0.formed);
     }
